@@ -1,0 +1,163 @@
+import type { DType } from '../tensor.js';
+
+/**
+ * The contract language. An op is data: named dims, then its arguments in the
+ * order they are checked, each check carrying the code it raises. The
+ * generator turns this into typed signatures, validators and the catalog
+ * skeleton; nothing else states a shape rule.
+ */
+
+/** A dim name (`T`), an integer literal (`2`), or a product of both (`2*H*D`). */
+export type DimExpr = string;
+
+/** A check's code and its message template; `{name}` marks a placeholder. */
+export interface ErrorDecl {
+  readonly title: string;
+  readonly message: string;
+}
+
+export type ErrorTable = Readonly<Record<string, ErrorDecl>>;
+
+export type DTypeRule =
+  | { readonly oneOf: readonly DType[] }
+  /** The dtype of another tensor argument, or one of `or`. */
+  | { readonly sameAs: string; readonly or?: readonly DType[] };
+
+export interface TensorArg {
+  readonly kind: 'tensor';
+  readonly name: string;
+  readonly doc: string;
+  readonly dtype: DTypeRule;
+  readonly shape: readonly DimExpr[];
+  /** Code for a wrong shape (and a wrong rank, unless `rankCode` is given). */
+  readonly code: string;
+  readonly rankCode?: string;
+  readonly optional?: boolean;
+  /** Accept `[X, 1]` and `[1, X]` for a 1-D `[X]` (flattened). */
+  readonly flattenable?: boolean;
+  /** Also accept a plain number (e.g. one eps for every layer), checked as `number` is. */
+  readonly orNumber?: NumberRule;
+}
+
+export interface NumberRule {
+  /** Inclusive lower bound. */
+  readonly min?: number;
+  /** Exclusive lower bound. */
+  readonly above?: number;
+  readonly code: string;
+}
+
+export interface IntArg {
+  readonly kind: 'int';
+  readonly name: string;
+  readonly doc: string;
+  /** The dim this parameter names. */
+  readonly binds?: string;
+  readonly optional?: boolean;
+  /** Value when omitted: a dim expression over dims bound before. */
+  readonly default?: DimExpr;
+  readonly code: string;
+  readonly even?: { readonly atMost: DimExpr; readonly code: string };
+  readonly multipleOf?: { readonly of: DimExpr; readonly code: string };
+}
+
+export interface NumberArg extends NumberRule {
+  readonly kind: 'number';
+  readonly name: string;
+  readonly doc: string;
+  readonly optional?: boolean;
+}
+
+export interface ChoiceArg {
+  readonly kind: 'choice';
+  readonly name: string;
+  readonly doc: string;
+  readonly options: readonly string[];
+  readonly default: string;
+  readonly code: string;
+}
+
+export interface CallbackArg {
+  readonly kind: 'callback';
+  readonly name: string;
+  readonly doc: string;
+  readonly code: string;
+  /** TypeScript signature, in terms of the op's dims. */
+  readonly signature: string;
+}
+
+/** Exactly one of the named arguments is given. */
+export interface ExactlyOneRule {
+  readonly kind: 'exactlyOne';
+  readonly names: readonly string[];
+  readonly code: string;
+}
+
+/** The named tensors, when given, are different tensors. */
+export interface DistinctRule {
+  readonly kind: 'distinct';
+  readonly names: readonly [string, string];
+  readonly code: string;
+}
+
+/** A rule on the values of an index tensor: checked on the host where they live there, on the device otherwise. */
+export interface ValueRule {
+  readonly kind: 'values';
+  readonly name: string;
+  /** Inclusive lower bound, unless `negativeSkips`. */
+  readonly min?: number;
+  /** Exclusive upper bound; unchecked while its dim is unbound. */
+  readonly below: DimExpr;
+  /** A negative value means "skip this token" and is valid. */
+  readonly negativeSkips?: boolean;
+  readonly code: string;
+}
+
+export type Arg = TensorArg | IntArg | NumberArg | ChoiceArg | CallbackArg;
+export type Rule = ExactlyOneRule | DistinctRule | ValueRule;
+export type Step = Arg | Rule;
+
+export interface OutputDecl {
+  readonly name: string;
+  /** Same dtype as this tensor argument. */
+  readonly dtypeOf: string;
+  readonly shape: readonly DimExpr[];
+  readonly doc: string;
+}
+
+export interface OpDecl {
+  /** The name users call: a backend method, or `Class.method`. */
+  readonly name: string;
+  readonly summary: string;
+  readonly dims: Readonly<Record<string, string>>;
+  /** Dims bound by another op's call (the materializer's constructor) before this one runs. */
+  readonly inherits?: string;
+  readonly errors: ErrorTable;
+  readonly steps: readonly Step[];
+  readonly outputs: readonly OutputDecl[];
+}
+
+/** A family of ops declared in one file, with the codes they own. */
+export interface ContractFile {
+  readonly errors: ErrorTable;
+  readonly ops: readonly OpDecl[];
+}
+
+type Opt<T, K extends keyof T> = Omit<T, K | 'kind' | 'name'> & Partial<Pick<T, K>>;
+
+export const tensor = (name: string, spec: Omit<TensorArg, 'kind' | 'name'>): TensorArg => ({ kind: 'tensor', name, ...spec });
+export const int = (name: string, spec: Omit<IntArg, 'kind' | 'name'>): IntArg => ({ kind: 'int', name, ...spec });
+export const number = (name: string, spec: Omit<NumberArg, 'kind' | 'name'>): NumberArg => ({ kind: 'number', name, ...spec });
+export const choice = (name: string, spec: Opt<ChoiceArg, never>): ChoiceArg => ({ kind: 'choice', name, ...spec });
+export const callback = (name: string, spec: Omit<CallbackArg, 'kind' | 'name'>): CallbackArg => ({ kind: 'callback', name, ...spec });
+export const exactlyOne = (names: readonly string[], code: string): ExactlyOneRule => ({ kind: 'exactlyOne', names, code });
+export const distinct = (names: readonly [string, string], code: string): DistinctRule => ({ kind: 'distinct', names, code });
+export const values = (name: string, spec: Omit<ValueRule, 'kind' | 'name'>): ValueRule => ({ kind: 'values', name, ...spec });
+
+export const FLOAT = { oneOf: ['f32', 'f16', 'bf16'] } as const satisfies DTypeRule;
+export const INDEX = { oneOf: ['i32', 'i64'] } as const satisfies DTypeRule;
+export const F32 = { oneOf: ['f32'] } as const satisfies DTypeRule;
+export const sameAs = (name: string, ...or: DType[]): DTypeRule => ({ sameAs: name, or });
+
+/** Keeps the literal codes of an error table while checking its form. */
+export const errors = <const E extends ErrorTable>(table: E): E => table;

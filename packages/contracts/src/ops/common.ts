@@ -1,0 +1,23 @@
+import { errors } from '../dsl/declare.js';
+
+/** Codes every op can raise: argument form, tensor identity, dtypes, and the parameters shared by all ops. */
+export const commonErrors = errors({
+  KV001: { title: 'Argument is not a kvkit tensor', message: '{arg} must be a kvkit Tensor; got {actual}' },
+  KV002: { title: 'Tensor from another backend', message: '{arg} was made by {actual}; this call runs on {expected}' },
+  KV003: { title: 'Tensor used after dispose', message: '{arg} was disposed and can no longer be used' },
+  KV004: { title: 'Unsupported dtype', message: '{arg} has dtype {actual}; expected one of {expected}' },
+  KV005: { title: 'Dtypes that must agree do not', message: '{arg} has dtype {actual}; expected {expected} to match {other}' },
+  KV006: { title: 'Parameter is not a positive integer', message: '{arg} must be a positive integer; got {actual}' },
+  KV007: { title: 'Invalid rotary dim for the head dim', message: 'rotaryDim must be even and in (0, headDim]; got rotaryDim={actual}, headDim={expected}' },
+  KV008: { title: 'Number out of range', message: '{arg} must be a finite number {constraint}; got {actual}' },
+  KV009: { title: 'Unknown option value', message: '{arg} must be one of {expected}; got {actual}' },
+});
+
+/** Codes of tensor creation and of calls as a whole. */
+export const tensorErrors = errors({
+  KV040: { title: 'Invalid tensor shape', message: 'shape {actual} is invalid: every dim must be a non-negative integer' },
+  KV041: { title: 'Data length does not match the shape', message: 'data has {actual} elements; shape {shape} holds {expected}' },
+  KV042: { title: 'Data not representable in the dtype', message: 'data[{index}] = {actual} is not representable as {expected}' },
+  KV043: { title: 'Unknown argument', message: '{arg} is not an argument of {op}; expected one of {expected}' },
+  KV044: { title: 'Callback is not a function', message: '{arg} must be a function; got {actual}' },
+});

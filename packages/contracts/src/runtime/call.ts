@@ -1,0 +1,212 @@
+import { ContractError } from '@kvkit/errors-catalog';
+import type { DimExpr, DTypeRule } from '../dsl/declare.js';
+import { evalDim, isDimName } from '../dsl/dims.js';
+import { isTensor, LAYER_VIEW, numel, TENSOR_OWNER } from '../tensor.js';
+import type { DType, OwnedTensor, Shape } from '../tensor.js';
+
+/** Who runs a call: validators compare tensors against it and ask it for host-side values. */
+export interface ValidationContext {
+  /** The backend instance; every tensor of the call must be its own. */
+  readonly owner: object;
+  /** How the backend names itself in messages, e.g. `cpu backend #1`. */
+  readonly label: string;
+  /** Values of an index tensor where they live on the host; undefined defers the rule to the device. */
+  hostValues?(t: OwnedTensor): ArrayLike<number | bigint> | undefined;
+}
+
+/** Dims and dtypes bound by an earlier call that this one continues (the materializer's constructor). */
+export interface Inherited {
+  readonly dims: Readonly<Record<string, number>>;
+  readonly dtypes: Readonly<Record<string, DType>>;
+}
+
+/** A value rule left to the device: its bounds resolved, its code and op ready for the error. */
+export interface DeviceCheck {
+  readonly arg: string;
+  readonly tensor: OwnedTensor;
+  readonly min: number | undefined;
+  readonly below: number | undefined;
+  readonly negativeSkips: boolean;
+  readonly code: string;
+  readonly op: string;
+}
+
+export interface ValueRuleSpec {
+  readonly min?: number;
+  readonly below: DimExpr;
+  readonly negativeSkips?: boolean;
+}
+
+/** One validation in progress: binds dims as arguments are read and throws the first violation. */
+export class Call {
+  readonly dims: Record<string, number>;
+  readonly dtypes: Record<string, DType>;
+  readonly deviceChecks: DeviceCheck[] = [];
+
+  constructor(
+    readonly op: string,
+    readonly ctx: ValidationContext,
+    inherited?: Inherited,
+  ) {
+    this.dims = { ...inherited?.dims };
+    this.dtypes = { ...inherited?.dtypes };
+  }
+
+  fail(code: string, details: Record<string, unknown>): never {
+    throw new ContractError(code, this.op, details, { ...this.dims });
+  }
+
+  /** The arguments object; an unknown key is reported before anything else so a misspelt optional argument is not silently dropped. */
+  args(raw: unknown, known: readonly string[], code: string): Record<string, unknown> {
+    if (raw === undefined || raw === null) return {};
+    if (typeof raw !== 'object') this.fail('KV001', { arg: 'arguments', actual: describeValue(raw) });
+    for (const key of Object.keys(raw)) {
+      if (!known.includes(key)) this.fail(code, { arg: key, op: this.op, expected: known.join(', ') });
+    }
+    return raw as Record<string, unknown>;
+  }
+
+  int(name: string, value: unknown, code: string, opts: { optional?: boolean; default?: DimExpr; binds?: string } = {}): number | undefined {
+    let v = value;
+    if (v === undefined && opts.default !== undefined) v = evalDim(opts.default, this.dims);
+    if (v === undefined && opts.optional) return undefined;
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v <= 0) this.fail(code, { arg: name, actual: describeValue(v) });
+    if (opts.binds) this.dims[opts.binds] = v;
+    return v;
+  }
+
+  evenAtMost(name: string, value: number | undefined, atMost: DimExpr, code: string): void {
+    if (value === undefined) return;
+    const limit = evalDim(atMost, this.dims);
+    if (value % 2 !== 0 || (limit !== undefined && value > limit)) this.fail(code, { arg: name, actual: value, expected: limit });
+  }
+
+  multipleOf(name: string, value: number | undefined, of: DimExpr, code: string): void {
+    const base = evalDim(of, this.dims);
+    if (value === undefined || base === undefined) return;
+    if (value % base !== 0) this.fail(code, { arg: name, actual: value, expected: base });
+  }
+
+  number(name: string, value: unknown, code: string, rule: { min?: number; above?: number; optional?: boolean }): number | undefined {
+    if (value === undefined && rule.optional) return undefined;
+    const ok =
+      typeof value === 'number' &&
+      Number.isFinite(value) &&
+      (rule.min === undefined || value >= rule.min) &&
+      (rule.above === undefined || value > rule.above);
+    if (!ok) this.fail(code, { arg: name, actual: describeValue(value), constraint: constraintText(rule) });
+    return value as number;
+  }
+
+  choice<O extends string>(name: string, value: unknown, options: readonly O[], fallback: O, code: string): O {
+    if (value === undefined) return fallback;
+    if (typeof value !== 'string' || !options.includes(value as O)) this.fail(code, { arg: name, actual: describeValue(value), expected: options.join(' | ') });
+    return value as O;
+  }
+
+  callback(name: string, value: unknown, code: string): (...args: never[]) => unknown {
+    if (typeof value !== 'function') this.fail(code, { arg: name, actual: describeValue(value) });
+    return value as (...args: never[]) => unknown;
+  }
+
+  /** Identity and dtype of a tensor argument: ours, alive, of an allowed dtype. */
+  tensor(name: string, value: unknown, dtype: DTypeRule, opts: { optional?: boolean } = {}): OwnedTensor | undefined {
+    if (value === undefined && opts.optional) return undefined;
+    if (!isTensor(value)) this.fail('KV001', { arg: name, actual: describeValue(value) });
+    if (value[TENSOR_OWNER] !== this.ctx.owner) {
+      const owner = value[TENSOR_OWNER] as { label?: string };
+      this.fail('KV002', { arg: name, actual: owner.label ?? `a ${value.backend} backend`, expected: this.ctx.label });
+    }
+    if (value.disposed) {
+      const layer = value[LAYER_VIEW];
+      if (layer !== undefined) this.fail('KV027', { arg: name, layer });
+      this.fail('KV003', { arg: name });
+    }
+    if ('oneOf' in dtype) {
+      if (!dtype.oneOf.includes(value.dtype)) this.fail('KV004', { arg: name, actual: value.dtype, expected: dtype.oneOf.join(', ') });
+    } else {
+      const other = this.dtypes[dtype.sameAs];
+      const allowed = [...new Set([other, ...(dtype.or ?? [])])].filter((d): d is DType => d !== undefined);
+      if (!allowed.includes(value.dtype)) this.fail('KV005', { arg: name, actual: value.dtype, expected: allowed.join(' or '), other: dtype.sameAs });
+    }
+    this.dtypes[name] = value.dtype;
+    return value;
+  }
+
+  /**
+   * Binds each unbound dim named by an axis and checks every other axis; a
+   * wrong rank raises `rankCode` when the contract gives one. A flattenable
+   * `[X]` also accepts `[X, 1]` and `[1, X]`.
+   */
+  shape(name: string, t: OwnedTensor | undefined, spec: readonly DimExpr[], code: string, opts: { rankCode?: string; flattenable?: boolean } = {}): void {
+    if (t === undefined) return;
+    let shape: Shape = t.shape;
+    if (opts.flattenable && spec.length === 1 && shape.length === 2 && (shape[0] === 1 || shape[1] === 1)) shape = [numel(shape)];
+    if (shape.length !== spec.length) {
+      if (opts.rankCode) this.fail(opts.rankCode, { arg: name, rank: spec.length, expected: `[${spec.join(', ')}]`, actual: t.shape });
+      this.fail(code, { arg: name, actual: t.shape, expected: this.expected(spec), count: numel(t.shape) });
+    }
+    spec.forEach((expr, axis) => {
+      const actual = shape[axis]!;
+      if (isDimName(expr) && this.dims[expr] === undefined) {
+        this.dims[expr] = actual;
+        return;
+      }
+      const want = evalDim(expr, this.dims);
+      if (want !== undefined && want !== actual) this.fail(code, { arg: name, actual: t.shape, expected: this.expected(spec), count: numel(t.shape) });
+    });
+  }
+
+  exactlyOne(names: readonly string[], given: readonly unknown[], code: string): void {
+    const present = names.filter((_, i) => given[i] !== undefined);
+    if (present.length !== 1) this.fail(code, { actual: present.length === 0 ? 'neither' : present.join(' and ') });
+  }
+
+  distinct(names: readonly [string, string], a: unknown, b: unknown, code: string): void {
+    if (a !== undefined && a === b) this.fail(code, { arg: names[0], other: names[1] });
+  }
+
+  /** Checks index values now where the backend holds them on the host; otherwise hands the rule to the device. */
+  values(name: string, t: OwnedTensor | undefined, rule: ValueRuleSpec, code: string): void {
+    if (t === undefined) return;
+    const below = evalDim(rule.below, this.dims);
+    const min = rule.negativeSkips ? undefined : rule.min;
+    const host = this.ctx.hostValues?.(t);
+    if (host === undefined) {
+      this.deviceChecks.push({ arg: name, tensor: t, min, below, negativeSkips: rule.negativeSkips ?? false, code, op: this.op });
+      return;
+    }
+    for (let i = 0; i < host.length; i++) {
+      const v = Number(host[i]);
+      if (rule.negativeSkips && v < 0) continue;
+      if ((min !== undefined && v < min) || (below !== undefined && v >= below)) {
+        this.fail(code, { arg: name, index: i, actual: host[i], expected: below ?? 'no limit' });
+      }
+    }
+  }
+
+  /** `[L, T, H, D] = [2, 4, 2, 8]`, with `?` for dims not bound yet. */
+  private expected(spec: readonly DimExpr[]): string {
+    const values = spec.map((e) => evalDim(e, this.dims) ?? '?');
+    return `[${spec.join(', ')}] = [${values.join(', ')}]`;
+  }
+}
+
+function constraintText(rule: { min?: number; above?: number }): string {
+  if (rule.above !== undefined) return `> ${rule.above}`;
+  if (rule.min !== undefined) return `>= ${rule.min}`;
+  return '';
+}
+
+/** A short, safe description of any value for a message: never throws, never dumps a large array. */
+export function describeValue(v: unknown): string {
+  if (v === undefined) return 'undefined';
+  if (v === null) return 'null';
+  if (typeof v === 'number' || typeof v === 'boolean' || typeof v === 'bigint') return String(v);
+  if (typeof v === 'string') return JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v);
+  if (typeof v === 'function') return 'a function';
+  if (Array.isArray(v)) return `an Array of length ${v.length}`;
+  if (ArrayBuffer.isView(v)) return `a ${v.constructor.name}`;
+  const ctor = (v as object).constructor?.name;
+  return ctor && ctor !== 'Object' ? `a ${ctor}` : 'a plain object';
+}

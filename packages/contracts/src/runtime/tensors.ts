@@ -1,0 +1,51 @@
+import { DTYPES, numel } from '../tensor.js';
+import type { DType, OwnedTensor, Shape, TensorData } from '../tensor.js';
+import { Call } from './call.js';
+import type { ValidationContext } from './call.js';
+
+const I32_MIN = -(2 ** 31);
+const I32_MAX = 2 ** 31 - 1;
+
+/** The checks of `tensor(dtype, shape, data?)` and `empty(dtype, shape)`: the tensor contract in `ops/common.ts`. */
+export function validateTensorCreation(ctx: ValidationContext, op: 'tensor' | 'empty', dtype: unknown, shape: unknown, data?: unknown): { dtype: DType; shape: Shape } {
+  const call = new Call(op, ctx);
+  if (typeof dtype !== 'string' || !DTYPES.includes(dtype as DType)) call.fail('KV004', { arg: 'dtype', actual: String(dtype), expected: DTYPES.join(', ') });
+  if (!Array.isArray(shape) || !shape.every((d) => typeof d === 'number' && Number.isSafeInteger(d) && d >= 0)) {
+    call.fail('KV040', { actual: Array.isArray(shape) ? shape : String(shape) });
+  }
+  const dims = Object.freeze([...(shape as number[])]);
+  if (data !== undefined) {
+    const isList = Array.isArray(data) || ArrayBuffer.isView(data);
+    if (!isList || data instanceof DataView) call.fail('KV001', { arg: 'data', actual: describeData(data) });
+    const list = data as TensorData;
+    const n = numel(dims);
+    if (list.length !== n) call.fail('KV041', { actual: list.length, shape: dims, expected: n });
+    const bad = firstUnrepresentable(dtype as DType, list);
+    if (bad !== undefined) call.fail('KV042', { index: bad, actual: String(list[bad]), expected: dtype });
+  }
+  return { dtype: dtype as DType, shape: dims };
+}
+
+/** `read(t)` and `dispose()` take only live tensors of their own backend. */
+export function validateTensorUse(ctx: ValidationContext, op: string, t: unknown): OwnedTensor {
+  return new Call(op, ctx).tensor('tensor', t, { oneOf: DTYPES })!;
+}
+
+function firstUnrepresentable(dtype: DType, data: TensorData): number | undefined {
+  for (let i = 0; i < data.length; i++) {
+    const v = data[i]!;
+    if (dtype === 'i64') {
+      if (typeof v === 'bigint') {
+        if (v < -(2n ** 63n) || v >= 2n ** 63n) return i;
+      } else if (!Number.isSafeInteger(v)) return i;
+    } else if (dtype === 'i32') {
+      const n = typeof v === 'bigint' ? Number(v) : v;
+      if (!Number.isInteger(n) || n < I32_MIN || n > I32_MAX) return i;
+    } else if (typeof v !== 'number') return i;
+  }
+  return undefined;
+}
+
+function describeData(data: unknown): string {
+  return data === null ? 'null' : typeof data === 'object' ? (data as object).constructor?.name ?? 'an object' : typeof data;
+}

@@ -1,0 +1,54 @@
+/** Element types a tensor may hold. f16 and bf16 are stored rounded to nearest even. */
+export type DType = 'f32' | 'f16' | 'bf16' | 'i32' | 'i64';
+export type FloatDType = 'f32' | 'f16' | 'bf16';
+export type IndexDType = 'i32' | 'i64';
+export type BackendKind = 'cpu' | 'webgpu' | 'cuda';
+export type Shape = readonly number[];
+
+export const DTYPES: readonly DType[] = ['f32', 'f16', 'bf16', 'i32', 'i64'];
+export const FLOAT_DTYPES: readonly FloatDType[] = ['f32', 'f16', 'bf16'];
+export const INDEX_DTYPES: readonly IndexDType[] = ['i32', 'i64'];
+
+/** A tensor lives on one backend; its shape type is literal when the shape given to `tensor()` was. */
+export interface Tensor<DT extends DType = DType, S extends Shape = Shape> {
+  readonly dtype: DT;
+  readonly shape: S;
+  readonly backend: BackendKind;
+  /** True once `dispose()` ran, or once a layer view's callback returned. */
+  readonly disposed: boolean;
+  dispose(): void;
+}
+
+/** The backend instance that made a tensor; validators compare it to the one running the call. */
+export const TENSOR_OWNER: unique symbol = Symbol.for('kvkit.tensor.owner');
+
+/** Set on the per-layer views handed to `writeLayerKv`: the layer they show. */
+export const LAYER_VIEW: unique symbol = Symbol.for('kvkit.tensor.layerView');
+
+/** What a backend's tensors carry beyond the public interface. */
+export interface OwnedTensor<DT extends DType = DType, S extends Shape = Shape> extends Tensor<DT, S> {
+  readonly [TENSOR_OWNER]: object;
+  readonly [LAYER_VIEW]?: number;
+}
+
+export function isTensor(value: unknown): value is OwnedTensor {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    TENSOR_OWNER in value &&
+    typeof (value as Partial<Tensor>).dtype === 'string' &&
+    Array.isArray((value as Partial<Tensor>).shape)
+  );
+}
+
+export function numel(shape: Shape): number {
+  let n = 1;
+  for (const d of shape) n *= d;
+  return n;
+}
+
+/** Typed array that `read()` returns for each dtype. */
+export type ReadResult<DT extends DType> = DT extends 'i32' ? Int32Array : DT extends 'i64' ? BigInt64Array : Float32Array;
+
+/** Data accepted by `tensor()`: floats for f32/f16/bf16 (rounded once), integers for i32/i64. */
+export type TensorData = readonly number[] | readonly bigint[] | Float32Array | Float64Array | Int32Array | BigInt64Array | Uint32Array | Int16Array | Uint16Array | Int8Array | Uint8Array;

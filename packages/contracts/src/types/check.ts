@@ -1,0 +1,71 @@
+import type { Gt, IsEven, Mod, Multiply } from 'ts-arithmetic';
+import type { DType, Shape } from '../tensor.js';
+
+/**
+ * Compile-time shape checks. A literal dim is compared with the literal it
+ * must equal; a `number` dim passes and is left to the runtime validator,
+ * which raises the same code. A failed check leaves the argument requiring a
+ * `ContractViolation` it cannot have, so tsc names the code in its error.
+ */
+export interface ContractViolation<Code extends string, Message extends string> {
+  readonly kvkitContractViolation: `${Code}: ${Message}`;
+}
+
+/** `unknown` (no constraint) when `Ok` is true; otherwise the violation the argument must satisfy. */
+export type Check<Ok extends boolean, Code extends string, Message extends string> = [Ok] extends [true] ? unknown : ContractViolation<Code, Message>;
+
+export type IsLiteral<N> = number extends N ? false : true;
+
+/** Two dims agree unless both are literal and differ. */
+export type DimEq<A, B> = IsLiteral<A> extends true ? (IsLiteral<B> extends true ? ([A] extends [B] ? ([B] extends [A] ? true : false) : false) : true) : true;
+
+/** Axis `I` of a shape; `number` where the shape is not a tuple or is too short. */
+export type At<S extends Shape, I extends number> = number extends S['length'] ? number : S extends { readonly [K in I]: infer X extends number } ? X : number;
+
+/** Shapes agree when the rank is unknown, or ranks match and every axis agrees. */
+export type ShapeEq<S extends Shape, E extends Shape> = number extends S['length'] ? true : S['length'] extends E['length'] ? AxesEq<S, E> : false;
+
+type AxesEq<S extends Shape, E extends Shape> = S extends readonly [infer A, ...infer RestS extends Shape]
+  ? E extends readonly [infer B, ...infer RestE extends Shape]
+    ? DimEq<A, B> extends true
+      ? AxesEq<RestS, RestE>
+      : false
+    : true
+  : true;
+
+export type RankIs<S extends Shape, N extends number> = number extends S['length'] ? true : S['length'] extends N ? true : false;
+
+/** A 1-D `[X]`, or `[X, 1]` / `[1, X]`, with `X` agreeing with `N`. */
+export type FlatCountEq<S extends Shape, N> = number extends S['length']
+  ? true
+  : S extends readonly [infer A]
+    ? DimEq<A, N>
+    : S extends readonly [infer A, infer B]
+      ? [B] extends [1]
+        ? DimEq<A, N>
+        : [A] extends [1]
+          ? DimEq<B, N>
+          : IsLiteral<A | B> extends true ? false : true
+      : false;
+
+export type FlatRankOk<S extends Shape> = number extends S['length'] ? true : S['length'] extends 1 ? true : S extends readonly [infer A, infer B] ? (IsLiteral<A> extends true ? (IsLiteral<B> extends true ? ([A] extends [1] ? true : [B] extends [1] ? true : false) : true) : true) : false;
+
+/** Product of dims; `number` as soon as one is not literal (digit-wise, so large dims do not hit recursion limits). */
+export type Mul<A extends number, B extends number> = IsLiteral<A> extends true ? (IsLiteral<B> extends true ? Multiply<A, B> : number) : number;
+
+export type IsPositiveInt<N extends number> = IsLiteral<N> extends true ? (`${N}` extends `-${string}` | `${string}.${string}` | '0' ? false : true) : true;
+
+export type EvenAtMost<R extends number, D extends number> = IsLiteral<R> extends true
+  ? IsEven<R> extends 1
+    ? IsLiteral<D> extends true
+      ? Gt<R, D> extends 1
+        ? false
+        : true
+      : true
+    : false
+  : true;
+
+export type MultipleOf<A extends number, B extends number> = IsLiteral<A> extends true ? (IsLiteral<B> extends true ? (Mod<A, B> extends 0 ? true : false) : true) : true;
+
+/** The dtype is one of `Allowed`; a dtype that is a union (not known yet) passes. */
+export type DTypeIn<DT extends DType, Allowed extends DType> = [DT] extends [Allowed] ? true : false;

@@ -1,0 +1,38 @@
+import { explain } from './catalog.js';
+import { docsUrl } from './docs-url.js';
+import { render } from './render.js';
+
+/**
+ * The one error kvkit throws for a call that breaks an op's contract: thrown
+ * before anything is enqueued for shape and dtype errors, and by `sync()` for
+ * values found bad on the device.
+ * Message: `[KV012] op: what is wrong, actual and expected. Bound dims. See <docs>`.
+ */
+export class ContractError extends Error {
+  override readonly name = 'ContractError';
+  readonly code: string;
+  readonly op: string;
+  /** The placeholder values of the message, and `dims`: every dim bound when the check failed. */
+  readonly details: Readonly<Record<string, unknown>>;
+  readonly fixes: readonly string[];
+  readonly docsUrl: string;
+
+  constructor(code: string, op: string, details: Readonly<Record<string, unknown>> = {}, dims: Readonly<Record<string, number>> = {}) {
+    const entry = explain(code);
+    const what = entry ? render(entry.message, { op, ...details }) : `error ${code}`;
+    const bound = Object.entries(dims)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(' ');
+    const url = docsUrl(code);
+    super(`[${code}] ${op}: ${what}.${bound ? ` ${bound}.` : ''} See ${url}`);
+    this.code = code;
+    this.op = op;
+    this.details = { ...details, dims: { ...dims } };
+    this.fixes = entry?.solutions ?? [];
+    this.docsUrl = url;
+  }
+}
+
+export function isContractError(e: unknown): e is ContractError {
+  return e instanceof ContractError || (e instanceof Error && /^KV\d{3}$/.test((e as { code?: string }).code ?? '') && e.name === 'ContractError');
+}

@@ -1,0 +1,35 @@
+import { docsUrl } from './docs-url.js';
+import type { CatalogEntry } from './entry.js';
+
+/** The entry as plain text for a terminal: what `kvkit explain` prints. */
+export function formatEntry(e: CatalogEntry): string {
+  const list = (items: readonly string[], numbered = false) => items.map((s, i) => `  ${numbered ? `${i + 1}.` : '-'} ${s}`).join('\n');
+  const indent = (code: string) => code.replace(/^/gm, '    ');
+  return [
+    `${e.code}: ${e.title}${e.retired ? ' (retired)' : ''}`,
+    `raised by: ${e.raisedBy.join(', ')}`,
+    '',
+    `message:  ${e.message}`,
+    '',
+    e.meaning,
+    '',
+    'When it happens:',
+    `  ${e.whenItHappens}`,
+    '',
+    'Common situations:',
+    list(e.situations),
+    '',
+    'Solutions:',
+    list(e.solutions, true),
+    '',
+    'Example (throws):',
+    indent(e.example.before),
+    '',
+    'Fixed:',
+    indent(e.example.after),
+    '',
+    `Related: ${e.related.join(', ') || 'none'}`,
+    `Declared at: ${e.source.file}:${e.source.line}`,
+    `Docs: ${docsUrl(e.code)}`,
+  ].join('\n');
+}
