@@ -165,8 +165,11 @@ function argType(s: Arg, scope: TypeScope): string {
     }
     case 'number':
       return 'number';
-    case 'choice':
-      return s.options.map(q).join(' | ');
+    case 'choice': {
+      const p = `${pascal(s.name)}V`;
+      scope.params.push(`${p} extends string`);
+      return `${p} & Check<OneOf<${p}, ${s.options.map(q).join(' | ')}>, ${violation(s.code)}>`;
+    }
     case 'callback':
       return callbackType(s.signature, scope);
     case 'tensor':
@@ -235,7 +238,7 @@ function signature(op: OpDecl, scope: TypeScope, positional: boolean): { generic
   const positionalParams: string[] = [];
   for (const s of op.steps.filter(isArg)) {
     const t = argType(s, scope);
-    fields.push(`readonly ${s.name}${s.optional || s.kind === 'choice' || (s.kind === 'int' && s.default) ? '?' : ''}: ${t};`);
+    fields.push(`readonly ${s.name}${('optional' in s && s.optional) || s.kind === 'choice' || (s.kind === 'int' && s.default) ? '?' : ''}: ${t};`);
     positionalParams.push(`${s.name}: ${t}`);
   }
   // A type parameter with a default must come after every one without.
@@ -251,7 +254,7 @@ function signaturesFile(): string {
   const out: string[] = [
     HEADER,
     "import type { DType, Shape, Tensor } from '../tensor.js';",
-    "import type { At, Check, DTypeIn, EvenAtMost, FlatCountEq, FlatRankOk, IsPositiveInt, Mul, MultipleOf, RankIs, ShapeEq } from '../types/check.js';",
+    "import type { At, Check, DTypeIn, EvenAtMost, FlatCountEq, FlatRankOk, IsPositiveInt, Mul, MultipleOf, OneOf, RankIs, ShapeEq } from '../types/check.js';",
     '',
   ];
   const plain = allOps.filter((o) => !o.inherits && o.outputs.length > 0);
@@ -338,7 +341,7 @@ function skeleton() {
     summary: op.summary,
     dims: op.dims,
     inherits: op.inherits ?? null,
-    args: op.steps.filter(isArg).map((a) => ({ name: a.name, kind: a.kind, doc: a.doc, optional: Boolean((a as { optional?: boolean }).optional), shape: a.kind === 'tensor' ? a.shape : null })),
+    args: op.steps.filter(isArg).map((a) => ({ name: a.name, kind: a.kind, doc: a.doc, optional: 'optional' in a && Boolean(a.optional), shape: a.kind === 'tensor' ? a.shape : null })),
     outputs: op.outputs,
     codes: [...by.entries()].filter(([, ops]) => ops.has(op.name)).map(([c]) => c).sort(),
   }));

@@ -69,3 +69,6 @@ export type MultipleOf<A extends number, B extends number> = IsLiteral<A> extend
 
 /** The dtype is one of `Allowed`; a dtype that is a union (not known yet) passes. */
 export type DTypeIn<DT extends DType, Allowed extends DType> = [DT] extends [Allowed] ? true : false;
+
+/** A literal option is one of `Options`; a plain `string` passes to the runtime check. */
+export type OneOf<V extends string, Options extends string> = string extends V ? true : [V] extends [Options] ? true : false;

@@ -1,0 +1,211 @@
+/**
+ * Compile-time contract checks, verified by `tsc --noEmit` (the typecheck
+ * task): every `@ts-expect-error` must meet an error, and every
+ * `expectTypeOf` must hold. Literal shapes are checked; `number` dims pass
+ * through to the runtime validators.
+ */
+import { expectTypeOf } from 'vitest';
+import type { Backend, Tensor } from '../../src/index.js';
+
+declare const backend: Backend;
+declare const n: number;
+
+// A small model: T=4 tokens, L=2 layers, H=2 KV heads, D=8, R=8, P=16 cache rows.
+const kv = backend.tensor('bf16', [4, 2, 32]);
+const kNormWeight = backend.tensor('bf16', [2, 8]);
+const eps = backend.tensor('f32', [2]);
+const cosSinCache = backend.tensor('f32', [16, 8]);
+const positions = backend.tensor('i32', [4]);
+const base = { kv, kNormWeight, eps, cosSinCache, positions, numKvHeads: 2, headDim: 8, rotaryDim: 8 } as const;
+
+// --- fusedNormRopeStacked: outputs carry literal shapes [L, T, H, D].
+const out = backend.fusedNormRopeStacked(base);
+expectTypeOf(out.kOut).toEqualTypeOf<Tensor<'bf16', readonly [2, 4, 2, 8]>>();
+expectTypeOf(out.vOut.shape).toEqualTypeOf<readonly [2, 4, 2, 8]>();
+backend.fusedNormRopeStacked({ ...base, kOut: backend.empty('bf16', [2, 4, 2, 8]), ropeStyle: 'gptj' });
+backend.fusedNormRopeStacked({ ...base, kNormWeight: backend.tensor('f32', [2, 8]) }); // f32 weight is allowed
+
+// Seed 003 (KV010): kv is not 3-D.
+// @ts-expect-error KV010
+backend.fusedNormRopeStacked({ ...base, kv: backend.tensor('bf16', [4, 64]) });
+// KV011: trailing dim is not 2*H*D = 32.
+// @ts-expect-error KV011
+backend.fusedNormRopeStacked({ ...base, kv: backend.tensor('bf16', [4, 2, 30]) });
+// KV012: kNormWeight is not [L, D].
+// @ts-expect-error KV012
+backend.fusedNormRopeStacked({ ...base, kNormWeight: backend.tensor('bf16', [3, 8]) });
+// Seed 004 (KV013): eps is not [L].
+// @ts-expect-error KV013
+backend.fusedNormRopeStacked({ ...base, eps: backend.tensor('f32', [1]) });
+// Seed 002 (KV014): a caller-supplied kOut in [T, L, H, D] order.
+// @ts-expect-error KV014
+backend.fusedNormRopeStacked({ ...base, kOut: backend.empty('bf16', [4, 2, 2, 8]) });
+// @ts-expect-error KV014 (vOut too)
+backend.fusedNormRopeStacked({ ...base, vOut: backend.empty('bf16', [2, 5, 2, 8]) });
+// KV015: positions is not [T].
+// @ts-expect-error KV015
+backend.fusedNormRopeStacked({ ...base, positions: backend.tensor('i32', [3]) });
+// KV016: cosSinCache width is not rotaryDim.
+// @ts-expect-error KV016
+backend.fusedNormRopeStacked({ ...base, cosSinCache: backend.tensor('f32', [16, 4]) });
+// KV007: rotaryDim odd, or larger than headDim.
+// @ts-expect-error KV007
+backend.fusedNormRopeStacked({ ...base, rotaryDim: 7, cosSinCache: backend.tensor('f32', [16, 7]) });
+// @ts-expect-error KV007
+backend.fusedNormRopeStacked({ ...base, rotaryDim: 10, cosSinCache: backend.tensor('f32', [16, 10]) });
+// KV006: non-positive or fractional params.
+// @ts-expect-error KV006
+backend.fusedNormRopeStacked({ ...base, numKvHeads: 0 });
+// @ts-expect-error KV006
+backend.fusedNormRopeStacked({ ...base, headDim: 8.5 });
+// KV004: an integer kv.
+// @ts-expect-error KV004
+backend.fusedNormRopeStacked({ ...base, kv: backend.tensor('i32', [4, 2, 32]) });
+// KV005: kOut of another float dtype than kv.
+// @ts-expect-error KV005
+backend.fusedNormRopeStacked({ ...base, kOut: backend.empty('f16', [2, 4, 2, 8]) });
+// KV009: an unknown rope style.
+// @ts-expect-error KV009
+backend.fusedNormRopeStacked({ ...base, ropeStyle: 'llama' });
+
+// --- `number` dims pass through to the runtime checks, and outputs keep what is known.
+const dynKv = backend.tensor('bf16', [n, 2, 32]);
+const dyn = backend.fusedNormRopeStacked({ ...base, kv: dynKv, positions: backend.tensor('i32', [n]) });
+expectTypeOf(dyn.kOut.shape).toEqualTypeOf<readonly [2, number, 2, 8]>();
+const unknownRank = backend.tensor('bf16', [4, 2, 32] as number[]);
+backend.fusedNormRopeStacked({ ...base, kv: unknownRank });
+backend.fusedNormRopeStacked({ ...base, numKvHeads: n, headDim: n, rotaryDim: n });
+
+// Large dims: 2*H*D through digit-wise arithmetic, past what tuple-length arithmetic can reach.
+const bigKv = backend.tensor('bf16', [4, 2, 2 * 32 * 256]);
+backend.fusedNormRopeStacked({
+  ...base,
+  kv: bigKv,
+  numKvHeads: 32,
+  headDim: 256,
+  rotaryDim: 128,
+  kNormWeight: backend.tensor('bf16', [2, 256]),
+  cosSinCache: backend.tensor('f32', [16, 128]),
+});
+backend.fusedNormRopeStacked({
+  ...base,
+  // @ts-expect-error KV011: 2*32*256 = 16384, not 16383
+  kv: backend.tensor('bf16', [4, 2, 16383]),
+  numKvHeads: 32,
+  headDim: 256,
+  rotaryDim: 128,
+  kNormWeight: backend.tensor('bf16', [2, 256]),
+  cosSinCache: backend.tensor('f32', [16, 128]),
+});
+
+// --- The materializer: its constructor fixes DT, L, H, D and hidden for every call.
+const m = backend.createKvMaterializer({
+  kvWeight: backend.tensor('bf16', [2, 32, 64]),
+  kNormWeight,
+  eps: 1e-6,
+  numKvHeads: 2,
+  headDim: 8,
+  ropeBase: 10000,
+});
+const ctxHidden = backend.tensor('bf16', [4, 64]);
+m.materialize(ctxHidden, positions, (layer, k, v) => {
+  expectTypeOf(layer).toEqualTypeOf<number>();
+  expectTypeOf(k).toEqualTypeOf<Tensor<'bf16', readonly [4, 2, 8]>>();
+  expectTypeOf(v.shape).toEqualTypeOf<readonly [4, 2, 8]>();
+});
+m.materialize(ctxHidden, backend.tensor('i64', [4, 1]), () => {});
+m.materialize(ctxHidden, backend.tensor('i64', [1, 4]), () => {});
+// Seed 000 (KV023): positions count differs from the ctxHidden token count.
+// @ts-expect-error KV023
+m.materialize(ctxHidden, backend.tensor('i32', [3]), () => {});
+// @ts-expect-error KV023 (flattened [T, 1] too)
+m.materialize(ctxHidden, backend.tensor('i32', [5, 1]), () => {});
+// KV026: positions that do not flatten to one list.
+// @ts-expect-error KV026
+m.materialize(ctxHidden, backend.tensor('i32', [2, 2]), () => {});
+// KV022: ctxHidden width differs from the weights' hidden.
+// @ts-expect-error KV022
+m.materialize(backend.tensor('bf16', [4, 32]), positions, () => {});
+// KV005: ctxHidden in another dtype than the weights.
+// @ts-expect-error KV005
+m.materialize(backend.tensor('f32', [4, 64]), positions, () => {});
+
+const kPool = backend.empty('bf16', [2, 100, 2, 8]);
+m.materializeInto({ ctxHidden, positions, kPool, vPool: backend.empty('bf16', [2, 100, 2, 8]), slots: backend.tensor('i64', [4]) });
+// KV024: a pool with the wrong layer count.
+// @ts-expect-error KV024
+m.materializeInto({ ctxHidden, positions, kPool: backend.empty('bf16', [1, 100, 2, 8]), vPool: kPool, slots: positions });
+// KV024: vPool sized unlike kPool.
+// @ts-expect-error KV024
+m.materializeInto({ ctxHidden, positions, kPool, vPool: backend.empty('bf16', [2, 99, 2, 8]), slots: positions });
+// KV025: slots is not [T].
+// @ts-expect-error KV025
+m.materializeInto({ ctxHidden, positions, kPool, vPool: backend.empty('bf16', [2, 100, 2, 8]), slots: backend.tensor('i32', [5]) });
+
+// KV020: kvWeight rows are not 2*H*D.
+backend.createKvMaterializer({
+  // @ts-expect-error KV020
+  kvWeight: backend.tensor('bf16', [2, 16, 64]),
+  kNormWeight,
+  eps: 1e-6,
+  numKvHeads: 2,
+  headDim: 8,
+  ropeBase: 10000,
+});
+// KV013: a per-layer eps of the wrong length.
+backend.createKvMaterializer({
+  kvWeight: backend.tensor('bf16', [2, 32, 64]),
+  kNormWeight,
+  // @ts-expect-error KV013
+  eps: backend.tensor('f32', [3]),
+  numKvHeads: 2,
+  headDim: 8,
+  ropeBase: 10000,
+});
+
+// --- ropePoolFused: N=4 tokens, Hq=8, H=2, D=8, pools of S=100 slots.
+const pool = backend.empty('f16', [100, 2, 8]);
+const rope = {
+  q: backend.tensor('f16', [4, 8, 8]),
+  k: backend.tensor('f16', [4, 2, 8]),
+  v: backend.tensor('f16', [4, 2, 8]),
+  positions,
+  slots: backend.tensor('i64', [4]),
+  kPool: pool,
+  vPool: backend.empty('f16', [100, 2, 8]),
+  headDim: 8,
+  numQoHeads: 8,
+  numKvHeads: 2,
+  ropeBase: 1e6,
+} as const;
+const rot = backend.ropePoolFused(rope);
+expectTypeOf(rot.qRot).toEqualTypeOf<Tensor<'f16', readonly [4, 8, 8]>>();
+expectTypeOf(rot.kRot.shape).toEqualTypeOf<readonly [4, 2, 8]>();
+// Seed 001 (KV034): positions or slots count differs from q's tokens.
+// @ts-expect-error KV034
+backend.ropePoolFused({ ...rope, positions: backend.tensor('i32', [3]) });
+// @ts-expect-error KV034
+backend.ropePoolFused({ ...rope, slots: backend.tensor('i32', [5]) });
+// KV033: 2-D slots.
+// @ts-expect-error KV033
+backend.ropePoolFused({ ...rope, slots: backend.tensor('i32', [4, 1]) });
+// KV030: 2-D q.
+// @ts-expect-error KV030
+backend.ropePoolFused({ ...rope, q: backend.tensor('f16', [4, 64]) });
+// KV031: q heads differ from numQoHeads.
+// @ts-expect-error KV031
+backend.ropePoolFused({ ...rope, q: backend.tensor('f16', [4, 4, 8]) });
+// KV032: k with another token count than q.
+// @ts-expect-error KV032
+backend.ropePoolFused({ ...rope, k: backend.tensor('f16', [5, 2, 8]) });
+// KV035 and KV036: pools of the wrong rank, or heads.
+// @ts-expect-error KV035
+backend.ropePoolFused({ ...rope, kPool: backend.empty('f16', [2, 100, 2, 8]) });
+// @ts-expect-error KV036
+backend.ropePoolFused({ ...rope, vPool: backend.empty('f16', [100, 4, 8]) });
+// KV037: numQoHeads not a multiple of numKvHeads.
+// @ts-expect-error KV037
+backend.ropePoolFused({ ...rope, numQoHeads: 7, q: backend.tensor('f16', [4, 7, 8]) });
+// KV005: v in another dtype than q.
+// @ts-expect-error KV005
+backend.ropePoolFused({ ...rope, v: backend.tensor('bf16', [4, 2, 8]) });

@@ -1,0 +1,155 @@
+import { ContractError } from '@kvkit/errors-catalog';
+import { describe, expect, it } from 'vitest';
+import { defineBackend, TENSOR_OWNER } from '../src/index.js';
+import type { BackendKernels, DType, OwnedTensor, Shape } from '../src/index.js';
+
+/**
+ * The validator layer alone, in front of kernels that only record what
+ * reaches them: a rejected call must reach nothing, an accepted one must
+ * arrive with its dims bound and its defaults applied.
+ */
+function recordingBackend(opts: { label?: string; valuesOnHost?: boolean } = {}) {
+  const calls: { op: string; args: any }[] = [];
+  const kernels: BackendKernels = {
+    kind: 'cpu',
+    label: opts.label ?? 'test backend',
+    hostValues: opts.valuesOnHost ? (t) => (t as unknown as { data: number[] }).data : undefined,
+    tensor(dtype: DType, shape: Shape, data) {
+      const t = { dtype, shape, backend: 'cpu', disposed: false, data: data ?? [], [TENSOR_OWNER]: kernels } as any;
+      t.dispose = () => {
+        t.disposed = true;
+      };
+      return t as OwnedTensor;
+    },
+    read: async () => new Float32Array(),
+    fusedNormRopeStacked(args) {
+      calls.push({ op: 'fusedNormRopeStacked', args });
+      return { kOut: args.kv, vOut: args.kv };
+    },
+    createKvMaterializer(args) {
+      calls.push({ op: 'createKvMaterializer', args });
+      return {
+        materialize: (a) => calls.push({ op: 'materialize', args: a }),
+        materializeInto: (a) => calls.push({ op: 'materializeInto', args: a }),
+        dispose: () => {},
+      };
+    },
+    ropePoolFused(args) {
+      calls.push({ op: 'ropePoolFused', args });
+      return { qRot: args.q, kRot: args.k };
+    },
+    sync: async () => {},
+    dispose: () => {},
+  };
+  return { backend: defineBackend(kernels), calls };
+}
+
+function thrown(f: () => unknown): ContractError {
+  try {
+    f();
+  } catch (e) {
+    expect(e).toBeInstanceOf(ContractError);
+    return e as ContractError;
+  }
+  throw new Error('expected a ContractError');
+}
+
+function fusedArgs(b: ReturnType<typeof recordingBackend>['backend'], positions = [0, 1, 2, 3]) {
+  return {
+    kv: b.tensor('bf16', [4, 2, 32]),
+    kNormWeight: b.tensor('f32', [2, 8]),
+    eps: b.tensor('f32', [2]),
+    cosSinCache: b.tensor('f32', [16, 8]),
+    positions: b.tensor('i32', [4], positions),
+    numKvHeads: 2,
+    headDim: 8,
+    rotaryDim: 8,
+  };
+}
+
+describe('generated validators', () => {
+  it('hand the kernels bound dims and defaults', () => {
+    const { backend, calls } = recordingBackend();
+    backend.fusedNormRopeStacked(fusedArgs(backend));
+    expect(calls).toHaveLength(1);
+    expect(calls[0]!.args.dims).toEqual({ H: 2, D: 8, R: 8, T: 4, L: 2, P: 16 });
+    expect(calls[0]!.args.ropeStyle).toBe('neox');
+    expect(calls[0]!.args.kOut).toBeUndefined();
+  });
+
+  it('reject before any kernel runs, naming the dims bound so far', () => {
+    const { backend, calls } = recordingBackend();
+    const e = thrown(() => backend.fusedNormRopeStacked({ ...fusedArgs(backend), kv: backend.tensor('bf16', [4, 64]) as any }));
+    expect(e.code).toBe('KV010');
+    expect(e.message).toMatch(/^\[KV010\] fusedNormRopeStacked: kv must be 3-D \[T, L, 2\*H\*D\]; got shape \[4, 64\]\. H=2 D=8 R=8\. See /);
+    expect(calls).toEqual([]);
+  });
+
+  it('bind a dim at its first axis and compare it everywhere after', () => {
+    const { backend } = recordingBackend();
+    const e = thrown(() => backend.fusedNormRopeStacked({ ...fusedArgs(backend), kOut: backend.empty('bf16', [4, 2, 2, 8]) as any }));
+    expect(e.code).toBe('KV014');
+    expect(e.message).toContain('kOut has shape [4, 2, 2, 8]; expected [L, T, H, D] = [2, 4, 2, 8]');
+    expect(e.details.dims).toEqual({ H: 2, D: 8, R: 8, T: 4, L: 2, P: 16 });
+  });
+
+  it('report an unknown argument before anything else, so a misspelt optional one is not dropped', () => {
+    const { backend } = recordingBackend();
+    const e = thrown(() => backend.fusedNormRopeStacked({ ...fusedArgs(backend), rope_style: 'gptj' } as any));
+    expect(e.code).toBe('KV043');
+    expect(e.message).toContain('rope_style is not an argument of fusedNormRopeStacked');
+  });
+
+  it('check values on the host where the backend holds them there', () => {
+    const { backend, calls } = recordingBackend({ valuesOnHost: true });
+    const e = thrown(() => backend.fusedNormRopeStacked(fusedArgs(backend, [0, 1, 16, 3])));
+    expect(e.code).toBe('KV017');
+    expect(e.message).toContain('positions[2] = 16 is outside the cos/sin cache rows [0, 16)');
+    expect(calls).toEqual([]);
+  });
+
+  it('hand value rules to the device, bounds resolved, where the values are not on the host', () => {
+    const { backend, calls } = recordingBackend();
+    backend.fusedNormRopeStacked(fusedArgs(backend, [0, 1, 99, 3]));
+    const [check] = calls[0]!.args.deviceChecks;
+    expect(check).toMatchObject({ arg: 'positions', min: 0, below: 16, negativeSkips: false, code: 'KV017', op: 'fusedNormRopeStacked' });
+  });
+
+  it('tell backends apart, and dead tensors from live ones', () => {
+    const a = recordingBackend({ label: 'backend A' });
+    const b = recordingBackend({ label: 'backend B' });
+    const args = fusedArgs(a.backend);
+    const e = thrown(() => b.backend.fusedNormRopeStacked(args));
+    expect(e.code).toBe('KV002');
+    expect(e.message).toContain('kv was made by backend A; this call runs on backend B');
+    args.eps.dispose();
+    expect(thrown(() => a.backend.fusedNormRopeStacked(args)).code).toBe('KV003');
+  });
+
+  it('carry the constructor dims into the materializer calls', () => {
+    const { backend, calls } = recordingBackend();
+    const m = backend.createKvMaterializer({
+      kvWeight: backend.tensor('f16', [2, 32, 64]),
+      kNormWeight: backend.tensor('f16', [2, 8]),
+      eps: 1e-6,
+      numKvHeads: 2,
+      headDim: 8,
+      ropeBase: 10000,
+    });
+    expect(calls[0]!.args.rotaryDim).toBe(8);
+    m.materialize(backend.tensor('f16', [3, 64]), backend.tensor('i64', [1, 3]), () => {});
+    expect(calls[1]!.args.dims).toMatchObject({ L: 2, H: 2, D: 8, R: 8, hidden: 64, T: 3 });
+    const e = thrown(() => m.materialize(backend.tensor('f16', [3, 64]), backend.tensor('i64', [2]) as any, () => {}));
+    expect(e.code).toBe('KV023');
+    expect(e.message).toContain('positions holds 2 entries; expected [T] = [3], one per token of ctxHidden');
+    expect(thrown(() => m.materialize(backend.tensor('f32', [3, 64]) as any, backend.tensor('i64', [3]), () => {})).code).toBe('KV005');
+  });
+
+  it('refuse a materializer with both or neither rope source', () => {
+    const { backend } = recordingBackend();
+    const args = { kvWeight: backend.tensor('f16', [2, 32, 64]), kNormWeight: backend.tensor('f16', [2, 8]), eps: 1e-6, numKvHeads: 2, headDim: 8 };
+    expect(thrown(() => backend.createKvMaterializer(args)).message).toContain('got neither');
+    const both = { ...args, ropeBase: 1e4, cosSinCache: backend.tensor('f32', [8, 8]) };
+    expect(thrown(() => backend.createKvMaterializer(both)).message).toContain('got cosSinCache and ropeBase');
+  });
+});

@@ -1,0 +1,39 @@
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { explain } from '../src/index.js';
+
+const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
+const kvkit = (...args: string[]) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8' });
+
+describe('kvkit CLI (built)', () => {
+  it('explain prints the whole entry', () => {
+    const r = kvkit('explain', 'KV012');
+    const e = explain('KV012')!;
+    expect(r.status).toBe(0);
+    for (const part of [e.title, e.message, e.solutions[0]!, e.example.before.split('\n')[0]!, '/errors/kv012/']) expect(r.stdout).toContain(part);
+  });
+
+  it('explain of an unknown code fails and says what to do', () => {
+    const r = kvkit('explain', 'KV999');
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain('kvkit lookup');
+  });
+
+  it('lookup ranks a pasted upstream message', () => {
+    const r = kvkit('lookup', 'Invalid stacked eps shape for fused KV materialization: got (), expected (5,).');
+    expect(r.status).toBe(0);
+    expect(r.stdout.split('\n')[0]).toMatch(/^KV013 /);
+  });
+
+  it('lookup reads the message from stdin when none is given', () => {
+    const r = spawnSync(process.execPath, [cli, 'lookup'], { input: 'positions/slots must have one entry per token', encoding: 'utf8' });
+    expect(r.stdout.split('\n')[0]).toMatch(/^KV034 /);
+  });
+
+  it('without a command prints usage', () => {
+    const r = kvkit();
+    expect(r.status).toBe(0);
+    expect(r.stderr).toContain('kvkit explain');
+  });
+});

@@ -1,0 +1,34 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { ContractError, explain, isContractError, setDocsBase, version } from '../src/index.js';
+
+describe('ContractError', () => {
+  afterEach(() => setDocsBase(undefined));
+
+  it('renders the template, the bound dims and the version-pinned docs link', () => {
+    const e = new ContractError('KV014', 'fusedNormRopeStacked', { arg: 'kOut', actual: [4, 2, 2, 8], expected: '[L, T, H, D] = [2, 4, 2, 8]' }, { H: 2, D: 8, T: 4, L: 2 });
+    expect(e.message).toBe(
+      `[KV014] fusedNormRopeStacked: kOut has shape [4, 2, 2, 8]; expected [L, T, H, D] = [2, 4, 2, 8]. H=2 D=8 T=4 L=2. See https://kvkit.dev/v${version}/errors/kv014/`,
+    );
+    expect(e).toBeInstanceOf(Error);
+    expect(e.name).toBe('ContractError');
+    expect(e.code).toBe('KV014');
+    expect(e.op).toBe('fusedNormRopeStacked');
+    expect(e.details).toEqual({ arg: 'kOut', actual: [4, 2, 2, 8], expected: '[L, T, H, D] = [2, 4, 2, 8]', dims: { H: 2, D: 8, T: 4, L: 2 } });
+    expect(e.fixes).toEqual(explain('KV014')!.solutions);
+    expect(isContractError(e)).toBe(true);
+    expect(isContractError(new TypeError('x'))).toBe(false);
+  });
+
+  it('points at another docs base when asked', () => {
+    setDocsBase('http://localhost:4321/');
+    expect(new ContractError('KV003', 'read', { arg: 'tensor' }).docsUrl).toBe('http://localhost:4321/errors/kv003/');
+  });
+
+  it('explain accepts the code in any usual spelling and rejects unknown ones', () => {
+    expect(explain('KV012')?.code).toBe('KV012');
+    expect(explain('kv012')?.code).toBe('KV012');
+    expect(explain('12')?.code).toBe('KV012');
+    expect(explain('KV999')).toBeUndefined();
+    expect(explain('hello')).toBeUndefined();
+  });
+});

@@ -1,0 +1,3 @@
+/// <reference types="@webgpu/types" preserve="true" />
+export { probeWebGpu, SWIFTSHADER_ICD } from './runtime/adapter.js';
+export type { AdapterFound, AdapterMissing, AdapterProbe } from './runtime/adapter.js';

@@ -1,0 +1,103 @@
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+/**
+ * What a user gets from npm: each package packed as it would be published,
+ * installed with its own kvkit dependencies only into an empty project,
+ * then imported by Node and compiled by tsc against the shipped `.d.ts`.
+ */
+const repo = fileURLToPath(new URL('../../../', import.meta.url));
+const tsc = join(repo, 'node_modules', 'typescript', 'bin', 'tsc');
+const work = mkdtempSync(join(tmpdir(), 'kvkit-pack-'));
+const tarballs = new Map<string, string>();
+
+function pack(name: string): string {
+  const dir = join(repo, 'packages', name.replace('@kvkit/', ''));
+  const out = join(work, 'tarballs');
+  mkdirSync(out, { recursive: true });
+  execFileSync('pnpm', ['pack', '--pack-destination', out], { cwd: dir, stdio: 'pipe' });
+  const file = readdirSync(out).find((f) => f.startsWith(name.replace('@', '').replace('/', '-')))!;
+  tarballs.set(name, join(out, file));
+  return join(out, file);
+}
+
+function kvkitDeps(name: string): string[] {
+  const pkg = JSON.parse(readFileSync(join(repo, 'packages', name.replace('@kvkit/', ''), 'package.json'), 'utf8'));
+  const deps = Object.keys(pkg.dependencies ?? {}).filter((d) => d.startsWith('@kvkit/'));
+  return [...new Set([...deps, ...deps.flatMap(kvkitDeps)])];
+}
+
+/** An empty npm project with `name` (and the kvkit packages it depends on) installed from tarballs. */
+function install(name: string, files: Record<string, string>): string {
+  const dir = join(work, name.replace('@kvkit/', ''));
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
+  const tgz = [name, ...kvkitDeps(name)].map((n) => tarballs.get(n) ?? pack(n));
+  execFileSync('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', ...tgz], { cwd: dir, stdio: 'pipe' });
+  for (const [f, text] of Object.entries(files)) writeFileSync(join(dir, f), text);
+  writeFileSync(
+    join(dir, 'tsconfig.json'),
+    JSON.stringify({ compilerOptions: { module: 'nodenext', target: 'es2022', strict: true, noEmit: true, types: [], lib: ['es2023', 'dom'] }, include: ['*.ts'] }),
+  );
+  return dir;
+}
+
+const run = (dir: string, file: string) => execFileSync(process.execPath, [file], { cwd: dir, encoding: 'utf8' });
+const typecheck = (dir: string) => execFileSync(process.execPath, [tsc, '-p', '.'], { cwd: dir, encoding: 'utf8' });
+
+describe('packed packages, installed alone', () => {
+  it('@kvkit/kernels-cpu runs an op and its types check shapes', () => {
+    const dir = install('@kvkit/kernels-cpu', {
+      'use.mjs': `import { createCpuBackend } from '@kvkit/kernels-cpu';
+        const b = createCpuBackend();
+        const { kOut } = b.fusedNormRopeStacked({ kv: b.tensor('f32', [1, 1, 4], [1, 2, 3, 4]), kNormWeight: b.tensor('f32', [1, 2], [1, 1]),
+          eps: b.tensor('f32', [1], [0]), cosSinCache: b.tensor('f32', [1, 2], [1, 0]), positions: b.tensor('i32', [1], [0]), numKvHeads: 1, headDim: 2, rotaryDim: 2 });
+        console.log(JSON.stringify(Array.from(await b.read(kOut))));`,
+      'types.ts': `import { createCpuBackend } from '@kvkit/kernels-cpu';
+        import type { Tensor } from '@kvkit/contracts';
+        const b = createCpuBackend();
+        const kv = b.tensor('bf16', [4, 2, 32]);
+        const args = { kv, kNormWeight: b.tensor('bf16', [2, 8]), eps: b.tensor('f32', [2]), cosSinCache: b.tensor('f32', [16, 8]), positions: b.tensor('i32', [4]), numKvHeads: 2, headDim: 8, rotaryDim: 8 } as const;
+        const out: { kOut: Tensor<'bf16', readonly [2, 4, 2, 8]> } = b.fusedNormRopeStacked(args);
+        // @ts-expect-error KV014: kOut in [T, L, H, D] order
+        b.fusedNormRopeStacked({ ...args, kOut: b.empty('bf16', [4, 2, 2, 8]) });
+        export { out };`,
+    });
+    // k = [1, 2]: rms = sqrt(2.5), so kOut = k / sqrt(2.5) at position 0 (no rotation).
+    const kOut = JSON.parse(run(dir, 'use.mjs')) as number[];
+    expect(kOut.map((x) => +x.toFixed(5))).toEqual([1 / Math.sqrt(2.5), 2 / Math.sqrt(2.5)].map((x) => +x.toFixed(5)));
+    expect(typecheck(dir)).toBe('');
+  });
+
+  it('@kvkit/errors-catalog ships the catalog and the kvkit command', () => {
+    const dir = install('@kvkit/errors-catalog', {
+      'types.ts': `import { explain, lookup, ContractError, type CatalogEntry } from '@kvkit/errors-catalog';
+        const e: CatalogEntry | undefined = explain('KV012');
+        const first: string | undefined = lookup('positions/slots must have one entry per token')[0]?.entry.code;
+        const err: ContractError = new ContractError('KV003', 'read', { arg: 'tensor' });
+        export { e, first, err };`,
+    });
+    const out = execFileSync(join(dir, 'node_modules', '.bin', 'kvkit'), ['explain', 'KV013'], { encoding: 'utf8' });
+    expect(out).toMatch(/^KV013: /);
+    expect(typecheck(dir)).toBe('');
+  });
+
+  it('@kvkit/kernels-wgsl and @kvkit/kernels-cuda import and probe without throwing', () => {
+    const wgsl = install('@kvkit/kernels-wgsl', {
+      'use.mjs': `import { probeWebGpu } from '@kvkit/kernels-wgsl'; const r = await probeWebGpu(); console.log(typeof r.ok);`,
+      'types.ts': `import { probeWebGpu, type AdapterProbe } from '@kvkit/kernels-wgsl'; export const p: Promise<AdapterProbe> = probeWebGpu();`,
+    });
+    expect(run(wgsl, 'use.mjs').trim()).toBe('boolean');
+    expect(typecheck(wgsl)).toBe('');
+    const cuda = install('@kvkit/kernels-cuda', {
+      'use.mjs': `import { probeCuda } from '@kvkit/kernels-cuda'; console.log(typeof probeCuda().ok);`,
+      'types.ts': `import { probeCuda, type CudaProbe } from '@kvkit/kernels-cuda'; export const p: CudaProbe = probeCuda();`,
+    });
+    expect(run(cuda, 'use.mjs').trim()).toBe('boolean');
+    expect(typecheck(cuda)).toBe('');
+  });
+});
