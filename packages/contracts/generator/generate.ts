@@ -8,7 +8,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Node, Project, SyntaxKind } from 'ts-morph';
+import { Project, SyntaxKind } from 'ts-morph';
 import type { Arg, DimExpr, OpDecl, Step, TensorArg } from '../src/dsl/declare.js';
 import { isDimName, parseDim } from '../src/dsl/dims.js';
 import { allErrors, allOps, contractFiles } from '../src/ops/index.js';
@@ -271,8 +271,7 @@ function signaturesFile(): string {
   out.push(`export interface KvMaterializer<${INHERITED_PARAMS.join(', ')}> {`);
   for (const op of allOps.filter((o) => o.inherits === 'createKvMaterializer')) {
     const method = op.name.split('.')[1]!;
-    const positional = method === 'materialize';
-    const sig = signature(op, inheritedScope(), positional);
+    const sig = signature(op, inheritedScope(), Boolean(op.positional));
     out.push(`  /** ${op.summary} */`, `  ${method}${sig.generics}(${sig.params}): void;`);
   }
   out.push('  /** Frees the weights, caches and workspaces this materializer holds. */', '  dispose(): void;', '}', '');
@@ -288,7 +287,10 @@ function lineOf(file: string, code: string): number {
   return prop.getStartLineNumber();
 }
 
-/** Codes each op's validator raises, plus those raised in src/runtime for every op. */
+/** Tensor identity codes: checked for every tensor argument and by `read`. */
+const TENSOR_IDENTITY = ['KV001', 'KV002', 'KV003', 'KV027'];
+
+/** Codes each op's validator raises, from its steps; plus the tensor calls' codes, found in src/runtime/tensors.ts. */
 function raisedBy(): Map<string, Set<string>> {
   const by = new Map<string, Set<string>>();
   const add = (code: string, op: string) => by.set(code, (by.get(code) ?? new Set()).add(op));
@@ -296,26 +298,46 @@ function raisedBy(): Map<string, Set<string>> {
     for (const s of op.steps) {
       const codes = [s.code, (s as TensorArg).rankCode, (s as TensorArg).orNumber?.code];
       if (s.kind === 'int') codes.push(s.even?.code, s.multipleOf?.code);
-      if (s.kind === 'tensor') codes.push('KV001', 'KV002', 'KV003', 'oneOf' in s.dtype ? 'KV004' : 'KV005');
+      if (s.kind === 'tensor') codes.push(...TENSOR_IDENTITY, 'oneOf' in s.dtype ? 'KV004' : 'KV005');
       for (const c of codes) if (c) add(c, op.name);
     }
-    add('KV043', op.name);
+    if (!op.positional) add('KV043', op.name);
   }
-  // Codes raised outside any one op's steps: found as literals in the runtime and the backends' shared code.
-  for (const sf of project.addSourceFilesAtPaths(join(root, 'src/runtime/**/*.ts'))) {
-    for (const lit of sf.getDescendantsOfKind(SyntaxKind.StringLiteral)) {
+  for (const code of TENSOR_IDENTITY) add(code, 'read');
+  const tensors = project.addSourceFileAtPath(join(root, 'src/runtime/tensors.ts'));
+  for (const fn of tensors.getFunctions()) {
+    const ops = fn.getName() === 'validateTensorCreation' ? ['tensor', 'empty'] : fn.getName() === 'validateTensorData' ? ['tensor'] : [];
+    for (const lit of fn.getDescendantsOfKind(SyntaxKind.StringLiteral)) {
       const code = lit.getLiteralValue();
-      if (!/^KV\d{3}$/.test(code)) continue;
-      const fn = lit.getFirstAncestor((n) => Node.isFunctionDeclaration(n) || Node.isMethodDeclaration(n));
-      const name = fn && (Node.isFunctionDeclaration(fn) || Node.isMethodDeclaration(fn)) ? fn.getName() : undefined;
-      add(code, name === 'validateTensorCreation' ? 'tensor' : name === 'validateTensorUse' ? 'read' : '*');
+      if (/^KV\d{3}$/.test(code)) for (const op of ops) add(code, op);
     }
   }
   return by;
 }
 
+/** The arguments each code's checks look at, so a pasted message naming one finds the right entry. */
+function argsOf(): Map<string, Set<string>> {
+  const args = new Map<string, Set<string>>();
+  const add = (code: string | undefined, ...names: string[]) => {
+    if (code) args.set(code, new Set([...(args.get(code) ?? []), ...names]));
+  };
+  for (const op of allOps) {
+    for (const s of op.steps) {
+      if (s.kind === 'exactlyOne') add(s.code, ...s.names);
+      else if (s.kind === 'distinct') add(s.code, s.names[0]);
+      else {
+        add(s.code, s.name);
+        if (s.kind === 'tensor') add(s.rankCode, s.name), add(s.orNumber?.code, s.name);
+        if (s.kind === 'int') add(s.even?.code, s.name), add(s.multipleOf?.code, s.name);
+      }
+    }
+  }
+  return args;
+}
+
 function skeleton() {
   const by = raisedBy();
+  const args = argsOf();
   const entries = contractFiles.flatMap(({ file, contract }) =>
     Object.entries(contract.errors).map(([code, decl]) => {
       const ops = contract.ops.filter((o) => by.get(code)?.has(o.name)).map((o) => o.name);
@@ -326,6 +348,7 @@ function skeleton() {
         message: decl.message,
         placeholders: placeholdersOf(decl.message),
         raisedBy: [...(by.get(code) ?? [])].sort(),
+        args: [...(args.get(code) ?? [])].sort(),
         source: { file: relative(repoRoot, join(root, file)), line: lineOf(file, code) },
       };
     }),

@@ -6,6 +6,8 @@ export interface CatalogEntry {
   op: string;
   /** Every op or call that can raise it. */
   raisedBy: string[];
+  /** The arguments its checks look at (empty for checks every tensor argument gets). */
+  args: string[];
   /** The message template, with `{named}` placeholders. */
   message: string;
   placeholders: string[];

@@ -8,8 +8,11 @@ export interface LookupMatch {
 }
 
 /**
- * Ranks entries for any pasted message: ours (with or without its code), or
- * an upstream wording. Words are split at camelCase and snake_case so
+ * Ranks entries for any pasted message. A code named in the text wins.
+ * Then our own messages are recognised by their template (the placeholders
+ * matching anything), the argument and op they name breaking ties between
+ * templates that read alike. Anything else, upstream wordings included, is
+ * matched word by word: words are split at camelCase and snake_case so
  * `k_norm_weight` meets `kNormWeight`; numbers, shapes and punctuation are
  * dropped; unigrams and bigrams are weighted by how rare they are.
  */
@@ -19,7 +22,10 @@ export function lookup(text: string, limit = 10): LookupMatch[] {
   const entries = index();
   const query = vector(terms(text));
   const ranked = entries
-    .map(({ entry, fields }) => ({ entry, score: Math.max(...fields.map((f) => cosine(query, f.vec) * f.weight)) }))
+    .map(({ entry, fields, template }) => ({
+      entry,
+      score: Math.max(templateScore(template, entry, text), ...fields.map((f) => cosine(query, f.vec) * f.weight)),
+    }))
     .filter((m) => m.score > 0.05 && !named.includes(m.entry.code))
     .sort((a, b) => b.score - a.score || a.entry.code.localeCompare(b.entry.code));
   return [...exact, ...ranked].slice(0, limit);
@@ -60,6 +66,38 @@ type Vec = Map<string, number>;
 interface Indexed {
   entry: CatalogEntry;
   fields: { vec: Vec; weight: number }[];
+  template: Template;
+}
+
+interface Template {
+  pattern: RegExp;
+  /** Placeholder name of each capture group, in order. */
+  names: string[];
+}
+
+/** The message template as a pattern: literal text exact, each placeholder any text. */
+function compileTemplate(message: string): Template {
+  const names: string[] = [];
+  const source = message
+    .split(/(\{\w+\})/)
+    .map((part) => {
+      const m = /^\{(\w+)\}$/.exec(part);
+      if (!m) return part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+      names.push(m[1]!);
+      // Names of arguments and ops are identifiers; other values (shapes, lists) may hold anything.
+      return ['arg', 'other', 'op'].includes(m[1]!) ? '([\\w.]+)' : '(.+?)';
+    })
+    .join('');
+  return { pattern: new RegExp(source), names };
+}
+
+/** 0 unless the text is this template filled in; more when the op and argument it names are ones this code covers. */
+function templateScore(t: Template, entry: CatalogEntry, text: string): number {
+  const m = t.pattern.exec(text);
+  if (!m) return 0;
+  const arg = m[t.names.indexOf('arg') + 1];
+  const opNamed = entry.raisedBy.some((op) => text.includes(`${op}:`));
+  return 0.7 + (arg !== undefined && entry.args.includes(arg) ? 0.2 : 0) + (opNamed ? 0.05 : 0);
 }
 
 let cached: { idf: Map<string, number>; entries: Indexed[] } | undefined;
@@ -78,7 +116,11 @@ function index(): Indexed[] {
   for (const d of docs) for (const t of new Set(d.fields.flatMap((f) => terms(f.text)))) df.set(t, (df.get(t) ?? 0) + 1);
   const idf = new Map([...df].map(([t, n]) => [t, Math.log(1 + docs.length / n)]));
   cached = { idf, entries: [] };
-  cached.entries = docs.map((d) => ({ entry: d.entry, fields: d.fields.map((f) => ({ vec: vector(terms(f.text)), weight: f.weight })) }));
+  cached.entries = docs.map((d) => ({
+    entry: d.entry,
+    fields: d.fields.map((f) => ({ vec: vector(terms(f.text)), weight: f.weight })),
+    template: compileTemplate(d.entry.message),
+  }));
   return cached.entries;
 }
 

@@ -130,6 +130,8 @@ export interface OpDecl {
   readonly name: string;
   readonly summary: string;
   readonly dims: Readonly<Record<string, string>>;
+  /** Called with positional arguments (`m.materialize(ctxHidden, positions, writeLayerKv)`), not one object. */
+  readonly positional?: boolean;
   /** Dims bound by another op's call (the materializer's constructor) before this one runs. */
   readonly inherits?: string;
   readonly errors: ErrorTable;

@@ -37,6 +37,7 @@ export const kvMaterializer: ContractFile = {
     },
     {
       name: 'KvMaterializer.materialize',
+      positional: true,
       summary: 'Projects ctxHidden for every layer in one GEMM, applies RMSNorm and RoPE to K, and hands each layer to writeLayerKv.',
       dims,
       inherits: 'createKvMaterializer',

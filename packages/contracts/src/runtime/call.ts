@@ -146,14 +146,13 @@ export class Call {
       if (opts.rankCode) this.fail(opts.rankCode, { arg: name, rank: spec.length, expected: `[${spec.join(', ')}]`, actual: t.shape });
       this.fail(code, { arg: name, actual: t.shape, expected: this.expected(spec), count: numel(t.shape) });
     }
+    // Bind first, then compare, so the expected shape in a message shows every dim this tensor names.
     spec.forEach((expr, axis) => {
-      const actual = shape[axis]!;
-      if (isDimName(expr) && this.dims[expr] === undefined) {
-        this.dims[expr] = actual;
-        return;
-      }
+      if (isDimName(expr) && this.dims[expr] === undefined) this.dims[expr] = shape[axis]!;
+    });
+    spec.forEach((expr, axis) => {
       const want = evalDim(expr, this.dims);
-      if (want !== undefined && want !== actual) this.fail(code, { arg: name, actual: t.shape, expected: this.expected(spec), count: numel(t.shape) });
+      if (want !== undefined && want !== shape[axis]) this.fail(code, { arg: name, actual: t.shape, expected: this.expected(spec), count: numel(t.shape) });
     });
   }
 
@@ -180,7 +179,7 @@ export class Call {
       const v = Number(host[i]);
       if (rule.negativeSkips && v < 0) continue;
       if ((min !== undefined && v < min) || (below !== undefined && v >= below)) {
-        this.fail(code, { arg: name, index: i, actual: host[i], expected: below ?? 'no limit' });
+        this.fail(code, { arg: name, index: i, actual: host[i], expected: below ?? '∞' });
       }
     }
   }

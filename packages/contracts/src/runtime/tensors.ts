@@ -14,19 +14,21 @@ export function validateTensorCreation(ctx: ValidationContext, op: 'tensor' | 'e
     call.fail('KV040', { actual: Array.isArray(shape) ? shape : String(shape) });
   }
   const dims = Object.freeze([...(shape as number[])]);
-  if (data !== undefined) {
-    const isList = Array.isArray(data) || ArrayBuffer.isView(data);
-    if (!isList || data instanceof DataView) call.fail('KV001', { arg: 'data', actual: describeData(data) });
-    const list = data as TensorData;
-    const n = numel(dims);
-    if (list.length !== n) call.fail('KV041', { actual: list.length, shape: dims, expected: n });
-    const bad = firstUnrepresentable(dtype as DType, list);
-    if (bad !== undefined) call.fail('KV042', { index: bad, actual: String(list[bad]), expected: dtype });
-  }
+  if (data !== undefined) validateTensorData(call, dtype as DType, dims, data);
   return { dtype: dtype as DType, shape: dims };
 }
 
-/** `read(t)` and `dispose()` take only live tensors of their own backend. */
+function validateTensorData(call: Call, dtype: DType, dims: Shape, data: unknown): void {
+  const isList = Array.isArray(data) || ArrayBuffer.isView(data);
+  if (!isList || data instanceof DataView) call.fail('KV001', { arg: 'data', actual: describeData(data) });
+  const list = data as TensorData;
+  const n = numel(dims);
+  if (list.length !== n) call.fail('KV041', { actual: list.length, shape: dims, expected: n });
+  const bad = firstUnrepresentable(dtype, list);
+  if (bad !== undefined) call.fail('KV042', { index: bad, actual: String(list[bad]), expected: dtype });
+}
+
+/** `read(t)` takes only live tensors of its own backend. */
 export function validateTensorUse(ctx: ValidationContext, op: string, t: unknown): OwnedTensor {
   return new Call(op, ctx).tensor('tensor', t, { oneOf: DTYPES })!;
 }
