@@ -16,7 +16,7 @@ const dtype = 'bf16';
 const { backend, reports } = await chooseBackend();
 console.log('kvkit demo: materialise a draft model\'s K/V for every layer\n\nbackends found:');
 for (const r of reports) console.log(`  ${r.kind.padEnd(7)} ${r.runsOps ? 'runs kvkit ops   ' : 'no kvkit ops yet  '} ${r.found}`);
-console.log(`using: ${backend.label}\n`);
+console.log(`using: ${backend.label}, the best backend here that runs kvkit's ops\n`);
 
 const { layers: L, kvHeads: H, headDim: D, hidden } = model;
 const m = backend.createKvMaterializer({
@@ -48,7 +48,7 @@ m.materialize(ctxHidden, positions, (layer, k, v) => {
 });
 await Promise.all(pending);
 await backend.sync();
-console.log(`(${(performance.now() - started).toFixed(1)} ms)`);
+console.log(`(materialize and read back: ${(performance.now() - started).toFixed(1)} ms on ${backend.kind})`);
 
 const kPool = backend.empty(dtype, [L, poolSlots, H, D]);
 const vPool = backend.empty(dtype, [L, poolSlots, H, D]);

@@ -12,7 +12,7 @@ export const ropePoolFusedErrors = errors({
   KV036: { title: 'KV pool is not [S, numKvHeads, headDim]', message: '{arg} has shape {actual}; expected {expected}' },
   KV037: { title: 'numQoHeads is not a multiple of numKvHeads', message: '{arg} = {actual} is not a multiple of numKvHeads = {expected}' },
   KV038: { title: 'Slot outside the KV pool', message: '{arg}[{index}] = {actual} is outside the pool slots [0, {expected}); use a negative slot to skip a token' },
-  KV039: { title: 'kPool and vPool are the same tensor', message: '{arg} and {other} are the same tensor; pass two distinct pools' },
+  KV039: { title: 'A KV pool is the same tensor as another argument', message: '{arg} and {other} are the same tensor; a pool written in place must be a tensor of its own' },
 });
 
 const [numKvHeads, headDim, rotaryDim, ropeStyle] = ropeParams(true);
@@ -40,6 +40,8 @@ export const ropePoolFused: ContractFile = {
         tensor('kPool', { dtype: sameAs('q'), shape: ['S', 'H', 'D'], rankCode: 'KV035', code: 'KV036', doc: 'K pool, written in place.' }),
         tensor('vPool', { dtype: sameAs('q'), shape: ['S', 'H', 'D'], rankCode: 'KV035', code: 'KV036', doc: 'V pool, written in place.' }),
         distinct(['kPool', 'vPool'], 'KV039'),
+        // A pool that is also an input would be read while it is written (possible when N == S).
+        ...(['q', 'k', 'v'] as const).flatMap((input) => [distinct(['kPool', input], 'KV039'), distinct(['vPool', input], 'KV039')]),
         values('slots', { below: 'S', negativeSkips: true, code: 'KV038' }),
       ],
       outputs: [

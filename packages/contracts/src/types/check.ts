@@ -67,8 +67,8 @@ export type EvenAtMost<R extends number, D extends number> = IsLiteral<R> extend
 
 export type MultipleOf<A extends number, B extends number> = IsLiteral<A> extends true ? (IsLiteral<B> extends true ? (Mod<A, B> extends 0 ? true : false) : true) : true;
 
-/** The dtype is one of `Allowed`; a dtype that is a union (not known yet) passes. */
-export type DTypeIn<DT extends DType, Allowed extends DType> = [DT] extends [Allowed] ? true : false;
+/** The dtype may be one of `Allowed`: only a dtype that certainly is not fails; a wider one (`DType`) passes to the runtime check. */
+export type DTypeIn<DT extends DType, Allowed extends DType> = [Extract<DT, Allowed>] extends [never] ? false : true;
 
 /** A literal option is one of `Options`; a plain `string` passes to the runtime check. */
 export type OneOf<V extends string, Options extends string> = string extends V ? true : [V] extends [Options] ? true : false;

@@ -75,6 +75,11 @@ expectTypeOf(dyn.kOut.shape).toEqualTypeOf<readonly [2, number, 2, 8]>();
 const unknownRank = backend.tensor('bf16', [4, 2, 32] as number[]);
 backend.fusedNormRopeStacked({ ...base, kv: unknownRank });
 backend.fusedNormRopeStacked({ ...base, numKvHeads: n, headDim: n, rotaryDim: n });
+// A dtype known only as `DType` (or a float union) passes too: checked at run time.
+declare const anyTensor: Tensor;
+declare const someFloat: Tensor<'f32' | 'bf16', readonly [4, 2, 32]>;
+backend.fusedNormRopeStacked({ ...base, kv: anyTensor });
+backend.fusedNormRopeStacked({ ...base, kv: someFloat, kOut: backend.empty('f32', [2, 4, 2, 8]) });
 
 // Large dims: 2*H*D through digit-wise arithmetic, past what tuple-length arithmetic can reach.
 const bigKv = backend.tensor('bf16', [4, 2, 2 * 32 * 256]);

@@ -4,7 +4,7 @@
  * second time over SwiftShader's Vulkan driver (Debian's chromium package
  * ships it), so WebGPU still runs on the CPU.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 
 export const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
 
@@ -39,8 +39,17 @@ async function dawn(env?: Record<string, string>): Promise<GPU> {
 
 function describe(adapter: GPUAdapter): { description: string; software: boolean } {
   const info = adapter.info;
-  const description = [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(' ') || 'unnamed adapter';
-  return { description, software: /swiftshader|llvmpipe|lavapipe/i.test(description) };
+  const description = info.description || [info.vendor, info.architecture, info.device].filter(Boolean).join(' ') || 'unnamed adapter';
+  return { description, software: /swiftshader|llvmpipe|lavapipe/i.test(`${description} ${info.vendor} ${info.device}`) };
+}
+
+/** Vulkan ICD files where the loader looks by default; none means Dawn's own attempt can only fail (noisily). */
+const ICD_DIRS = ['/usr/share/vulkan/icd.d', '/etc/vulkan/icd.d', '/usr/local/share/vulkan/icd.d'];
+
+function vulkanDriverListed(): boolean {
+  const env = process.env;
+  if (env.VK_ICD_FILENAMES || env.VK_DRIVER_FILES || process.platform !== 'linux') return true;
+  return ICD_DIRS.some((d) => existsSync(d) && readdirSync(d).some((f) => f.endsWith('.json')));
 }
 
 /** The best adapter here, or why there is none. Never throws. */
@@ -49,7 +58,7 @@ export async function probeWebGpu(options: { powerPreference?: GPUPowerPreferenc
   const tries: (() => Promise<GPU>)[] = [];
   if (browserGpu) tries.push(async () => browserGpu);
   else if (typeof process !== 'undefined' && process.versions?.node) {
-    tries.push(() => dawn());
+    if (vulkanDriverListed()) tries.push(() => dawn());
     if (!process.env.VK_ICD_FILENAMES && existsSync(SWIFTSHADER_ICD)) {
       tries.push(() => dawn({ VK_ICD_FILENAMES: SWIFTSHADER_ICD, XDG_RUNTIME_DIR: process.env.XDG_RUNTIME_DIR ?? '/tmp' }));
     }

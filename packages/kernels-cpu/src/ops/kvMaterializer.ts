@@ -1,0 +1,234 @@
+import type {
+  CreateKvMaterializerChecked,
+  DType,
+  KvMaterializerMaterializeChecked,
+  KvMaterializerMaterializeIntoChecked,
+  MaterializerKernels,
+} from '@kvkit/contracts';
+import { ContractError } from '@kvkit/errors-catalog';
+import type { Readable } from '../math/rmsNorm.js';
+import { fillCosSinRow, ropeFrequencies } from '../math/rope.js';
+import type { RopeStyle } from '../math/rope.js';
+import type { CpuKernels } from '../runtime/cpuKernels.js';
+import { CpuTensor } from '../runtime/cpuTensor.js';
+import type { Storage } from '../runtime/cpuTensor.js';
+import { floatAccess, indexAt } from '../runtime/floatAccess.js';
+import { normRopeStacked } from './fusedNormRopeStacked.js';
+import type { CosSinRow } from './fusedNormRopeStacked.js';
+
+/** Past this many table entries (32 MiB of f64) rows are computed per call instead: same values, bounded memory. */
+const MAX_TABLE_ENTRIES = 2 ** 22;
+
+/** One reusable buffer whose capacity, counted in tokens, grows by doubling. */
+interface Workspace {
+  data: Storage | undefined;
+  tokens: number;
+}
+
+export function createKvMaterializer(backend: CpuKernels, args: CreateKvMaterializerChecked): MaterializerKernels {
+  return new CpuKvMaterializer(backend, args);
+}
+
+/**
+ * Holds exact f32 copies of the weights (so the caller may dispose the
+ * tensors it passed), a cos/sin source, and workspaces kept between calls.
+ */
+class CpuKvMaterializer implements MaterializerKernels {
+  readonly #backend: CpuKernels;
+  readonly #dtype: DType;
+  readonly #L: number;
+  readonly #H: number;
+  readonly #D: number;
+  readonly #R: number;
+  readonly #hidden: number;
+  readonly #ropeStyle: RopeStyle;
+  #kvWeight: Float32Array;
+  #kNormWeight: Readable;
+  #eps: Readable;
+  #hiddenRow: Float64Array;
+  readonly #cosSinRow: CosSinRow;
+  /** ropeBase only: f_j, and a table of cos/sin rows grown by doubling from the positions seen. */
+  readonly #frequencies: Float64Array | undefined;
+  #table: Float64Array | undefined;
+  #tableRows = 0;
+  readonly #proj: Workspace = { data: undefined, tokens: 0 };
+  readonly #k: Workspace = { data: undefined, tokens: 0 };
+  readonly #v: Workspace = { data: undefined, tokens: 0 };
+  /** True while writeLayerKv runs: a nested call then works in fresh buffers instead of overwriting the views. */
+  #busy = false;
+  #disposed = false;
+
+  constructor(backend: CpuKernels, args: CreateKvMaterializerChecked) {
+    this.#backend = backend;
+    const { L, H, D, R, hidden } = args.dims;
+    this.#dtype = args.kvWeight.dtype;
+    this.#L = L;
+    this.#H = H;
+    this.#D = D;
+    this.#R = R;
+    this.#hidden = hidden;
+    this.#ropeStyle = args.ropeStyle;
+    this.#kvWeight = backend.f32Copy(args.kvWeight);
+    this.#kNormWeight = floatAccess('f32', backend.f32Copy(args.kNormWeight));
+    if (typeof args.eps === 'number') {
+      const eps = backend.storage('f32', L) as Float32Array;
+      eps.fill(args.eps); // rounded to f32, as an eps tensor would hold it
+      this.#eps = floatAccess('f32', eps);
+    } else {
+      this.#eps = floatAccess('f32', backend.f32Copy(args.eps));
+    }
+    this.#hiddenRow = backend.float64(hidden);
+    if (args.cosSinCache) {
+      const cache = backend.f32Copy(args.cosSinCache);
+      this.#cosSinRow = (p, out) => {
+        for (let j = 0; j < R; j++) out[j] = cache[p * R + j]!;
+      };
+    } else {
+      this.#frequencies = ropeFrequencies(args.ropeBase!, R);
+      if (args.maxPositionHint !== undefined) this.#growTable(args.maxPositionHint);
+      this.#cosSinRow = (p, out) => {
+        if (p < this.#tableRows) for (let j = 0; j < R; j++) out[j] = this.#table![p * R + j]!;
+        else fillCosSinRow(out, 0, p, this.#frequencies!);
+      };
+    }
+  }
+
+  materialize(args: KvMaterializerMaterializeChecked): void {
+    this.#checkLive('KvMaterializer.materialize');
+    const { T } = args.dims;
+    if (T === 0) return;
+    const L = this.#L;
+    const perLayer = T * this.#H * this.#D;
+    const nested = this.#busy;
+    const proj = this.#workspace(this.#proj, T, this.#L * 2 * this.#H * this.#D, nested);
+    const k = this.#workspace(this.#k, T, L * this.#H * this.#D, nested);
+    const v = this.#workspace(this.#v, T, L * this.#H * this.#D, nested);
+    this.#run(args, proj, k, v, T, undefined);
+    const shape = Object.freeze([T, this.#H, this.#D]);
+    const writeLayerKv = args.writeLayerKv as (layer: number, k: CpuTensor, v: CpuTensor) => unknown;
+    this.#busy = true;
+    try {
+      for (let l = 0; l < L; l++) {
+        const kView = new CpuTensor(this.#backend, this.#dtype, shape, k.subarray(l * perLayer, (l + 1) * perLayer), l);
+        const vView = new CpuTensor(this.#backend, this.#dtype, shape, v.subarray(l * perLayer, (l + 1) * perLayer), l);
+        try {
+          writeLayerKv(l, kView, vView);
+        } finally {
+          kView.dispose();
+          vView.dispose();
+        }
+      }
+    } finally {
+      this.#busy = nested;
+    }
+  }
+
+  materializeInto(args: KvMaterializerMaterializeIntoChecked): void {
+    this.#checkLive('KvMaterializer.materializeInto');
+    const { T, S } = args.dims;
+    if (T === 0) return;
+    const proj = this.#workspace(this.#proj, T, this.#L * 2 * this.#H * this.#D, this.#busy);
+    const kPool = this.#backend.own(args.kPool);
+    const vPool = this.#backend.own(args.vPool);
+    this.#run(args, proj, kPool.data, vPool.data, S, this.#backend.own(args.slots).data);
+  }
+
+  dispose(): void {
+    this.#disposed = true;
+    const none = new Float32Array(0);
+    this.#kvWeight = none;
+    this.#hiddenRow = new Float64Array(0);
+    this.#table = undefined;
+    this.#tableRows = 0;
+    for (const w of [this.#proj, this.#k, this.#v]) {
+      w.data = undefined;
+      w.tokens = 0;
+    }
+  }
+
+  #checkLive(op: string): void {
+    if (this.#disposed || this.#backend.disposed) throw new ContractError('KV003', op, { arg: 'this KvMaterializer' });
+  }
+
+  /** Projection, then the norm + RoPE of fusedNormRopeStacked into [L, rows, H, D] destinations. */
+  #run(args: KvMaterializerMaterializeChecked | KvMaterializerMaterializeIntoChecked, proj: Storage, kDst: Storage, vDst: Storage, rows: number, slots: Storage | undefined): void {
+    const { T } = args.dims;
+    const positions = this.#backend.own(args.positions).data;
+    this.#coverPositions(positions, T);
+    this.#project(args.ctxHidden, T, proj);
+    normRopeStacked({
+      T,
+      L: this.#L,
+      H: this.#H,
+      D: this.#D,
+      R: this.#R,
+      ropeStyle: this.#ropeStyle,
+      kv: floatAccess(this.#dtype, proj),
+      kNormWeight: this.#kNormWeight,
+      eps: this.#eps,
+      positions,
+      cosSinRow: this.#cosSinRow,
+      kDst: floatAccess(this.#dtype, kDst),
+      vDst: floatAccess(this.#dtype, vDst),
+      rows,
+      ...(slots ? { slots } : {}),
+    });
+  }
+
+  /**
+   * proj[t, l, :] = ctxHidden[t, :] @ kvWeight[l]^T for all layers at once.
+   * Accumulated in f64 and rounded once to the model dtype: the values a GPU
+   * GEMM leaves in its bf16 (or f16, f32) workspace, so the norm reads what it
+   * would read there.
+   */
+  #project(ctxHidden: KvMaterializerMaterializeChecked['ctxHidden'], T: number, proj: Storage): void {
+    const hidden = this.#hidden;
+    const outRows = this.#L * 2 * this.#H * this.#D;
+    const x = this.#backend.floats(ctxHidden);
+    const out = floatAccess(this.#dtype, proj);
+    const row = this.#hiddenRow;
+    const w = this.#kvWeight;
+    for (let t = 0; t < T; t++) {
+      for (let i = 0; i < hidden; i++) row[i] = x.get(t * hidden + i);
+      for (let r = 0; r < outRows; r++) {
+        let acc = 0;
+        const base = r * hidden;
+        for (let i = 0; i < hidden; i++) acc += row[i]! * w[base + i]!;
+        out.set(t * outRows + r, acc);
+      }
+    }
+  }
+
+  /** A buffer of at least `tokens` tokens: the kept one (grown by doubling), or a fresh one for a nested call. */
+  #workspace(w: Workspace, tokens: number, perToken: number, nested: boolean): Storage {
+    if (nested) return this.#backend.storage(this.#dtype, tokens * perToken);
+    if (w.data === undefined || w.tokens < tokens) {
+      w.tokens = Math.max(tokens, 2 * w.tokens);
+      w.data = this.#backend.storage(this.#dtype, w.tokens * perToken);
+    }
+    return w.data;
+  }
+
+  /** ropeBase only: grows the cos/sin table to cover the largest position of the call. */
+  #coverPositions(positions: Storage, T: number): void {
+    if (this.#frequencies === undefined) return;
+    let largest = -1;
+    for (let t = 0; t < T; t++) largest = Math.max(largest, indexAt(positions, t));
+    if (largest >= this.#tableRows) this.#growTable(largest);
+  }
+
+  #growTable(largestPosition: number): void {
+    const R = this.#R;
+    const limit = Math.floor(MAX_TABLE_ENTRIES / R);
+    let rows = Math.max(this.#tableRows, 1);
+    while (rows <= largestPosition) rows *= 2;
+    if (this.#tableRows === 0) rows = Math.min(rows, largestPosition + 1);
+    rows = Math.min(rows, Math.max(limit, this.#tableRows));
+    if (rows <= this.#tableRows) return;
+    const table = this.#backend.float64(rows * R);
+    if (this.#table) table.set(this.#table);
+    for (let p = this.#tableRows; p < rows; p++) fillCosSinRow(table, p * R, p, this.#frequencies!);
+    this.#table = table;
+    this.#tableRows = rows;
+  }
+}

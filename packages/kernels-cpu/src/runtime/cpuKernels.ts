@@ -1,0 +1,147 @@
+import { numel } from '@kvkit/contracts';
+import type {
+  BackendKernels,
+  CreateKvMaterializerChecked,
+  DType,
+  FusedNormRopeStackedChecked,
+  MaterializerKernels,
+  OwnedTensor,
+  RopePoolFusedChecked,
+  Shape,
+  TensorData,
+} from '@kvkit/contracts';
+import { encodeBf16, encodeF16 } from '../numerics/halfFloats.js';
+import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
+import { createKvMaterializer } from '../ops/kvMaterializer.js';
+import { ropePoolFused } from '../ops/ropePoolFused.js';
+import { allocateStorage, CpuTensor } from './cpuTensor.js';
+import type { Storage } from './cpuTensor.js';
+import { decodeToF32, floatAccess } from './floatAccess.js';
+import type { FloatAccess } from './floatAccess.js';
+
+/** Buffers this backend has allocated: tensors, workspaces, caches. Steady-state calls leave it unchanged. */
+export interface CpuBackendStats {
+  readonly buffersAllocated: number;
+  readonly bytesAllocated: number;
+}
+
+let instances = 0;
+
+/** The CPU kernels: every float computed in f64 and rounded once to the output dtype. */
+export class CpuKernels implements BackendKernels {
+  readonly kind = 'cpu' as const;
+  readonly label: string;
+  disposed = false;
+  #buffers = 0;
+  #bytes = 0;
+
+  constructor() {
+    instances += 1;
+    this.label = `cpu backend #${instances}`;
+  }
+
+  get stats(): CpuBackendStats {
+    return { buffersAllocated: this.#buffers, bytesAllocated: this.#bytes };
+  }
+
+  /** Every buffer goes through here, so `stats` sees it. */
+  storage(dtype: DType, length: number): Storage {
+    return this.#counted(allocateStorage(dtype, length));
+  }
+
+  /** f64 room for tables and rows the kernels keep. */
+  float64(length: number): Float64Array {
+    return this.#counted(new Float64Array(length));
+  }
+
+  #counted<B extends ArrayBufferView>(buffer: B): B {
+    this.#buffers += 1;
+    this.#bytes += buffer.byteLength;
+    return buffer;
+  }
+
+  allocate(dtype: DType, shape: Shape): CpuTensor {
+    return new CpuTensor(this, dtype, Object.freeze([...shape]), this.storage(dtype, numel(shape)));
+  }
+
+  /** A validated tensor is one of ours (the contracts checked its owner). */
+  own(t: OwnedTensor): CpuTensor {
+    return t as CpuTensor;
+  }
+
+  floats(t: OwnedTensor): FloatAccess {
+    const own = this.own(t);
+    return floatAccess(own.dtype, own.data);
+  }
+
+  /** An exact f32 copy that outlives the tensor (f16 and bf16 values are all f32 values). */
+  f32Copy(t: OwnedTensor): Float32Array {
+    const own = this.own(t);
+    return decodeToF32(own.dtype, own.data, this.storage('f32', own.data.length) as Float32Array);
+  }
+
+  hostValues(t: OwnedTensor): ArrayLike<number | bigint> | undefined {
+    const own = this.own(t);
+    return own.dtype === 'i32' || own.dtype === 'i64' ? own.data : undefined;
+  }
+
+  tensor(dtype: DType, shape: Shape, data: TensorData | undefined): OwnedTensor {
+    const t = this.allocate(dtype, shape);
+    if (data !== undefined) fill(t.data, dtype, data);
+    return t;
+  }
+
+  read(t: OwnedTensor): Promise<Float32Array | Int32Array | BigInt64Array> {
+    const { dtype, data } = this.own(t);
+    // Copied now, so a read started inside writeLayerKv sees the view's contents.
+    if (dtype === 'i32' || dtype === 'i64' || dtype === 'f32') return Promise.resolve((data as Float32Array | Int32Array | BigInt64Array).slice());
+    return Promise.resolve(decodeToF32(dtype, data));
+  }
+
+  fusedNormRopeStacked(args: FusedNormRopeStackedChecked): { kOut: OwnedTensor; vOut: OwnedTensor } {
+    return fusedNormRopeStacked(this, args);
+  }
+
+  createKvMaterializer(args: CreateKvMaterializerChecked): MaterializerKernels {
+    return createKvMaterializer(this, args);
+  }
+
+  ropePoolFused(args: RopePoolFusedChecked): { qRot: OwnedTensor; kRot: OwnedTensor } {
+    return ropePoolFused(this, args);
+  }
+
+  /** Nothing is deferred on the CPU: every op has finished when it returns. */
+  sync(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  dispose(): void {
+    this.disposed = true;
+  }
+}
+
+/** Data was checked by the contracts for length and representability; floats are rounded once from f64. */
+function fill(storage: Storage, dtype: DType, data: TensorData): void {
+  const n = storage.length;
+  switch (dtype) {
+    case 'f32':
+      if (data instanceof Float32Array) (storage as Float32Array).set(data); // bit-exact, NaN payloads included
+      else for (let i = 0; i < n; i++) (storage as Float32Array)[i] = data[i] as number;
+      return;
+    case 'f16':
+      for (let i = 0; i < n; i++) (storage as Uint16Array)[i] = encodeF16(data[i] as number);
+      return;
+    case 'bf16':
+      for (let i = 0; i < n; i++) (storage as Uint16Array)[i] = encodeBf16(data[i] as number);
+      return;
+    case 'i32':
+      for (let i = 0; i < n; i++) (storage as Int32Array)[i] = Number(data[i]);
+      return;
+    case 'i64':
+      for (let i = 0; i < n; i++) {
+        const v = data[i]!;
+        (storage as BigInt64Array)[i] = typeof v === 'bigint' ? v : BigInt(v);
+      }
+      return;
+  }
+}
