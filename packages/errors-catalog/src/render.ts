@@ -3,8 +3,12 @@ export function render(template: string, values: Readonly<Record<string, unknown
   return template.replace(/\{(\w+)\}/g, (whole, name: string) => (name in values ? formatValue(values[name]) : whole));
 }
 
+/** Never throws: a value whose own conversion fails prints as its tag, `[object Object]`. */
 export function formatValue(v: unknown): string {
-  if (Array.isArray(v)) return `[${v.map(formatValue).join(', ')}]`;
-  if (typeof v === 'bigint') return v.toString();
-  return String(v);
+  if (Array.isArray(v)) return `[${Array.from(v, formatValue).join(', ')}]`;
+  try {
+    return String(v);
+  } catch {
+    return Object.prototype.toString.call(v);
+  }
 }

@@ -1,3 +1,2 @@
-/// <reference types="@webgpu/types" preserve="true" />
 export { probeWebGpu, SWIFTSHADER_ICD } from './runtime/adapter.js';
 export type { AdapterFound, AdapterMissing, AdapterProbe } from './runtime/adapter.js';

@@ -19,5 +19,6 @@ export const tensorErrors = errors({
   KV041: { title: 'Data length does not match the shape', message: 'data has {actual} elements; shape {shape} holds {expected}' },
   KV042: { title: 'Data not representable in the dtype', message: 'data[{index}] = {actual} is not representable as {expected}' },
   KV043: { title: 'Unknown argument', message: '{arg} is not an argument of {op}; expected one of {expected}' },
-  KV044: { title: 'Callback is not a function', message: '{arg} must be a function; got {actual}' },
+  KV044: { title: 'Argument of the wrong kind', message: '{arg} must be {expected}; got {actual}' },
+  KV045: { title: 'Tensor too large', message: 'shape {actual} holds {count} elements; one tensor holds at most {expected}' },
 });

@@ -59,7 +59,7 @@ export class Call {
   /** The arguments object; an unknown key is reported before anything else so a misspelt optional argument is not silently dropped. */
   args(raw: unknown, known: readonly string[], code: string): Record<string, unknown> {
     if (raw === undefined || raw === null) return {};
-    if (typeof raw !== 'object') this.fail('KV001', { arg: 'arguments', actual: describeValue(raw) });
+    if (typeof raw !== 'object') this.fail('KV044', { arg: 'arguments', actual: describeValue(raw), expected: 'an object of named arguments' });
     for (const key of Object.keys(raw)) {
       if (!known.includes(key)) this.fail(code, { arg: key, op: this.op, expected: known.join(', ') });
     }
@@ -105,7 +105,7 @@ export class Call {
   }
 
   callback(name: string, value: unknown, code: string): (...args: never[]) => unknown {
-    if (typeof value !== 'function') this.fail(code, { arg: name, actual: describeValue(value) });
+    if (typeof value !== 'function') this.fail(code, { arg: name, actual: describeValue(value), expected: 'a function' });
     return value as (...args: never[]) => unknown;
   }
 
@@ -114,8 +114,8 @@ export class Call {
     if (value === undefined && opts.optional) return undefined;
     if (!isTensor(value)) this.fail('KV001', { arg: name, actual: describeValue(value) });
     if (value[TENSOR_OWNER] !== this.ctx.owner) {
-      const owner = value[TENSOR_OWNER] as { label?: string };
-      this.fail('KV002', { arg: name, actual: owner.label ?? `a ${value.backend} backend`, expected: this.ctx.label });
+      const owner = value[TENSOR_OWNER] as { label?: unknown } | null | undefined;
+      this.fail('KV002', { arg: name, actual: typeof owner?.label === 'string' ? owner.label : `another ${describeValue(value.backend)} backend`, expected: this.ctx.label });
     }
     if (value.disposed) {
       const layer = value[LAYER_VIEW];

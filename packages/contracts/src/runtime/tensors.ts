@@ -1,31 +1,36 @@
 import { DTYPES, numel } from '../tensor.js';
 import type { DType, OwnedTensor, Shape, TensorData } from '../tensor.js';
-import { Call } from './call.js';
+import { Call, describeValue } from './call.js';
 import type { ValidationContext } from './call.js';
 
 const I32_MIN = -(2 ** 31);
 const I32_MAX = 2 ** 31 - 1;
+/** Elements one tensor may hold: every backend indexes elements with 32-bit integers. */
+export const MAX_ELEMENTS = I32_MAX;
 
 /** The checks of `tensor(dtype, shape, data?)` and `empty(dtype, shape)`: the tensor contract in `ops/common.ts`. */
 export function validateTensorCreation(ctx: ValidationContext, op: 'tensor' | 'empty', dtype: unknown, shape: unknown, data?: unknown): { dtype: DType; shape: Shape } {
   const call = new Call(op, ctx);
-  if (typeof dtype !== 'string' || !DTYPES.includes(dtype as DType)) call.fail('KV004', { arg: 'dtype', actual: String(dtype), expected: DTYPES.join(', ') });
-  if (!Array.isArray(shape) || !shape.every((d) => typeof d === 'number' && Number.isSafeInteger(d) && d >= 0)) {
-    call.fail('KV040', { actual: Array.isArray(shape) ? shape : String(shape) });
+  if (typeof dtype !== 'string' || !DTYPES.includes(dtype as DType)) call.fail('KV004', { arg: 'dtype', actual: describeValue(dtype), expected: DTYPES.join(', ') });
+  // Array.from turns holes into undefined, which the check then rejects.
+  const dims = Array.isArray(shape) ? Object.freeze(Array.from(shape as unknown[])) : undefined;
+  if (!dims || !dims.every((d) => typeof d === 'number' && Number.isSafeInteger(d) && d >= 0)) {
+    call.fail('KV040', { actual: dims ? `[${dims.map((d) => (typeof d === 'number' ? d : describeValue(d))).join(', ')}]` : describeValue(shape) });
   }
-  const dims = Object.freeze([...(shape as number[])]);
-  if (data !== undefined) validateTensorData(call, dtype as DType, dims, data);
-  return { dtype: dtype as DType, shape: dims };
+  const count = numel(dims as Shape);
+  if (count > MAX_ELEMENTS) call.fail('KV045', { actual: dims, count, expected: MAX_ELEMENTS });
+  if (data !== undefined) validateTensorData(call, dtype as DType, dims as Shape, data);
+  return { dtype: dtype as DType, shape: dims as Shape };
 }
 
 function validateTensorData(call: Call, dtype: DType, dims: Shape, data: unknown): void {
   const isList = Array.isArray(data) || ArrayBuffer.isView(data);
-  if (!isList || data instanceof DataView) call.fail('KV001', { arg: 'data', actual: describeData(data) });
+  if (!isList || data instanceof DataView) call.fail('KV001', { arg: 'data', actual: describeValue(data) });
   const list = data as TensorData;
   const n = numel(dims);
   if (list.length !== n) call.fail('KV041', { actual: list.length, shape: dims, expected: n });
   const bad = firstUnrepresentable(dtype, list);
-  if (bad !== undefined) call.fail('KV042', { index: bad, actual: String(list[bad]), expected: dtype });
+  if (bad !== undefined) call.fail('KV042', { index: bad, actual: describeValue(list[bad]), expected: dtype });
 }
 
 /** `read(t)` takes only live tensors of its own backend. */
@@ -46,8 +51,4 @@ function firstUnrepresentable(dtype: DType, data: TensorData): number | undefine
     } else if (typeof v !== 'number') return i;
   }
   return undefined;
-}
-
-function describeData(data: unknown): string {
-  return data === null ? 'null' : typeof data === 'object' ? (data as object).constructor?.name ?? 'an object' : typeof data;
 }

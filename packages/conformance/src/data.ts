@@ -1,0 +1,184 @@
+import type { FloatDType } from '@kvkit/contracts';
+
+/**
+ * Deterministic test data: a small seeded PRNG, random values that are never
+ * zero, cos/sin caches in f64 as SEMANTICS.md defines them, positions and
+ * slots, and round-to-nearest-even into f16 and bf16.
+ */
+
+/** mulberry32: tiny, fast and good enough for test data; the same seed gives the same numbers everywhere. */
+export class Rng {
+  private state: number;
+
+  constructor(seed: number) {
+    this.state = seed >>> 0;
+  }
+
+  /** Uniform in [0, 1). */
+  next(): number {
+    this.state = (this.state + 0x6d2b79f5) >>> 0;
+    let t = this.state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  }
+
+  /** Uniform integer in [0, n). */
+  int(n: number): number {
+    return Math.floor(this.next() * n);
+  }
+
+  /** A fresh array with the elements of `items` in random order. */
+  shuffle<T>(items: readonly T[]): T[] {
+    const out = [...items];
+    for (let i = out.length - 1; i > 0; i--) {
+      const j = this.int(i + 1);
+      [out[i], out[j]] = [out[j]!, out[i]!];
+    }
+    return out;
+  }
+}
+
+/** FNV-1a of a string: a seed per case name, so a case's data does not depend on which cases ran before it. */
+export function seedOf(name: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < name.length; i++) {
+    h ^= name.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return h >>> 0;
+}
+
+/** Values with |x| in [min, max) and a random sign: never zero, so a kernel that writes nothing cannot pass. */
+export function randomValues(rng: Rng, n: number, min = 0.125, max = 1): Float32Array {
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) {
+    const magnitude = min + (max - min) * rng.next();
+    out[i] = rng.next() < 0.5 ? -magnitude : magnitude;
+  }
+  return out;
+}
+
+/** Positive values in [min, max): RMSNorm weights near 1. */
+export function randomPositive(rng: Rng, n: number, min = 0.5, max = 1.5): Float32Array {
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) out[i] = min + (max - min) * rng.next();
+  return out;
+}
+
+/**
+ * A recognisable fill for outputs and pools, far from anything an op makes of
+ * random data, and exact in f32, f16 and bf16 (multiples of 4 in [512, 756]).
+ */
+export function patternValues(n: number, offset = 0): Float32Array {
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) out[i] = -(512 + 4 * ((i + offset) % 61));
+  return out;
+}
+
+/** Per-layer epsilons of different sizes, so a kernel that reads the wrong layer's eps is seen. */
+export function epsPerLayer(L: number): Float32Array {
+  const choices = [1e-6, 1e-5, 1e-3, 1e-2];
+  return Float32Array.from({ length: L }, (_, l) => choices[l % choices.length]!);
+}
+
+/** RoPE frequencies f_j = base^(-2j/R) for j < R/2, in f64. */
+export function ropeFrequencies(rotaryDim: number, ropeBase: number): Float64Array {
+  const half = rotaryDim / 2;
+  return Float64Array.from({ length: half }, (_, j) => ropeBase ** ((-2 * j) / rotaryDim));
+}
+
+/** `[P, R]` cache in f64: row p is cos(p*f_0..f_{R/2-1}) then sin(p*f_0..f_{R/2-1}). */
+export function buildCosSinCache(rows: number, rotaryDim: number, ropeBase: number): Float64Array {
+  const f = ropeFrequencies(rotaryDim, ropeBase);
+  const half = rotaryDim / 2;
+  const out = new Float64Array(rows * rotaryDim);
+  for (let p = 0; p < rows; p++) {
+    for (let j = 0; j < half; j++) {
+      out[p * rotaryDim + j] = Math.cos(p * f[j]!);
+      out[p * rotaryDim + half + j] = Math.sin(p * f[j]!);
+    }
+  }
+  return out;
+}
+
+/**
+ * `count` distinct positions in [0, rows), shuffled. When there is room the
+ * first and last rows are among them: off-by-one reads show at the ends.
+ */
+export function distinctPositions(rng: Rng, count: number, rows: number): number[] {
+  if (count > rows) throw new Error(`cannot pick ${count} distinct positions from ${rows} rows`);
+  const all = rng.shuffle(Array.from({ length: rows }, (_, p) => p));
+  const picked = new Set<number>();
+  if (count >= 1) picked.add(rows - 1);
+  if (count >= 2) picked.add(0);
+  for (const p of all) {
+    if (picked.size >= count) break;
+    picked.add(p);
+  }
+  return rng.shuffle([...picked]);
+}
+
+/** Negative slots of different sizes: every negative value means "skip", not only -1. */
+const NEGATIVE_SLOTS = [-1, -2147483648, -7, -2, -1000];
+
+/**
+ * `count` distinct slots of a pool of `poolSlots` rows, with `negatives` of
+ * them (spread over the tokens) replaced by negative values.
+ */
+export function slotPermutation(rng: Rng, count: number, poolSlots: number, negatives: number): number[] {
+  if (count > poolSlots) throw new Error(`cannot pick ${count} distinct slots from ${poolSlots}`);
+  const slots = rng.shuffle(Array.from({ length: poolSlots }, (_, s) => s)).slice(0, count);
+  const which = rng.shuffle(Array.from({ length: count }, (_, t) => t)).slice(0, Math.min(negatives, count));
+  which.forEach((t, i) => {
+    slots[t] = NEGATIVE_SLOTS[i % NEGATIVE_SLOTS.length]!;
+  });
+  return slots;
+}
+
+const F32 = new Float32Array(1);
+const U32 = new Uint32Array(F32.buffer);
+
+/** Ties to even on a non-negative f64 that holds an exact multiple of 1/2. */
+function roundHalfEven(q: number): number {
+  const f = Math.floor(q);
+  const d = q - f;
+  if (d > 0.5) return f + 1;
+  if (d < 0.5) return f;
+  return f % 2 === 0 ? f : f + 1;
+}
+
+/**
+ * The f16 value nearest to an f32 value (ties to even, overflow to infinity).
+ * Written here rather than taken from kernels-cpu so the round-trip test does
+ * not check the reference against itself.
+ */
+export function roundToF16(x: number): number {
+  const v = Math.fround(x);
+  if (!Number.isFinite(v) || v === 0) return v;
+  const a = Math.abs(v);
+  // Grid spacing: 2^-24 below the smallest normal f16, else 2^(e-10) for 2^e <= a < 2^(e+1).
+  const e = Math.max(Math.floor(Math.log2(a)), -14);
+  let ulp = 2 ** (e - 10);
+  // log2 can land one off next to a power of two; fix the exponent exactly.
+  if (a >= 2 ** (e + 1)) ulp *= 2;
+  else if (e > -14 && a < 2 ** e) ulp /= 2;
+  const r = roundHalfEven(a / ulp) * ulp;
+  const out = r > 65504 ? Infinity : r;
+  return v < 0 ? -out : out;
+}
+
+/** The bf16 value nearest to an f32 value (ties to even): the top 16 bits of the f32, rounded. */
+export function roundToBf16(x: number): number {
+  F32[0] = x;
+  const bits = U32[0]!;
+  if ((bits & 0x7f800000) === 0x7f800000) return F32[0]!;
+  U32[0] = ((bits + 0x7fff + ((bits >>> 16) & 1)) >>> 16) << 16;
+  return F32[0]!;
+}
+
+/** Each value rounded once to `dtype` (f32: to the nearest f32). */
+export function roundToDType(values: ArrayLike<number>, dtype: FloatDType): Float32Array {
+  const round = dtype === 'f16' ? roundToF16 : dtype === 'bf16' ? roundToBf16 : Math.fround;
+  return Float32Array.from(values, (v) => round(v));
+}

@@ -1,0 +1,25 @@
+export { fusedNormRopeStackedCases, kvMaterializerCases, ropePoolFusedCases } from './cases.js';
+export type { FusedCase, MaterializerCase, MaterializerRope, RopePoolCase, RopeStyle } from './cases.js';
+export {
+  buildCosSinCache,
+  distinctPositions,
+  epsPerLayer,
+  patternValues,
+  randomPositive,
+  randomValues,
+  ropeFrequencies,
+  Rng,
+  roundToBf16,
+  roundToDType,
+  roundToF16,
+  seedOf,
+  slotPermutation,
+} from './data.js';
+export { fusedNormRopeStackedOracle, normedK, projectionOracle, ropePoolFusedOracle } from './oracle.js';
+export { defineConformanceSuite } from './suite.js';
+export type { ConformanceOptions } from './suite.js';
+export { Checks, compare, expectMatch, RELATIVE_TOLERANCE, ropeBaseTolerance } from './tolerances.js';
+export type { Comparison, Expectation, Layout } from './tolerances.js';
+export { validationCases } from './validation-cases.js';
+export type { ValidationCase } from './validation-cases.js';
+export { contractErrorProblems, defineValidationSuite } from './validation.js';

@@ -1,0 +1,92 @@
+import type { Backend, FloatDType } from '@kvkit/contracts';
+import { createCpuBackend } from '@kvkit/kernels-cpu';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { fusedNormRopeStackedCases, kvMaterializerCases, ropePoolFusedCases } from './cases.js';
+import {
+  checkAllSlotsSkipped,
+  checkDuplicateSlot,
+  checkIdentityProjection,
+  checkMaterializerAgreements,
+  checkPositionZeroIsNormOnly,
+  checkRopePoolPositionZero,
+  checkRotationKeepsPairNorms,
+  checkTensorRoundTrip,
+  checkUnitWeightRms,
+  checkZeroTokens,
+} from './invariants.js';
+import { runFusedCase, runMaterializerCase, runRopePoolCase } from './run-cases.js';
+
+export interface ConformanceOptions {
+  /** Storage dtypes to run every case in; all three by default. */
+  readonly dtypes?: readonly FloatDType[];
+}
+
+/** Sizes here are small, but a slow emulated device (SwiftShader) needs headroom per case. */
+const CASE_TIMEOUT_MS = 60_000;
+
+/**
+ * Registers the numerical conformance suite for one backend: every case of
+ * cases.ts in every dtype, compared with the CPU reference and with the f64
+ * formulas, then the reference-free invariants and the T = 0 behaviours.
+ * Only the public Backend API is used, so the WebGPU and CUDA backends run
+ * the very same tests.
+ */
+export function defineConformanceSuite(name: string, create: () => Backend | Promise<Backend>, options: ConformanceOptions = {}): void {
+  const dtypes = options.dtypes ?? (['f32', 'f16', 'bf16'] as const);
+  describe(`${name}: conformance`, () => {
+    let backend: Backend | undefined;
+    let reference: Backend | undefined;
+    const both = (): [Backend, Backend] => {
+      if (!backend || !reference) throw new Error(`the ${name} backend was not created (see the beforeAll error)`);
+      return [backend, reference];
+    };
+    beforeAll(async () => {
+      backend = await create();
+      reference = createCpuBackend();
+    }, CASE_TIMEOUT_MS);
+    afterAll(() => {
+      backend?.dispose();
+      reference?.dispose();
+    });
+
+    describe('tensor() and read()', () => {
+      for (const dtype of dtypes) it(`round trip [${dtype}]`, () => checkTensorRoundTrip(both()[0], dtype), CASE_TIMEOUT_MS);
+    });
+
+    describe('fusedNormRopeStacked', () => {
+      for (const c of fusedNormRopeStackedCases) {
+        for (const dtype of dtypes) it(`${c.name} [${dtype}]`, () => runFusedCase(...both(), c, dtype), CASE_TIMEOUT_MS);
+      }
+    });
+
+    describe('ropePoolFused', () => {
+      for (const c of ropePoolFusedCases) {
+        for (const dtype of dtypes) it(`${c.name} [${dtype}]`, () => runRopePoolCase(...both(), c, dtype), CASE_TIMEOUT_MS);
+      }
+    });
+
+    describe('KvMaterializer', () => {
+      for (const c of kvMaterializerCases) {
+        for (const dtype of dtypes) it(`${c.name} [${dtype}]`, () => runMaterializerCase(...both(), c, dtype), CASE_TIMEOUT_MS);
+      }
+    });
+
+    describe('invariants (no reference)', () => {
+      for (const dtype of dtypes) {
+        for (const style of ['neox', 'gptj'] as const) {
+          it(`rotation keeps each pair's length; the tail past rotaryDim is only normed (${style}) [${dtype}]`, () => checkRotationKeepsPairNorms(both()[0], dtype, style), CASE_TIMEOUT_MS);
+          it(`position 0 leaves K equal to the normed K (${style}) [${dtype}]`, () => checkPositionZeroIsNormOnly(both()[0], dtype, style), CASE_TIMEOUT_MS);
+        }
+        it(`unit weight: RMS of each K head is sqrt(m / (m + eps)) [${dtype}]`, () => checkUnitWeightRms(both()[0], dtype), CASE_TIMEOUT_MS);
+        it(`ropePoolFused at position 0 returns q and k unchanged [${dtype}]`, () => checkRopePoolPositionZero(both()[0], dtype), CASE_TIMEOUT_MS);
+        for (const slotDType of ['i32', 'i64'] as const) {
+          it(`negative slots (${slotDType}) leave both pools untouched [${dtype}]`, () => checkAllSlotsSkipped(both()[0], dtype, slotDType), CASE_TIMEOUT_MS);
+        }
+        it(`two tokens on one slot: the row is one of them, never a mix [${dtype}]`, () => checkDuplicateSlot(both()[0], dtype), CASE_TIMEOUT_MS);
+        it(`materialize with an identity kvWeight equals fusedNormRopeStacked [${dtype}]`, () => checkIdentityProjection(both()[0], dtype), CASE_TIMEOUT_MS);
+        it(`materializer: ropeBase = built cache, eps number = tensor, positions shapes agree, materializeInto = materialize [${dtype}]`, () => checkMaterializerAgreements(both()[0], dtype), CASE_TIMEOUT_MS);
+        it(`T = 0: empty outputs, no callback, no pool row touched [${dtype}]`, () => checkZeroTokens(both()[0], dtype), CASE_TIMEOUT_MS);
+      }
+    });
+  });
+}
