@@ -20,6 +20,7 @@ interface SkeletonEntry {
   message: string;
   placeholders: string[];
   raisedBy: string[];
+  args: string[];
   source: { file: string; line: number };
   retired?: boolean;
 }

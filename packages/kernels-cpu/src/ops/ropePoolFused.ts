@@ -31,9 +31,8 @@ export function ropePoolFused(backend: CpuKernels, args: RopePoolFusedChecked) {
   const kPool = backend.floats(args.kPool).bits;
   const vPool = backend.floats(args.vPool).bits;
   const slots = backend.own(args.slots).data;
-  let vBits = backend.floats(args.v).bits;
-  // v may be a pool itself (nothing forbids it): read it from a copy so the scatter cannot feed on its own writes.
-  if (vBits.buffer === kPool.buffer || vBits.buffer === vPool.buffer) vBits = vBits.slice();
+  // The contract (KV039) keeps q, k and v apart from the pools, so the scatter never reads its own writes.
+  const vBits = backend.floats(args.v).bits;
   const kBits = kOut.bits;
   for (let n = 0; n < N; n++) {
     const slot = indexAt(slots, n);
