@@ -327,8 +327,14 @@ function argsOf(): Map<string, Set<string>> {
       else if (s.kind === 'distinct') add(s.code, s.names[0]);
       else {
         add(s.code, s.name);
-        if (s.kind === 'tensor') add(s.rankCode, s.name), add(s.orNumber?.code, s.name);
-        if (s.kind === 'int') add(s.even?.code, s.name), add(s.multipleOf?.code, s.name);
+        if (s.kind === 'tensor') {
+          add(s.rankCode, s.name);
+          add(s.orNumber?.code, s.name);
+        }
+        if (s.kind === 'int') {
+          add(s.even?.code, s.name);
+          add(s.multipleOf?.code, s.name);
+        }
       }
     }
   }

@@ -14,7 +14,7 @@ export function validateTensorCreation(ctx: ValidationContext, op: 'tensor' | 'e
   if (typeof dtype !== 'string' || !DTYPES.includes(dtype as DType)) call.fail('KV004', { arg: 'dtype', actual: describeValue(dtype), expected: DTYPES.join(', ') });
   // Array.from turns holes into undefined, which the check then rejects.
   const dims = Array.isArray(shape) ? Object.freeze(Array.from(shape as unknown[])) : undefined;
-  if (!dims || !dims.every((d) => typeof d === 'number' && Number.isSafeInteger(d) && d >= 0)) {
+  if (!dims?.every((d) => typeof d === 'number' && Number.isSafeInteger(d) && d >= 0)) {
     call.fail('KV040', { actual: dims ? `[${dims.map((d) => (typeof d === 'number' ? d : describeValue(d))).join(', ')}]` : describeValue(shape) });
   }
   const count = numel(dims as Shape);

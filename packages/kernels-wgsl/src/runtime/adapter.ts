@@ -39,7 +39,9 @@ async function dawn(env?: Record<string, string>): Promise<GPU> {
 
 function describe(adapter: GPUAdapter): { description: string; software: boolean } {
   const info = adapter.info;
-  const description = info.description || [info.vendor, info.architecture, info.device].filter(Boolean).join(' ') || 'unnamed adapter';
+  // vendor and architecture name the chip; description is the driver's own string.
+  const chip = [info.vendor, info.architecture].filter(Boolean).join(' ');
+  const description = [chip, info.description].filter(Boolean).join(' — ') || 'unnamed adapter';
   return { description, software: /swiftshader|llvmpipe|lavapipe/i.test(`${description} ${info.vendor} ${info.device}`) };
 }
 
