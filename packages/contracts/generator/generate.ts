@@ -9,7 +9,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Project, SyntaxKind } from 'ts-morph';
-import type { Arg, DimExpr, OpDecl, Step, TensorArg } from '../src/dsl/declare.js';
+import type { Arg, CallbackArg, DimExpr, OpDecl, Step, TensorArg } from '../src/dsl/declare.js';
 import { isDimName, parseDim } from '../src/dsl/dims.js';
 import { allErrors, allOps, contractFiles } from '../src/ops/index.js';
 import { placeholdersOf } from './placeholders.js';
@@ -171,7 +171,7 @@ function argType(s: Arg, scope: TypeScope): string {
       return `${p} & Check<OneOf<${p}, ${s.options.map(q).join(' | ')}>, ${violation(s.code)}>`;
     }
     case 'callback':
-      return callbackType(s.signature, scope);
+      return callbackType(s, scope);
     case 'tensor':
       return tensorType(s, scope);
   }
@@ -208,9 +208,9 @@ function tensorType(s: TensorArg, scope: TypeScope): string {
   return s.orNumber ? `(${t}) | number` : t;
 }
 
-/** The callback's declared signature, its dim names replaced by the types that carry them. */
-function callbackType(signature: string, scope: TypeScope): string {
-  return signature.replace(/\b(DT|[A-Z][A-Za-z]*)\b(?=[,\]>])/g, (m) => (m === 'DT' ? scope.dtypes.get('__dt__') ?? 'DType' : scope.dims.get(m) ?? m));
+/** The callback's declared signature, `DT` and its dim names replaced by the types that carry them. */
+function callbackType(s: CallbackArg, scope: TypeScope): string {
+  return s.signature.replace(/\b(DT|[A-Z][A-Za-z]*)\b(?=[,\]>])/g, (m) => (m === 'DT' ? (scope.dtypes.get(s.dtypeOf) ?? 'DType') : (scope.dims.get(m) ?? m)));
 }
 
 function outputsType(op: OpDecl, scope: TypeScope): string {
@@ -230,7 +230,7 @@ function inheritedScope(): TypeScope {
     ['R', 'R'],
     ['hidden', 'Hidden'],
   ]);
-  return { dims, dtypes: new Map([['kvWeight', 'DT'], ['__dt__', 'DT']]), params: [] };
+  return { dims, dtypes: new Map([['kvWeight', 'DT']]), params: [] };
 }
 
 function signature(op: OpDecl, scope: TypeScope, positional: boolean): { generics: string; params: string; returns: string } {

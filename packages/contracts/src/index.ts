@@ -1,5 +1,4 @@
 export type { Arg, ContractFile, DimExpr, DTypeRule, ErrorDecl, OpDecl, OutputDecl, Rule, Step, TensorArg } from './dsl/declare.js';
-export { evalDim, parseDim } from './dsl/dims.js';
 export type {
   CreateKvMaterializerFn,
   FusedNormRopeStackedFn,
@@ -13,10 +12,9 @@ export type {
   KvMaterializerMaterializeIntoChecked,
   RopePoolFusedChecked,
 } from './generated/validators.js';
-export { allErrors, allOps, contractFiles, opByName } from './ops/index.js';
+export { allErrors, allOps } from './ops/index.js';
 export { defineBackend } from './runtime/backend.js';
 export type { Backend, BackendKernels, MaterializerKernels } from './runtime/backend.js';
-export { Call, describeValue } from './runtime/call.js';
 export type { DeviceCheck, Inherited, ValidationContext } from './runtime/call.js';
 export { DTYPES, FLOAT_DTYPES, INDEX_DTYPES, isTensor, LAYER_VIEW, numel, TENSOR_OWNER } from './tensor.js';
 export type { BackendKind, DType, FloatDType, IndexDType, OwnedTensor, ReadResult, Shape, Tensor, TensorData } from './tensor.js';

@@ -82,8 +82,10 @@ export interface CallbackArg {
   readonly name: string;
   readonly doc: string;
   readonly code: string;
-  /** TypeScript signature, in terms of the op's dims. */
+  /** TypeScript signature, in terms of the op's dims and `DT`. */
   readonly signature: string;
+  /** The tensor argument whose dtype `DT` stands for. */
+  readonly dtypeOf: string;
 }
 
 /** Exactly one of the named arguments is given. */
@@ -145,12 +147,10 @@ export interface ContractFile {
   readonly ops: readonly OpDecl[];
 }
 
-type Opt<T, K extends keyof T> = Omit<T, K | 'kind' | 'name'> & Partial<Pick<T, K>>;
-
 export const tensor = (name: string, spec: Omit<TensorArg, 'kind' | 'name'>): TensorArg => ({ kind: 'tensor', name, ...spec });
 export const int = (name: string, spec: Omit<IntArg, 'kind' | 'name'>): IntArg => ({ kind: 'int', name, ...spec });
 export const number = (name: string, spec: Omit<NumberArg, 'kind' | 'name'>): NumberArg => ({ kind: 'number', name, ...spec });
-export const choice = (name: string, spec: Opt<ChoiceArg, never>): ChoiceArg => ({ kind: 'choice', name, ...spec });
+export const choice = (name: string, spec: Omit<ChoiceArg, 'kind' | 'name'>): ChoiceArg => ({ kind: 'choice', name, ...spec });
 export const callback = (name: string, spec: Omit<CallbackArg, 'kind' | 'name'>): CallbackArg => ({ kind: 'callback', name, ...spec });
 export const exactlyOne = (names: readonly string[], code: string): ExactlyOneRule => ({ kind: 'exactlyOne', names, code });
 export const distinct = (names: readonly [string, string], code: string): DistinctRule => ({ kind: 'distinct', names, code });

@@ -15,9 +15,3 @@ export const contractFiles: readonly { file: string; contract: ContractFile }[] 
 export const allOps: readonly OpDecl[] = contractFiles.flatMap((f) => f.contract.ops);
 
 export const allErrors: Readonly<Record<string, ErrorDecl>> = Object.assign({}, ...contractFiles.map((f) => f.contract.errors));
-
-export function opByName(name: string): OpDecl {
-  const op = allOps.find((o) => o.name === name);
-  if (!op) throw new Error(`no op named ${name}`);
-  return op;
-}
