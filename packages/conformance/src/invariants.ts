@@ -1,5 +1,5 @@
 import type { Backend, FloatDType, IndexDType, Tensor } from '@kvkit/contracts';
-import type { RopeStyle } from './cases.js';
+import type { FusedCase, RopeStyle } from './cases.js';
 import { buildCosSinCache, epsPerLayer, patternValues, randomPositive, randomValues, roundToDType, Rng, seedOf } from './data.js';
 import { normedK, ropePair } from './oracle.js';
 import { collectLayers } from './run-cases.js';
@@ -14,14 +14,34 @@ import { expectTensor, gatherRows, readFloats, readIndices, Scope, untyped } fro
  * are what the reference comparison cannot be.
  */
 
-interface FusedShape {
-  readonly T: number;
-  readonly L: number;
+type FusedShape = Pick<FusedCase, 'T' | 'L' | 'H' | 'D' | 'R' | 'P'> & { readonly ropeStyle: RopeStyle };
+
+interface PoolShape {
+  readonly N: number;
+  readonly Hq: number;
   readonly H: number;
   readonly D: number;
-  readonly R: number;
-  readonly P: number;
-  readonly ropeStyle: RopeStyle;
+}
+
+/** ropePoolFused on random q, k and v (ropeBase 10000), the rest given; its outputs are tracked for disposal. */
+function ropePoolOnce(s: Scope, rng: Rng, dtype: FloatDType, shape: PoolShape, rest: { positions: Tensor; slots: Tensor; kPool: Tensor; vPool: Tensor; q?: Tensor; k?: Tensor; v?: Tensor }) {
+  const { N, Hq, H, D } = shape;
+  const out = untyped(s.backend).ropePoolFused({
+    q: rest.q ?? s.float(dtype, [N, Hq, D], randomValues(rng, N * Hq * D)),
+    k: rest.k ?? s.float(dtype, [N, H, D], randomValues(rng, N * H * D)),
+    v: rest.v ?? s.float(dtype, [N, H, D], randomValues(rng, N * H * D)),
+    positions: rest.positions,
+    slots: rest.slots,
+    kPool: rest.kPool,
+    vPool: rest.vPool,
+    numKvHeads: H,
+    numQoHeads: Hq,
+    headDim: D,
+    ropeBase: 10000,
+  });
+  s.track(out.qRot);
+  s.track(out.kRot);
+  return out;
 }
 
 /** Runs fusedNormRopeStacked on random inputs (or the given weight and positions); returns what the backend held and wrote. */
@@ -149,21 +169,14 @@ export async function checkRopePoolPositionZero(backend: Backend, dtype: FloatDT
     const rng = new Rng(seedOf('rope pool position 0'));
     const q = s.float(dtype, [N, Hq, D], randomValues(rng, N * Hq * D));
     const k = s.float(dtype, [N, H, D], randomValues(rng, N * H * D));
-    const out = untyped(backend).ropePoolFused({
+    const out = ropePoolOnce(s, rng, dtype, { N, Hq, H, D }, {
       q,
       k,
-      v: s.float(dtype, [N, H, D], randomValues(rng, N * H * D)),
       positions: s.index('i64', [N], [0, 0, 0]),
       slots: s.index('i32', [N], [2, -1, 0]),
       kPool: s.float(dtype, [S, H, D], patternValues(S * H * D)),
       vPool: s.float(dtype, [S, H, D], patternValues(S * H * D, 3)),
-      numKvHeads: H,
-      numQoHeads: Hq,
-      headDim: D,
-      ropeBase: 10000,
     });
-    s.track(out.qRot);
-    s.track(out.kRot);
     await backend.sync();
     const [qIn, kIn, qRot, kRot] = await Promise.all([readFloats(backend, q), readFloats(backend, k), readFloats(backend, out.qRot), readFloats(backend, out.kRot)]);
     checks.close('qRot at position 0 vs q', qRot, qIn, RELATIVE_TOLERANCE[dtype]);
@@ -185,21 +198,7 @@ export async function checkAllSlotsSkipped(backend: Backend, dtype: FloatDType, 
     const vPool = s.float(dtype, [S, H, D], patternValues(S * H * D, 9));
     const [kBefore, vBefore] = await Promise.all([readFloats(backend, kPool), readFloats(backend, vPool)]);
     const slots = slotDType === 'i64' ? [-1, -(2 ** 40), -3, -(2 ** 53 - 1)] : [-1, -(2 ** 31), -3, -100];
-    const out = untyped(backend).ropePoolFused({
-      q: s.float(dtype, [N, Hq, D], randomValues(rng, N * Hq * D)),
-      k: s.float(dtype, [N, H, D], randomValues(rng, N * H * D)),
-      v: s.float(dtype, [N, H, D], randomValues(rng, N * H * D)),
-      positions: s.index('i32', [N], [5, 1, 0, 7]),
-      slots: s.index(slotDType, [N], slots),
-      kPool,
-      vPool,
-      numKvHeads: H,
-      numQoHeads: Hq,
-      headDim: D,
-      ropeBase: 10000,
-    });
-    s.track(out.qRot);
-    s.track(out.kRot);
+    ropePoolOnce(s, rng, dtype, { N, Hq, H, D }, { positions: s.index('i32', [N], [5, 1, 0, 7]), slots: s.index(slotDType, [N], slots), kPool, vPool });
     await backend.sync();
     const [kAfter, vAfter] = await Promise.all([readFloats(backend, kPool), readFloats(backend, vPool)]);
     checks.exact('kPool', kAfter, kBefore);
@@ -220,21 +219,7 @@ export async function checkDuplicateSlot(backend: Backend, dtype: FloatDType): P
     const v = s.float(dtype, [N, H, D], randomValues(rng, N * H * D));
     const kPool = s.float(dtype, [S, H, D], patternValues(S * H * D));
     const vPool = s.float(dtype, [S, H, D], patternValues(S * H * D, 9));
-    const out = untyped(backend).ropePoolFused({
-      q: s.float(dtype, [N, Hq, D], randomValues(rng, N * Hq * D)),
-      k: s.float(dtype, [N, H, D], randomValues(rng, N * H * D)),
-      v,
-      positions: s.index('i32', [N], [3, 9, 4]),
-      slots: s.index('i32', [N], [1, 1, 2]),
-      kPool,
-      vPool,
-      numKvHeads: H,
-      numQoHeads: Hq,
-      headDim: D,
-      ropeBase: 10000,
-    });
-    s.track(out.qRot);
-    s.track(out.kRot);
+    const out = ropePoolOnce(s, rng, dtype, { N, Hq, H, D }, { v, positions: s.index('i32', [N], [3, 9, 4]), slots: s.index('i32', [N], [1, 1, 2]), kPool, vPool });
     await backend.sync();
     const [kRot, vIn, kAfter, vAfter] = await Promise.all([readFloats(backend, out.kRot), readFloats(backend, v), readFloats(backend, kPool), readFloats(backend, vPool)]);
     const row = H * D;
@@ -442,21 +427,7 @@ export async function checkZeroTokens(backend: Backend, dtype: FloatDType): Prom
 
     const pool = (offset: number) => s.float(dtype, [S, H, D], patternValues(S * H * D, offset));
     const [kPool, vPool] = [pool(0), pool(1)];
-    const rot = untyped(backend).ropePoolFused({
-      q: s.float(dtype, [0, Hq, D], []),
-      k: s.float(dtype, [0, H, D], []),
-      v: s.float(dtype, [0, H, D], []),
-      positions: s.index('i32', [0], []),
-      slots: s.index('i64', [0], []),
-      kPool,
-      vPool,
-      numKvHeads: H,
-      numQoHeads: Hq,
-      headDim: D,
-      ropeBase: 10000,
-    });
-    s.track(rot.qRot);
-    s.track(rot.kRot);
+    const rot = ropePoolOnce(s, new Rng(0), dtype, { N: 0, Hq, H, D }, { positions: s.index('i32', [0], []), slots: s.index('i64', [0], []), kPool, vPool });
     expectTensor('ropePoolFused qRot at N = 0', rot.qRot, dtype, [0, Hq, D], backend);
     expectTensor('ropePoolFused kRot at N = 0', rot.kRot, dtype, [0, H, D], backend);
 

@@ -356,6 +356,7 @@ function skeleton() {
         raisedBy: [...(by.get(code) ?? [])].sort(),
         args: [...(args.get(code) ?? [])].sort(),
         source: { file: relative(repoRoot, join(root, file)), line: lineOf(file, code) },
+        ...(decl.retired ? { retired: true } : {}),
       };
     }),
   );
