@@ -304,6 +304,7 @@ function raisedBy(): Map<string, Set<string>> {
     if (!op.positional) add('KV043', op.name);
   }
   for (const code of TENSOR_IDENTITY) add(code, 'read');
+  for (const [code, decl] of Object.entries(allErrors)) for (const call of decl.raisedBy ?? []) add(code, call);
   const tensors = project.addSourceFileAtPath(join(root, 'src/runtime/tensors.ts'));
   for (const fn of tensors.getFunctions()) {
     const ops = fn.getName() === 'validateTensorCreation' ? ['tensor', 'empty'] : fn.getName() === 'validateTensorData' ? ['tensor'] : [];

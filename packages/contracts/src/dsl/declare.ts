@@ -16,6 +16,8 @@ export interface ErrorDecl {
   readonly message: string;
   /** No check raises it any more; it stays declared so its code is never reused and its page stays up. */
   readonly retired?: true;
+  /** Raised by a backend's runtime (start-up, driver), not by a validator: the calls that can raise it. */
+  readonly raisedBy?: readonly string[];
 }
 
 export type ErrorTable = Readonly<Record<string, ErrorDecl>>;

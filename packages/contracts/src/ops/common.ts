@@ -22,3 +22,14 @@ export const tensorErrors = errors({
   KV044: { title: 'Argument of the wrong kind', message: '{arg} must be {expected}; got {actual}' },
   KV045: { title: 'Tensor too large', message: 'shape {actual} holds {count} elements; one tensor holds at most {expected}' },
 });
+
+/** Every call a GPU backend runs can meet a lost device or a failing driver call. */
+const GPU_CALLS = ['tensor', 'empty', 'read', 'fusedNormRopeStacked', 'createKvMaterializer', 'materialize', 'materializeInto', 'ropePoolFused', 'sync'] as const;
+
+/** Codes of a GPU backend's runtime rather than of a contract: no device, a lost device, a failing driver call. */
+export const deviceErrors = errors({
+  KV050: { title: 'No WebGPU adapter', message: 'no WebGPU adapter is available: {reason}. {fix}', raisedBy: ['createWebGpuBackend'] },
+  KV051: { title: 'WebGPU device lost', message: 'the WebGPU device was lost ({reason}); this backend cannot run work any more. {fix}', raisedBy: GPU_CALLS },
+  KV052: { title: 'No CUDA device', message: 'CUDA is not available: {reason}. {fix}', raisedBy: ['createCudaBackend'] },
+  KV053: { title: 'CUDA driver call failed', message: '{call} failed with {error}: {reason}', raisedBy: GPU_CALLS },
+});
