@@ -6,7 +6,10 @@ import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 
 const root = new URL('..', import.meta.url).pathname;
-const packages = ['packages', 'apps', 'tools'].flatMap((d) => (existsSync(join(root, d)) ? readdirSync(join(root, d)).map((p) => join(root, d, p)) : []));
+const packages = [
+  ...['packages', 'apps', 'tools'].flatMap((d) => (existsSync(join(root, d)) ? readdirSync(join(root, d)).map((p) => join(root, d, p)) : [])),
+  join(root, 'bench'),
+];
 const reportOf = (p) => join(p, '.test-results', 'vitest.json');
 for (const p of packages) rmSync(reportOf(p), { force: true });
 

@@ -13,6 +13,8 @@ import { describe, it } from 'vitest';
  * `new Function` cannot `import`). Which backend an example needs is read off
  * the example itself: one that calls `createWebGpuBackend(` or
  * `createCudaBackend(` runs in that backend's package, every other on the CPU.
+ * A subpath of its own (`@kvkit/conformance/catalog-examples`), so the suite
+ * itself does not load the TypeScript compiler.
  */
 export type ExampleBackend = 'cpu' | 'webgpu' | 'cuda';
 

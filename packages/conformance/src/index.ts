@@ -1,5 +1,3 @@
-export { checkCatalogExample, defineCatalogExamples, exampleBackendOf } from './catalogExamples.js';
-export type { CatalogExampleOptions, ExampleBackend } from './catalogExamples.js';
 export { fusedNormRopeStackedCases, kvMaterializerCases, ropePoolFusedCases } from './cases.js';
 export type { FusedCase, MaterializerCase, MaterializerRope, RopePoolCase, RopeStyle } from './cases.js';
 export {

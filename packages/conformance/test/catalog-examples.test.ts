@@ -6,7 +6,7 @@
 import { catalog } from '@kvkit/errors-catalog';
 import { createCpuBackend } from '@kvkit/kernels-cpu';
 import { describe, expect, it } from 'vitest';
-import { defineCatalogExamples, exampleBackendOf } from '../src/index.js';
+import { defineCatalogExamples, exampleBackendOf } from '../src/catalogExamples.js';
 
 defineCatalogExamples('cpu', { scope: () => ({ backend: createCpuBackend(), createCpuBackend }) });
 

@@ -1,0 +1,88 @@
+/**
+ * `pnpm bench`: every GPU backend found on this machine, each against the
+ * ceilings measured in the same run, plus the peers' figures when a peers
+ * file from the same device session is given:
+ *   pnpm bench [--backends cuda,webgpu] [--peers peers.json] [--out dir]
+ * Writes bench/results/<date>-<gpu>.json and .md (and the same into --out).
+ */
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { probeCuda } from '@kvkit/kernels-cuda';
+import { probeWebGpu } from '@kvkit/kernels-wgsl';
+import { cudaProfiler, webGpuProfiler } from './profilers.js';
+import type { Profiler } from './profilers.js';
+import { markdownTable } from './results.js';
+import type { BenchResults, Ceiling, ResultRow } from './results.js';
+import { runBackend } from './run.js';
+
+const { values } = parseArgs({
+  options: {
+    backends: { type: 'string', default: 'cuda,webgpu' },
+    peers: { type: 'string' },
+    out: { type: 'string' },
+    results: { type: 'string' },
+  },
+});
+const wanted = new Set((values.backends ?? '').split(',').filter(Boolean));
+const log = (line: string) => console.log(line);
+
+const found: { name: string; make: () => Promise<Profiler> }[] = [];
+let gpu = 'no GPU';
+let driver = 'none';
+if (wanted.has('cuda')) {
+  const cuda = probeCuda();
+  if (cuda.ok && cuda.devices.length > 0) {
+    found.push({ name: 'cuda', make: cudaProfiler });
+    gpu = cuda.devices[0]?.name ?? gpu;
+    driver = `CUDA driver ${cuda.driverVersion}`;
+  } else log(`cuda: not benchmarked: ${cuda.ok ? 'no device' : cuda.reason}`);
+}
+if (wanted.has('webgpu')) {
+  const webgpu = await probeWebGpu({ powerPreference: 'high-performance' });
+  if (webgpu.ok && !webgpu.software) {
+    found.push({ name: 'webgpu', make: webGpuProfiler });
+    if (gpu === 'no GPU') gpu = webgpu.description;
+  } else log(`webgpu: not benchmarked: ${webgpu.ok ? `${webgpu.description} is a software rasteriser; its timings say nothing about a GPU` : webgpu.reason}`);
+}
+if (found.length === 0) {
+  log('No GPU backend found: nothing to measure (the CPU reference has no speed target). Run this on a machine with an NVIDIA GPU.');
+  process.exit(0);
+}
+
+const ceilings: Ceiling[] = [];
+const rows: ResultRow[] = [];
+const notes: string[] = [];
+for (const { name, make } of found) {
+  const profiler = await make();
+  try {
+    const run = await runBackend(profiler, log);
+    ceilings.push(...run.ceilings);
+    rows.push(...run.rows);
+    notes.push(...run.notes);
+  } catch (e) {
+    notes.push(`${name}: the run stopped: ${e instanceof Error ? e.message : String(e)}`);
+    log(`${name}: the run stopped: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
+  } finally {
+    profiler.backend.dispose();
+  }
+}
+if (values.peers) {
+  const peers = JSON.parse(readFileSync(values.peers, 'utf8')) as Pick<BenchResults, 'ceilings' | 'rows' | 'notes'>;
+  ceilings.push(...peers.ceilings);
+  rows.push(...peers.rows);
+  notes.push(...peers.notes);
+}
+
+const date = new Date().toISOString().slice(0, 10);
+const results: BenchResults = { schema: 1, date, gpu, driver, notes, ceilings, rows };
+const file = `${date}-${gpu.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '')}`;
+const here = dirname(fileURLToPath(import.meta.url));
+const dirs = [values.results ?? join(here, '..', 'results'), ...(values.out ? [values.out] : [])];
+for (const dir of dirs) {
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, `${file}.json`), `${JSON.stringify(results, null, 2)}\n`);
+  writeFileSync(join(dir, `${file}.md`), markdownTable(results));
+}
+log(`\n${markdownTable(results)}\nwritten: ${dirs.map((d) => join(d, `${file}.json`)).join(', ')}`);

@@ -1,0 +1,174 @@
+import type { Backend, Tensor } from '@kvkit/contracts';
+import type { MaterializeShape, NormRopeShape, RopePoolShape } from './shapes.js';
+
+/** Inputs live on the device; `enqueue` queues one op call, each time on the next copy of the inputs. */
+export interface Workload {
+  readonly enqueue: () => void;
+  /** One call on the first copy of the inputs, and its outputs read back (for the check before timing). */
+  readonly probe: () => Promise<Float32Array[]>;
+  readonly dispose: () => void;
+}
+
+/** Copies of the inputs are rotated so that small problems are not served from the 60 MB L2. */
+const L2_BYTES = 60e6;
+
+export function copiesFor(bytes: number): number {
+  return Math.min(32, Math.max(1, Math.ceil((2 * L2_BYTES) / Math.max(bytes, 1))));
+}
+
+/** Random values in [-1, 1) (never zeros: the plan measures on random data), from a seeded xorshift. */
+export function randomFloats(n: number, seed: number): Float32Array {
+  const out = new Float32Array(n);
+  let x = seed >>> 0 || 1;
+  for (let i = 0; i < n; i++) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    out[i] = (x >>> 0) / 2 ** 31 - 1;
+  }
+  return out;
+}
+
+/** Row p: cos(p·f_j) for j < R/2, then sin(p·f_j), f_j = base^(-2j/R). */
+export function cosSinCache(rows: number, R: number, base = 10000): Float32Array {
+  const half = R / 2;
+  const cache = new Float32Array(rows * R);
+  for (let p = 0; p < rows; p++) {
+    for (let j = 0; j < half; j++) {
+      const angle = p * base ** (-(2 * j) / R);
+      cache[p * R + j] = Math.cos(angle);
+      cache[p * R + half + j] = Math.sin(angle);
+    }
+  }
+  return cache;
+}
+
+/** Scattered positions below `rows`, as a batch of requests at different depths would have. */
+function positionsFor(T: number, rows: number, seed: number): Int32Array {
+  const out = new Int32Array(T);
+  for (let t = 0; t < T; t++) out[t] = (t * 7919 + seed * 104729) % rows;
+  return out;
+}
+
+export const CACHE_ROWS = 65536;
+
+export function normRopeWorkload(backend: Backend, s: NormRopeShape, copies: number): Workload {
+  const made: Tensor[] = [];
+  const keep = <T extends Tensor>(t: T): T => {
+    made.push(t);
+    return t;
+  };
+  const cache = keep(backend.tensor('f32', [CACHE_ROWS, s.R], cosSinCache(CACHE_ROWS, s.R)));
+  const kNormWeight = keep(backend.tensor('bf16', [s.L, s.D], randomFloats(s.L * s.D, 7)));
+  const eps = keep(backend.tensor('f32', [s.L], new Float32Array(s.L).fill(1e-6)));
+  const sets = Array.from({ length: copies }, (_, i) => ({
+    kv: keep(backend.tensor('bf16', [s.T, s.L, 2 * s.H * s.D], randomFloats(s.T * s.L * 2 * s.H * s.D, 11 + i))),
+    positions: keep(backend.tensor('i32', [s.T], positionsFor(s.T, CACHE_ROWS, i))),
+    kOut: keep(backend.empty('bf16', [s.L, s.T, s.H, s.D])),
+    vOut: keep(backend.empty('bf16', [s.L, s.T, s.H, s.D])),
+  }));
+  const call = (set: (typeof sets)[number]) =>
+    backend.fusedNormRopeStacked({
+      kv: set.kv,
+      kNormWeight,
+      eps,
+      cosSinCache: cache,
+      positions: set.positions,
+      numKvHeads: s.H,
+      headDim: s.D,
+      rotaryDim: s.R,
+      kOut: set.kOut,
+      vOut: set.vOut,
+    });
+  let next = 0;
+  return {
+    enqueue: () => call(sets[next++ % sets.length] as (typeof sets)[number]),
+    probe: async () => {
+      const { kOut, vOut } = call(sets[0] as (typeof sets)[number]);
+      return [(await backend.read(kOut)) as Float32Array, (await backend.read(vOut)) as Float32Array];
+    },
+    dispose: () => {
+      for (const t of made) t.dispose();
+    },
+  };
+}
+
+export function ropePoolWorkload(backend: Backend, s: RopePoolShape, copies: number): Workload {
+  const made: Tensor[] = [];
+  const keep = <T extends Tensor>(t: T): T => {
+    made.push(t);
+    return t;
+  };
+  const slots = new Int32Array(s.N);
+  for (let n = 0; n < s.N; n++) slots[n] = (n * 7919) % s.N; // a permutation: 7919 is prime and never divides N
+  const sets = Array.from({ length: copies }, (_, i) => ({
+    q: keep(backend.tensor('bf16', [s.N, s.Hq, s.D], randomFloats(s.N * s.Hq * s.D, 21 + i))),
+    k: keep(backend.tensor('bf16', [s.N, s.H, s.D], randomFloats(s.N * s.H * s.D, 41 + i))),
+    v: keep(backend.tensor('bf16', [s.N, s.H, s.D], randomFloats(s.N * s.H * s.D, 61 + i))),
+    positions: keep(backend.tensor('i32', [s.N], positionsFor(s.N, CACHE_ROWS, i))),
+    slots: keep(backend.tensor('i32', [s.N], slots)),
+    kPool: keep(backend.empty('bf16', [s.N, s.H, s.D])),
+    vPool: keep(backend.empty('bf16', [s.N, s.H, s.D])),
+  }));
+  const call = (set: (typeof sets)[number]) =>
+    backend.ropePoolFused({ ...set, headDim: s.D, numQoHeads: s.Hq, numKvHeads: s.H, ropeBase: 10000, rotaryDim: s.R });
+  let next = 0;
+  return {
+    enqueue: () => {
+      // The rotated copies are new outputs of each call; dropping them keeps memory flat over many calls.
+      const { qRot, kRot } = call(sets[next++ % sets.length] as (typeof sets)[number]);
+      qRot.dispose();
+      kRot.dispose();
+    },
+    probe: async () => {
+      const set = sets[0] as (typeof sets)[number];
+      const { qRot, kRot } = call(set);
+      const read = (t: Tensor) => backend.read(t) as Promise<Float32Array>;
+      const out = await Promise.all([read(qRot), read(kRot), read(set.kPool), read(set.vPool)]);
+      qRot.dispose();
+      kRot.dispose();
+      return out;
+    },
+    dispose: () => {
+      for (const t of made) t.dispose();
+    },
+  };
+}
+
+export function materializeWorkload(backend: Backend, s: MaterializeShape, copies: number): Workload {
+  const made: Tensor[] = [];
+  const keep = <T extends Tensor>(t: T): T => {
+    made.push(t);
+    return t;
+  };
+  const out = 2 * s.H * s.D;
+  const kvWeight = keep(backend.tensor('bf16', [s.L, out, s.hidden], randomFloats(s.L * out * s.hidden, 5).map((x) => x / 32)));
+  const kNormWeight = keep(backend.tensor('bf16', [s.L, s.D], randomFloats(s.L * s.D, 9)));
+  const cache = keep(backend.tensor('f32', [CACHE_ROWS, s.R], cosSinCache(CACHE_ROWS, s.R)));
+  const m = backend.createKvMaterializer({ kvWeight, kNormWeight, eps: 1e-6, numKvHeads: s.H, headDim: s.D, rotaryDim: s.R, cosSinCache: cache });
+  const sets = Array.from({ length: copies }, (_, i) => ({
+    ctxHidden: keep(backend.tensor('bf16', [s.T, s.hidden], randomFloats(s.T * s.hidden, 81 + i))),
+    positions: keep(backend.tensor('i32', [s.T], positionsFor(s.T, CACHE_ROWS, i))),
+  }));
+  let next = 0;
+  const noWrite = () => {};
+  return {
+    enqueue: () => {
+      const set = sets[next++ % sets.length] as (typeof sets)[number];
+      m.materialize(set.ctxHidden, set.positions, noWrite);
+    },
+    probe: async () => {
+      const set = sets[0] as (typeof sets)[number];
+      const reads: Promise<Float32Array>[] = [];
+      // A read started inside the callback observes the views' contents (API.md).
+      m.materialize(set.ctxHidden, set.positions, (_layer: number, k: Tensor, v: Tensor) => {
+        reads.push(backend.read(k) as Promise<Float32Array>, backend.read(v) as Promise<Float32Array>);
+      });
+      return Promise.all(reads);
+    },
+    dispose: () => {
+      m.dispose();
+      for (const t of made) t.dispose();
+    },
+  };
+}
