@@ -24,7 +24,7 @@ export const tensorErrors = errors({
 });
 
 /** Every call a GPU backend runs can meet a lost device or a failing driver call. */
-const GPU_CALLS = ['tensor', 'empty', 'read', 'fusedNormRopeStacked', 'createKvMaterializer', 'materialize', 'materializeInto', 'ropePoolFused', 'sync'] as const;
+const GPU_CALLS = ['tensor', 'empty', 'read', 'fusedNormRopeStacked', 'createKvMaterializer', 'KvMaterializer.materialize', 'KvMaterializer.materializeInto', 'ropePoolFused', 'sync'] as const;
 
 /** Codes of a GPU backend's runtime rather than of a contract: no device, a lost device, a failing driver call. */
 export const deviceErrors = errors({

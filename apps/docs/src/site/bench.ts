@@ -1,0 +1,174 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+/** One benchmark run as bench/ writes it (`bench/results/<date>-<gpu>.json`, schema 1). */
+export interface BenchRun {
+  file: string;
+  schema: 1;
+  date: string;
+  gpu: string;
+  driver: string;
+  notes: string[];
+  ceilings: BenchCeiling[];
+  rows: BenchRow[];
+}
+
+export interface BenchCeiling {
+  name: string;
+  backend: string;
+  unit: string;
+  value: number;
+  shape?: Record<string, number>;
+}
+
+export interface BenchRow {
+  op: string;
+  impl: string;
+  dtype: string;
+  shape: Record<string, number>;
+  us: number;
+  bytes: number;
+  flops: number;
+  gbs: number | null;
+  tflops: number | null;
+  ceiling: string;
+  fraction: number;
+}
+
+export interface BenchResults {
+  runs: BenchRun[];
+  /** Files left out, with why (a newer schema this site does not know yet). */
+  skipped: { file: string; reason: string }[];
+}
+
+/** Every `*.json` in `dir`, newest run first. A missing or empty folder is "no results yet"; a malformed schema-1 file fails the build. */
+export function loadBenchResults(dir: string): BenchResults {
+  let files: string[];
+  try {
+    files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
+  } catch {
+    return { runs: [], skipped: [] };
+  }
+  const runs: BenchRun[] = [];
+  const skipped: BenchResults['skipped'] = [];
+  for (const file of files) {
+    const raw = JSON.parse(readFileSync(join(dir, file), 'utf8')) as Record<string, unknown>;
+    if (raw.schema !== 1) {
+      skipped.push({ file, reason: `schema ${JSON.stringify(raw.schema)} is not one this site reads (1)` });
+      continue;
+    }
+    runs.push(parseRun(file, raw));
+  }
+  runs.sort((a, b) => b.date.localeCompare(a.date) || a.file.localeCompare(b.file));
+  return { runs, skipped };
+}
+
+function parseRun(file: string, raw: Record<string, unknown>): BenchRun {
+  const fail = (what: string): never => {
+    throw new Error(`bench results ${file}: ${what}`);
+  };
+  const str = (v: unknown, what: string) => (typeof v === 'string' ? v : fail(`${what} must be a string`));
+  const num = (v: unknown, what: string) => (typeof v === 'number' && Number.isFinite(v) ? v : fail(`${what} must be a finite number`));
+  const numOrNull = (v: unknown, what: string) => (v === null || v === undefined ? null : num(v, what));
+  const shape = (v: unknown, what: string): Record<string, number> => {
+    if (typeof v !== 'object' || v === null || Array.isArray(v)) return fail(`${what} must be an object of dims`);
+    return Object.fromEntries(Object.entries(v).map(([k, d]) => [k, num(d, `${what}.${k}`)]));
+  };
+  const list = (v: unknown, what: string): unknown[] => (Array.isArray(v) ? v : fail(`${what} must be an array`));
+  const obj = (v: unknown, what: string) => (typeof v === 'object' && v !== null ? (v as Record<string, unknown>) : fail(`${what} must be an object`));
+  const ceilings = list(raw.ceilings, 'ceilings').map((c, i) => {
+    const o = obj(c, `ceilings[${i}]`);
+    return {
+      name: str(o.name, `ceilings[${i}].name`),
+      backend: str(o.backend, `ceilings[${i}].backend`),
+      unit: str(o.unit, `ceilings[${i}].unit`),
+      value: num(o.value, `ceilings[${i}].value`),
+      ...(o.shape === undefined ? {} : { shape: shape(o.shape, `ceilings[${i}].shape`) }),
+    };
+  });
+  const rows = list(raw.rows, 'rows').map((r, i) => {
+    const o = obj(r, `rows[${i}]`);
+    const row: BenchRow = {
+      op: str(o.op, `rows[${i}].op`),
+      impl: str(o.impl, `rows[${i}].impl`),
+      dtype: str(o.dtype, `rows[${i}].dtype`),
+      shape: shape(o.shape, `rows[${i}].shape`),
+      us: num(o.us, `rows[${i}].us`),
+      bytes: num(o.bytes, `rows[${i}].bytes`),
+      flops: num(o.flops, `rows[${i}].flops`),
+      gbs: numOrNull(o.gbs, `rows[${i}].gbs`),
+      tflops: numOrNull(o.tflops, `rows[${i}].tflops`),
+      ceiling: str(o.ceiling, `rows[${i}].ceiling`),
+      fraction: num(o.fraction, `rows[${i}].fraction`),
+    };
+    if (!ceilings.some((c) => c.name === row.ceiling)) fail(`rows[${i}].ceiling '${row.ceiling}' is not one of the run's ceilings`);
+    return row;
+  });
+  return {
+    file,
+    schema: 1,
+    date: str(raw.date, 'date'),
+    gpu: str(raw.gpu, 'gpu'),
+    driver: str(raw.driver ?? '', 'driver'),
+    notes: list(raw.notes ?? [], 'notes').map((n, i) => str(n, `notes[${i}]`)),
+    ceilings,
+    rows,
+  };
+}
+
+/** Our implementations sort before the peers they are measured against. */
+export const isOurs = (impl: string): boolean => impl.startsWith('kvkit-');
+
+export interface ChartBar {
+  impl: string;
+  ours: boolean;
+  fraction: number;
+  row: BenchRow;
+}
+
+export interface ChartPoint {
+  /** The token count of the shape (`T`, or `N` for ropePoolFused). */
+  tokens: number | undefined;
+  label: string;
+  bars: ChartBar[];
+}
+
+export interface ChartGroup {
+  op: string;
+  /** The shape apart from the token count, and the dtype. */
+  label: string;
+  points: ChartPoint[];
+}
+
+const TOKEN_DIMS = ['T', 'N'];
+
+/** A run's rows grouped for charting: per op, per shape without its token count, per token count (ascending), ours first. */
+export function chartGroups(run: BenchRun): ChartGroup[] {
+  const groups = new Map<string, ChartGroup>();
+  for (const row of run.rows) {
+    const tokenDim = TOKEN_DIMS.find((d) => d in row.shape);
+    const rest = Object.entries(row.shape)
+      .filter(([k]) => k !== tokenDim)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(' ');
+    const label = `${rest} · ${row.dtype}`;
+    const key = `${row.op}\u0000${label}`;
+    let group = groups.get(key);
+    if (!group) {
+      group = { op: row.op, label, points: [] };
+      groups.set(key, group);
+    }
+    const tokens = tokenDim ? row.shape[tokenDim] : undefined;
+    let point = group.points.find((p) => p.tokens === tokens);
+    if (!point) {
+      point = { tokens, label: tokenDim ? `${tokenDim}=${tokens}` : 'all', bars: [] };
+      group.points.push(point);
+    }
+    point.bars.push({ impl: row.impl, ours: isOurs(row.impl), fraction: row.fraction, row });
+  }
+  for (const g of groups.values()) {
+    g.points.sort((a, b) => (a.tokens ?? 0) - (b.tokens ?? 0));
+    for (const p of g.points) p.bars.sort((a, b) => Number(b.ours) - Number(a.ours) || a.impl.localeCompare(b.impl));
+  }
+  return [...groups.values()];
+}

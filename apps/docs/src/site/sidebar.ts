@@ -1,0 +1,38 @@
+import type { OpDecl } from '@kvkit/contracts';
+import type { CatalogEntry } from '@kvkit/errors-catalog';
+import { benchmarksPath, errorPath, lookupPath, opPath } from './routes.js';
+
+interface SidebarLink {
+  label: string;
+  link: string;
+  badge?: { text: string; variant: 'caution' };
+}
+interface SidebarGroup {
+  label: string;
+  collapsed?: boolean;
+  items: SidebarLink[];
+}
+
+/** The navigation, from the catalog and the op declarations; Starlight prefixes the base path. */
+export function sidebar(entries: readonly CatalogEntry[], ops: readonly OpDecl[]): (SidebarLink | SidebarGroup)[] {
+  return [
+    { label: 'Look up an error message', link: `/${lookupPath}` },
+    {
+      label: 'Ops',
+      items: [{ label: 'All ops', link: '/ops/' }, ...ops.map((op) => ({ label: op.name, link: `/${opPath(op.name)}` }))],
+    },
+    {
+      label: 'Error codes',
+      collapsed: true,
+      items: [
+        { label: 'All codes', link: '/errors/' },
+        ...entries.map((e) => ({
+          label: `${e.code} ${e.title}`,
+          link: `/${errorPath(e.code)}`,
+          ...(e.retired ? { badge: { text: 'retired', variant: 'caution' as const } } : {}),
+        })),
+      ],
+    },
+    { label: 'Benchmarks', link: `/${benchmarksPath}` },
+  ];
+}

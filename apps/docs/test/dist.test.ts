@@ -1,0 +1,220 @@
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { allOps } from '@kvkit/contracts';
+import { catalog } from '@kvkit/errors-catalog';
+import { describe, expect, inject, it } from 'vitest';
+import { isCallOf } from '../src/site/ops.js';
+import { errorPath, opPath } from '../src/site/routes.js';
+import { docsRoot, fileForPath, listFiles } from './support/site.js';
+import { attrValues, h1, ids, mainContent, section, textOf } from './support/html.js';
+
+const siteDir = inject('siteDir');
+const base = inject('siteBase');
+const files = listFiles(siteDir);
+const pages = files.filter((f) => f.endsWith('.html'));
+const read = (file: string) => readFileSync(join(siteDir, file), 'utf8');
+const pageAt = (path: string) => {
+  const file = fileForPath(siteDir, path);
+  return file === undefined ? undefined : readFileSync(file, 'utf8');
+};
+
+const ERROR_SECTIONS = {
+  'error-message': 'Error message',
+  'what-it-means': 'What it means',
+  source: 'Source',
+  solutions: 'Solutions',
+  'example-fix': 'Example fix',
+  'when-it-happens': 'When it happens',
+  'related-errors': 'Related errors',
+};
+const norm = (s: string) => s.replace(/\s+/g, ' ').trim();
+
+describe('every catalog code has its page', () => {
+  it.each(catalog.map((e) => [e.code, e] as const))('%s', (code, entry) => {
+    const html = pageAt(errorPath(code));
+    expect(html, `no page at ${errorPath(code)}`).toBeDefined();
+    const page = html!;
+    expect(h1(page)).toContain(code);
+    expect(h1(page)).toContain(entry.title);
+
+    for (const [id, label] of Object.entries(ERROR_SECTIONS)) {
+      const body = section(page, id);
+      expect(body, `${code}: section ${label}`).toBeDefined();
+      expect(textOf(body!).startsWith(label), `${code}: heading of ${id}`).toBe(true);
+      expect(textOf(body!).length, `${code}: ${label} is empty`).toBeGreaterThan(label.length + 10);
+    }
+
+    // The template, with each placeholder marked up rather than printed as plain text.
+    const message = section(page, 'error-message')!;
+    expect(norm(textOf(message))).toContain(norm(entry.message));
+    for (const p of entry.placeholders) expect(message).toContain(`<var title="filled in with the actual value">{${p}}</var>`);
+
+    const source = section(page, 'source')!;
+    expect(textOf(source)).toContain(`${entry.source.file}:${entry.source.line}`);
+    expect(attrValues(source, 'href').some((h) => h.endsWith(`/${entry.source.file}#L${entry.source.line}`))).toBe(true);
+
+    expect([...section(page, 'solutions')!.matchAll(/<li>/g)].length).toBe(entry.solutions.length);
+    const example = textOf(section(page, 'example-fix')!);
+    for (const code of [entry.example.before, entry.example.after]) {
+      for (const line of code.split('\n').filter((l) => l.trim())) expect(norm(example)).toContain(norm(line));
+    }
+    expect([...section(page, 'when-it-happens')!.matchAll(/<li>/g)].length).toBe(entry.situations.length);
+
+    const related = attrValues(section(page, 'related-errors')!, 'href');
+    for (const r of entry.related) expect(related).toContain(`${base}${errorPath(r)}`);
+
+    // Retired codes say so; live ones do not.
+    expect(/\bretired\b/i.test(textOf(mainContent(page).replace(/<h2[^>]*id="related-errors"[\s\S]*/, '')))).toBe(entry.retired === true);
+  });
+
+  it('has no error page for a code the catalog does not hold', () => {
+    const pageCodes = pages.map((f) => /^errors\/(kv\d+)\/index\.html$/.exec(f)?.[1]).filter(Boolean);
+    expect(pageCodes.sort()).toEqual(catalog.map((e) => e.code.toLowerCase()).sort());
+  });
+});
+
+describe('every op has its page', () => {
+  it.each(allOps.map((op) => [op.name, op] as const))('%s', (name, op) => {
+    const page = pageAt(opPath(name));
+    expect(page, `no page at ${opPath(name)}`).toBeDefined();
+    expect(h1(page!)).toBe(name);
+    for (const id of ['signature', 'arguments', 'dims', 'what-it-computes', 'errors']) expect(section(page!, id), `${name}: ${id}`).toBeDefined();
+
+    const signature = textOf(section(page!, 'signature')!);
+    for (const step of op.steps) if ('name' in step && step.kind !== 'values') expect(signature).toContain(`${step.name}`);
+
+    const dims = section(page!, 'dims')!;
+    for (const dim of Object.keys(op.dims)) expect(dims).toContain(`<td><code>${dim}</code></td>`);
+
+    // What it computes: the op's prose file rendered, not the placeholder for a missing one.
+    const computes = textOf(section(page!, 'what-it-computes')!);
+    expect(computes).not.toContain('Not written yet');
+    expect(computes.length).toBeGreaterThan(200);
+
+    const linked = new Set(attrValues(section(page!, 'errors')!, 'href'));
+    const raised = catalog.filter((e) => e.raisedBy.some((call) => isCallOf(call, op)));
+    expect(raised.length).toBeGreaterThan(0);
+    for (const e of raised) expect(linked, `${name} -> ${e.code}`).toContain(`${base}${errorPath(e.code)}`);
+    expect(linked.size).toBe(raised.length);
+  });
+});
+
+describe('links', () => {
+  it('every internal link, script and stylesheet points at a file the build wrote (under the base)', () => {
+    const broken: string[] = [];
+    for (const file of pages) {
+      const html = read(file);
+      const pageUrl = new URL(`http://site${base}${file.replace(/index\.html$/, '')}`);
+      for (const ref of [...attrValues(html, 'href'), ...attrValues(html, 'src')]) {
+        if (/^(https?:|mailto:|data:|#)/.test(ref) || ref === '') continue;
+        const url = new URL(ref, pageUrl);
+        if (!url.pathname.startsWith(base)) {
+          broken.push(`${file}: ${ref} (outside ${base})`);
+          continue;
+        }
+        const target = fileForPath(siteDir, url.pathname.slice(base.length));
+        if (!target) broken.push(`${file}: ${ref}`);
+        else if (url.hash && target.endsWith('.html') && !ids(readFileSync(target, 'utf8')).has(decodeURIComponent(url.hash.slice(1)))) {
+          broken.push(`${file}: ${ref} (no such anchor)`);
+        }
+      }
+    }
+    expect(broken).toEqual([]);
+  });
+
+  it('every same-page anchor names an element of that page', () => {
+    const broken: string[] = [];
+    for (const file of pages) {
+      const html = read(file);
+      const own = ids(html);
+      for (const ref of attrValues(html, 'href')) if (ref.startsWith('#') && ref.length > 1 && !own.has(decodeURIComponent(ref.slice(1)))) broken.push(`${file}: ${ref}`);
+    }
+    expect(broken).toEqual([]);
+  });
+});
+
+describe('pages', () => {
+  it('no page is empty', () => {
+    expect(pages.length).toBeGreaterThan(catalog.length + allOps.length);
+    for (const file of pages) {
+      if (file === '404.html') continue;
+      const text = textOf(mainContent(read(file)));
+      expect(text.length, `${file} has almost no content`).toBeGreaterThan(150);
+    }
+  });
+
+  it('the home page, the code index and the op index list what they promise', () => {
+    const codes = attrValues(pageAt('errors/')!, 'href');
+    for (const e of catalog) expect(codes).toContain(`${base}${errorPath(e.code)}`);
+    const ops = attrValues(pageAt('ops/')!, 'href');
+    for (const op of allOps) expect(ops).toContain(`${base}${opPath(op.name)}`);
+    expect(textOf(mainContent(pageAt('')!))).toContain('Look up an error message');
+  });
+
+  it('Pagefind indexed every page of content', () => {
+    const entry = JSON.parse(read('pagefind/pagefind-entry.json')) as { languages: Record<string, { page_count: number }> };
+    const indexed = Object.values(entry.languages).reduce((n, l) => n + l.page_count, 0);
+    expect(indexed).toBe(pages.filter((f) => f !== '404.html').length);
+  });
+});
+
+describe('benchmarks page (fixture results)', () => {
+  const fixture = JSON.parse(readFileSync(join(docsRoot, 'test/fixtures/bench/2026-11-29-nvidia-h200.json'), 'utf8')) as {
+    date: string;
+    gpu: string;
+    rows: { op: string; impl: string; fraction: number; ceiling: string }[];
+  };
+  const page = pageAt('benchmarks/')!;
+  const content = mainContent(page);
+
+  it('charts every row as a bar whose width and label are its fraction of the ceiling', () => {
+    expect(textOf(content)).not.toContain('No benchmark results yet');
+    expect(textOf(content)).toContain(`${fixture.date}, ${fixture.gpu}`);
+    const bars = [...content.matchAll(/<tr( class="kv-ours")?[^>]*>([\s\S]*?)<\/tr>/g)].filter((m) => m[2]!.includes('kv-bar-fill'));
+    expect(bars.length).toBe(fixture.rows.length);
+    for (const row of fixture.rows) {
+      const width = `width: ${Math.min(1, row.fraction) * 100}%`;
+      const bar = bars.find((m) => textOf(m[2]!).includes(row.impl) && m[2]!.includes(width));
+      expect(bar, `${row.op} ${row.impl}`).toBeDefined();
+      expect(textOf(bar![2]!)).toContain(`of ${row.ceiling}`);
+      expect(Boolean(bar![1]), `${row.impl} highlighted as ours`).toBe(row.impl.startsWith('kvkit-'));
+    }
+  });
+
+  it('is readable without JavaScript: no script is needed to draw the bars', () => {
+    expect(content).not.toMatch(/<script/);
+    expect(content).not.toMatch(/<canvas/);
+  });
+});
+
+describe('the lookup runs the catalog matcher in the browser', () => {
+  it("@kvkit/errors-catalog's entry point imports nothing from Node and reads `process` only through globalThis", () => {
+    const entry = fileURLToPath(import.meta.resolve('@kvkit/errors-catalog'));
+    const seen = new Set<string>();
+    const problems: string[] = [];
+    const visit = (file: string) => {
+      if (seen.has(file)) return;
+      seen.add(file);
+      const code = readFileSync(file, 'utf8');
+      for (const [, spec] of code.matchAll(/(?:import|export)\s[^'"]*?from\s*['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g)) {
+        if (!spec) continue;
+        if (spec.startsWith('node:') || !spec.startsWith('.')) problems.push(`${file}: imports ${spec}`);
+        else visit(join(dirname(file), spec));
+      }
+      for (const m of code.matchAll(/(?<![.\w])process\s*\??\./g)) problems.push(`${file}: uses process at ${m.index}`);
+    };
+    visit(entry);
+    expect(seen.size).toBeGreaterThan(2);
+    expect(problems).toEqual([]);
+  });
+
+  it('the built lookup script bundles the matcher and has no Node import left in it', () => {
+    const html = pageAt('lookup/')!;
+    const scripts = attrValues(html, 'src').filter((s) => s.includes('lookup'));
+    expect(scripts.length).toBe(1);
+    const bundle = readFileSync(fileForPath(siteDir, new URL(scripts[0]!, 'http://site/').pathname.slice(base.length))!, 'utf8');
+    expect(bundle).not.toMatch(/from\s*["']node:|import\(\s*["']node:|require\(/);
+    for (const e of catalog) expect(bundle).toContain(JSON.stringify(e.code));
+  });
+});
