@@ -277,7 +277,9 @@ export function defineValidationSuite(name: string, create: () => Backend | Prom
 
     it('every code the contracts declare has a case below', () => {
       const covered = new Set(validationCases.map((c) => c.code));
-      const missing = Object.keys(allErrors).filter((code) => !covered.has(code));
+      // Codes of a GPU runtime (no device, a lost device, a failing driver call) run in their backend's catalog examples.
+      const checked = Object.keys(allErrors).filter((code) => !allErrors[code]?.raisedBy && !allErrors[code]?.retired);
+      const missing = checked.filter((code) => !covered.has(code));
       const unknown = [...covered].filter((code) => !(code in allErrors));
       if (missing.length + unknown.length > 0) throw new Error(`codes without a case: ${missing.join(', ') || 'none'}; cases for codes not declared: ${unknown.join(', ') || 'none'}`);
     });
