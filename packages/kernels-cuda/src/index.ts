@@ -1,2 +1,6 @@
+export { createCudaBackend } from './runtime/createCudaBackend.js';
+export type { CudaBackendOptions } from './runtime/createCudaBackend.js';
 export { LIBCUDA, probeCuda } from './runtime/driver.js';
 export type { CudaDevice, CudaProbe } from './runtime/driver.js';
+export { cudaBackendInfo } from './runtime/info.js';
+export type { CudaBackendInfo } from './runtime/info.js';

@@ -31,5 +31,5 @@ export const deviceErrors = errors({
   KV050: { title: 'No WebGPU adapter', message: 'no WebGPU adapter is available: {reason}. {fix}', raisedBy: ['createWebGpuBackend'] },
   KV051: { title: 'WebGPU device lost', message: 'the WebGPU device was lost ({reason}); this backend cannot run work any more. {fix}', raisedBy: GPU_CALLS },
   KV052: { title: 'No CUDA device', message: 'CUDA is not available: {reason}. {fix}', raisedBy: ['createCudaBackend'] },
-  KV053: { title: 'CUDA driver call failed', message: '{call} failed with {error}: {reason}', raisedBy: GPU_CALLS },
+  KV053: { title: 'CUDA driver call failed', message: '{call} failed with {error}: {reason}', raisedBy: ['createCudaBackend', ...GPU_CALLS, 'dispose'] },
 });

@@ -1,0 +1,11 @@
+// The pass before a pool write: for each slot named by several tokens of a call, the last token owns it.
+#include "params.cuh"
+#include "slot_owners.cuh"
+#include "storage.cuh"
+
+extern "C" __global__ void __launch_bounds__(256) claim_slots(const kvkit::ClaimSlotsParams p) {
+  const long long n = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (n >= p.numTokens) return;
+  const long long slot = kvkit::loadIndex(p.slots, p.slotsAreI64, n);
+  if (slot >= 0 && slot < p.slotBelow) kvkit::claimSlot(p.slotOwners, p.slotOwnersMask, p.generation, slot, n);
+}

@@ -1,0 +1,43 @@
+// Two tokens naming one slot in a call: the last of them (highest token index,
+// as a sequential loop would leave it) writes the whole slot row, the others
+// none of it, so a pool row is never a mix of two tokens.
+#pragma once
+#include "params.cuh"
+
+namespace kvkit {
+
+__device__ __forceinline__ unsigned long long slotHash(long long slot, long long mask) {
+  return ((static_cast<unsigned long long>(slot) * 0x9e3779b97f4a7c15ull) >> 29) & static_cast<unsigned long long>(mask);
+}
+
+// Inserts the slot (if new this generation) and raises its owner to `token`.
+__device__ __forceinline__ void claimSlot(SlotOwner* table, long long mask, long long generation, long long slot, long long token) {
+  const unsigned long long mine = (static_cast<unsigned long long>(generation) << 32) | static_cast<unsigned long long>(slot);
+  unsigned long long h = slotHash(slot, mask);
+  for (long long probes = 0; probes <= mask; probes++) {
+    const unsigned long long seen = *reinterpret_cast<volatile unsigned long long*>(&table[h].key);
+    if (seen == mine) break;
+    if ((seen >> 32) != static_cast<unsigned long long>(generation)) {
+      // Empty, or left by an earlier call: take it, unless another token takes it first.
+      const unsigned long long before = atomicCAS(&table[h].key, seen, mine);
+      if (before == seen || before == mine) break;
+      probes--;
+      continue;  // someone else's slot landed here: look at it again
+    }
+    h = (h + 1) & static_cast<unsigned long long>(mask);
+  }
+  atomicMax(&table[h].owner, (static_cast<unsigned long long>(generation) << 32) | static_cast<unsigned long long>(token));
+}
+
+// Whether `token` is the last token of this call naming `slot` (claimSlot ran for every token first).
+__device__ __forceinline__ bool ownsSlot(const SlotOwner* table, long long mask, long long generation, long long slot, long long token) {
+  const unsigned long long mine = (static_cast<unsigned long long>(generation) << 32) | static_cast<unsigned long long>(slot);
+  unsigned long long h = slotHash(slot, mask);
+  for (long long probes = 0; probes <= mask; probes++) {
+    if (table[h].key == mine) return (table[h].owner & 0xffffffffull) == static_cast<unsigned long long>(token);
+    h = (h + 1) & static_cast<unsigned long long>(mask);
+  }
+  return false;
+}
+
+}  // namespace kvkit

@@ -1,0 +1,41 @@
+import type { FloatDType, FusedNormRopeStackedChecked } from '@kvkit/contracts';
+import type { CudaKernels } from '../runtime/cudaKernels.js';
+import type { CudaTensor } from '../runtime/cudaTensor.js';
+import { boundCheck, launchNormRope } from './normRope.js';
+
+/** SEMANTICS.md §1 on the device: outputs allocated (or the caller's), one launch, returns at once. */
+export function fusedNormRopeStacked(kernels: CudaKernels, args: FusedNormRopeStackedChecked): { kOut: CudaTensor; vOut: CudaTensor } {
+  const op = 'fusedNormRopeStacked';
+  const { T, L, H, D, R, P } = args.dims;
+  const kv = kernels.own(args.kv);
+  const dtype = kv.dtype as FloatDType;
+  const kOut = args.kOut ? kernels.own(args.kOut) : kernels.allocate(dtype, [L, T, H, D], op);
+  const vOut = args.vOut ? kernels.own(args.vOut) : kernels.allocate(dtype, [L, T, H, D], op);
+  if (T === 0) return { kOut, vOut };
+  kernels.cx.makeCurrent();
+  const cache = kernels.own(args.cosSinCache);
+  const weight = kernels.own(args.kNormWeight);
+  const positions = kernels.own(args.positions);
+  launchNormRope(kernels, {
+    op,
+    dtype,
+    T,
+    L,
+    H,
+    D,
+    R,
+    gptj: args.ropeStyle === 'gptj',
+    kv: kv.ptr,
+    kNormWeight: weight.ptr,
+    weightIsF32: weight.dtype === 'f32' && dtype !== 'f32',
+    eps: kernels.own(args.eps).ptr,
+    angles: { cache: cache.ptr, cacheDType: cache.dtype as FloatDType },
+    positions: positions.ptr,
+    positionsAreI64: positions.dtype === 'i64',
+    positionRule: boundCheck(kernels, args.deviceChecks, 'positions', args.dims, { min: 0, below: P }),
+    kOut: kOut.ptr,
+    vOut: vOut.ptr,
+    outRows: T,
+  });
+  return { kOut, vOut };
+}

@@ -1,0 +1,69 @@
+import type { FloatDType } from '@kvkit/contracts';
+import type { GemmPlan } from '../runtime/cublasLt.js';
+import type { CudaKernels } from '../runtime/cudaKernels.js';
+
+/** Plans kept per projection (one per distinct token count); the oldest is dropped first. */
+const MAX_PLANS = 64;
+
+/** Which GEMM ran: cuBLASLt where it loads, else the package's own kernels. */
+export type GemmEngine = 'cublasLt' | 'kvkit';
+
+/**
+ * The materializer's projection C[M, N] = A[M, K] · W[N, K]^T for one weight
+ * shape: cuBLASLt when the backend has it (plans cached per M), otherwise the
+ * tensor-core kernel (f16, bf16) or the f32 FMA kernel. Rounded once to `dtype`.
+ */
+export class Projection {
+  readonly #kernels: CudaKernels;
+  readonly #plans = new Map<number, GemmPlan | null>();
+
+  constructor(
+    kernels: CudaKernels,
+    readonly dtype: FloatDType,
+    readonly N: number,
+    readonly K: number,
+  ) {
+    this.#kernels = kernels;
+  }
+
+  /** The engine a call with M rows takes. */
+  engineFor(M: number, op: string): GemmEngine {
+    return this.#plan(M, op) ? 'cublasLt' : 'kvkit';
+  }
+
+  run(a: number, w: number, c: number, M: number, op: string): void {
+    if (M === 0) return;
+    const cx = this.#kernels.cx;
+    const plan = this.#plan(M, op);
+    const lt = this.#kernels.cublasLt;
+    if (plan && lt) {
+      lt.matmul(plan, this.dtype, a, w, c, this.#kernels.cublasWorkspace(op), cx.stream, op);
+      return;
+    }
+    const p = this.#kernels.params.gemm;
+    p.set('a', a).set('b', w).set('c', c).set('m', M).set('n', this.N).set('k', this.K);
+    if (this.dtype === 'f32') cx.launch('gemm_simt_f32', p, Math.ceil(this.N / 64), Math.ceil(M / 64), 256, 0, op);
+    else cx.launch(this.dtype === 'f16' ? 'gemm_tensorcore_f16' : 'gemm_tensorcore_bf16', p, Math.ceil(this.N / 128), Math.ceil(M / 128), 256, 0, op);
+  }
+
+  #plan(M: number, op: string): GemmPlan | undefined {
+    const lt = this.#kernels.cublasLt;
+    if (!lt) return undefined;
+    const known = this.#plans.get(M);
+    if (known !== undefined) return known ?? undefined;
+    if (this.#plans.size >= MAX_PLANS) {
+      const [oldestM, oldest] = this.#plans.entries().next().value!;
+      if (oldest) lt.forget(oldest);
+      this.#plans.delete(oldestM);
+    }
+    const plan = lt.plan(this.dtype, M, this.N, this.K, op);
+    this.#plans.set(M, plan ?? null);
+    return plan;
+  }
+
+  dispose(): void {
+    const lt = this.#kernels.cublasLt;
+    if (lt && !this.#kernels.disposed) for (const plan of this.#plans.values()) if (plan) lt.forget(plan);
+    this.#plans.clear();
+  }
+}

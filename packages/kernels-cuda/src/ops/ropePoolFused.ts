@@ -1,0 +1,72 @@
+import type { FloatDType, RopePoolFusedChecked } from '@kvkit/contracts';
+import type { CudaKernels } from '../runtime/cudaKernels.js';
+import type { CudaTensor } from '../runtime/cudaTensor.js';
+import { ropePoolKernel } from '../runtime/kernelNames.js';
+import { boundCheck } from './normRope.js';
+import { planRows } from './rowTiles.js';
+
+/**
+ * SEMANTICS.md §3 on the device: claim_slots gives each slot named by several
+ * tokens to the last of them (so a pool row is never a mix), then one launch
+ * rotates Q and K and scatters K and V into the pools.
+ */
+export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked): { qRot: CudaTensor; kRot: CudaTensor } {
+  const op = 'ropePoolFused';
+  const { N, Hq, H, D, R, S } = args.dims;
+  const q = kernels.own(args.q);
+  const dtype = q.dtype as FloatDType;
+  const qRot = kernels.allocate(dtype, [N, Hq, D], op);
+  const kRot = kernels.allocate(dtype, [N, H, D], op);
+  if (N === 0) return { qRot, kRot };
+  const cx = kernels.cx;
+  cx.makeCurrent();
+  const k = kernels.own(args.k);
+  const v = kernels.own(args.v);
+  const kPool = kernels.own(args.kPool);
+  const vPool = kernels.own(args.vPool);
+  const positions = kernels.own(args.positions);
+  const slots = kernels.own(args.slots);
+  const plan = planRows({
+    dtype,
+    headDim: D,
+    rotaryDim: R,
+    gptj: args.ropeStyle === 'gptj',
+    tokens: N,
+    headRows: Hq + 2 * H,
+    vectorAddresses: [q.ptr, k.ptr, v.ptr, qRot.ptr, kRot.ptr, kPool.ptr, vPool.ptr],
+    multiprocessors: cx.multiprocessors,
+  });
+  const slotRule = boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: S });
+  const claims = kernels.slotOwners.claim(slots.ptr, slots.dtype === 'i64', N, S, op);
+  const frequencies = kernels.ropeFrequencies(args.ropeBase, R, op);
+  const p = kernels.params.ropePool;
+  p.set('q', q.ptr)
+    .set('k', k.ptr)
+    .set('v', v.ptr)
+    .set('ropeFrequencies', frequencies)
+    .set('positions', positions.ptr)
+    .set('slots', slots.ptr)
+    .set('qRot', qRot.ptr)
+    .set('kRot', kRot.ptr)
+    .set('kPool', kPool.ptr)
+    .set('vPool', vPool.ptr)
+    .set('badValue', kernels.badValues.record.ptr)
+    .set('numTokens', N)
+    .set('numQoHeads', Hq)
+    .set('numKvHeads', H)
+    .set('headDim', D)
+    .set('rotaryDim', R)
+    .set('gptj', args.ropeStyle === 'gptj' ? 1 : 0)
+    .set('positionsAreI64', positions.dtype === 'i64' ? 1 : 0)
+    .set('slotsAreI64', slots.dtype === 'i64' ? 1 : 0)
+    .set('slotBelow', slotRule.below)
+    .set('slotCheck', slotRule.check)
+    .set('slotOwners', claims.table)
+    .set('slotOwnersMask', claims.mask)
+    .set('generation', claims.generation)
+    .set('tokensPerBlock', plan.tokensPerBlock)
+    .set('headRowsPerBlock', plan.headRowsPerBlock)
+    .set('lanesPerRow', plan.lanesPerRow);
+  cx.launch(ropePoolKernel(dtype, plan.path), p, plan.gridX, plan.gridY, plan.block, plan.sharedBytes, op);
+  return { qRot, kRot };
+}

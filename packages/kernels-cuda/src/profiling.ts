@@ -1,0 +1,125 @@
+/**
+ * Device-time measurement for the benchmark harness: CUDA events around a
+ * batch of calls that the host enqueues while a spin kernel holds the stream,
+ * so the figure is the GPU's time per call, not koffi's launch rate.
+ */
+import type { Backend, FloatDType } from '@kvkit/contracts';
+import { Projection } from './ops/projection.js';
+import type { GemmEngine } from './ops/projection.js';
+import { ELEMENT_BYTES } from './runtime/cudaTensor.js';
+import type { CudaKernels } from './runtime/cudaKernels.js';
+import { cudaKernelsOf } from './runtime/registry.js';
+
+export interface DeviceTiming {
+  readonly medianUs: number;
+  readonly samplesUs: readonly number[];
+  readonly method: 'cuda-events';
+}
+
+/** Host time per enqueued call is multiplied by this (plus a margin) to size the spin that holds the stream. */
+const SPIN_HEADROOM = 3;
+const SPIN_MARGIN_NS = 50_000;
+
+function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = s.length >> 1;
+  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+}
+
+/**
+ * Device time per call of what `enqueue` enqueues on this backend's stream:
+ * `warmup` calls, then `reps` samples, each `batch` calls between two events
+ * behind a spin kernel; sample = elapsed / batch.
+ */
+export async function timeOnDevice(backend: Backend, enqueue: () => void, opts: { warmup?: number; reps?: number; batch?: number } = {}): Promise<DeviceTiming> {
+  const k = cudaKernelsOf(backend, 'timeOnDevice');
+  const warmup = opts.warmup ?? 3;
+  const reps = opts.reps ?? 20;
+  const batch = Math.max(1, opts.batch ?? 10);
+  for (let i = 0; i < warmup; i++) enqueue();
+  await backend.sync();
+  // How long the host takes to enqueue one batch: the spin must outlast it.
+  const started = performance.now();
+  for (let i = 0; i < batch; i++) enqueue();
+  const hostNs = (performance.now() - started) * 1e6;
+  await backend.sync();
+  const spinNs = Math.ceil(hostNs * SPIN_HEADROOM + SPIN_MARGIN_NS);
+  const op = 'timeOnDevice';
+  const cx = k.cx;
+  const pairs: [bigint, bigint][] = [];
+  for (let r = 0; r < reps; r++) {
+    cx.makeCurrent();
+    k.params.spin.set('nanoseconds', spinNs);
+    cx.launch('spin_stream', k.params.spin, 1, 1, 1, 0, op);
+    const start = cx.record(op, true);
+    for (let i = 0; i < batch; i++) enqueue();
+    pairs.push([start, cx.record(op, true)]);
+  }
+  await backend.sync();
+  const samplesUs = pairs.map(([start, end]) => {
+    const us = (cx.elapsedMs(start, end, op) * 1000) / batch;
+    cx.recycle(start, true);
+    cx.recycle(end, true);
+    return us;
+  });
+  return { medianUs: median(samplesUs), samplesUs, method: 'cuda-events' };
+}
+
+/** Fills device memory with uniform values in [-scale, scale). */
+function fillRandom(k: CudaKernels, ptr: number, count: number, dtype: FloatDType, seed: number, scale: number, op: string): void {
+  if (count === 0) return;
+  k.params.fill.set('data', ptr).set('count', count).set('seed', seed).setDouble('scale', scale);
+  k.cx.launch(`fill_random_${dtype}`, k.params.fill, Math.min(Math.ceil(count / 256), k.cx.multiprocessors * 16), 1, 256, 0, op);
+}
+
+/** The bandwidth ceiling in the same run: a grid-stride 16-byte copy of `bytes` (GB/s counts bytes read + written). */
+export async function measureCopyCeiling(backend: Backend, bytes: number): Promise<{ gbs: number; timing: DeviceTiming }> {
+  const k = cudaKernelsOf(backend, 'measureCopyCeiling');
+  const op = 'measureCopyCeiling';
+  const vectors = Math.max(1, Math.floor(bytes / 16));
+  k.cx.makeCurrent();
+  const src = k.cx.alloc(vectors * 16, op);
+  const dst = k.cx.alloc(vectors * 16, op);
+  try {
+    fillRandom(k, src.ptr, vectors * 4, 'f32', 1, 1, op);
+    const grid = Math.min(Math.ceil(vectors / 256), k.cx.multiprocessors * 8);
+    const timing = await timeOnDevice(
+      backend,
+      () => {
+        k.params.copy.set('src', src.ptr).set('dst', dst.ptr).set('vectors', vectors);
+        k.cx.launch('copy_vectors', k.params.copy, grid, 1, 256, 0, op);
+      },
+      { batch: 5 },
+    );
+    return { gbs: (2 * vectors * 16) / (timing.medianUs * 1e3), timing };
+  } finally {
+    src.release();
+    dst.release();
+  }
+}
+
+/** The projection GEMM alone (cuBLASLt if loaded, else the package's), C[T, N] = A[T, K] · W[N, K]^T on random data. */
+export async function timeProjectionGemm(
+  backend: Backend,
+  shape: { T: number; K: number; N: number; dtype: FloatDType },
+): Promise<DeviceTiming & { tflops: number; engine: GemmEngine }> {
+  const k = cudaKernelsOf(backend, 'timeProjectionGemm');
+  const op = 'timeProjectionGemm';
+  const { T, K, N, dtype } = shape;
+  const es = ELEMENT_BYTES[dtype];
+  k.cx.makeCurrent();
+  const a = k.cx.alloc(T * K * es, op);
+  const w = k.cx.alloc(N * K * es, op);
+  const c = k.cx.alloc(T * N * es, op);
+  const projection = new Projection(k, dtype, N, K);
+  try {
+    fillRandom(k, a.ptr, T * K, dtype, 2, 1, op);
+    fillRandom(k, w.ptr, N * K, dtype, 3, 1 / Math.sqrt(K), op);
+    const engine = projection.engineFor(T, op);
+    const timing = await timeOnDevice(backend, () => projection.run(a.ptr, w.ptr, c.ptr, T, op), { batch: 3 });
+    return { ...timing, tflops: (2 * T * K * N) / (timing.medianUs * 1e6), engine };
+  } finally {
+    projection.dispose();
+    for (const b of [a, w, c]) b.release();
+  }
+}

@@ -1,0 +1,92 @@
+import type { DeviceCheck } from '@kvkit/contracts';
+import { ContractError } from '@kvkit/errors-catalog';
+import type { CudaContext } from './context.js';
+import type { DeviceBuffer } from './memory.js';
+
+/** Checks numbered between two syncs before the list is drained on the spot, so a program that never syncs stays bounded. */
+const MAX_PENDING = 1 << 16;
+
+/** BadValueRecord: key (u64), value (i64), lock, unused. */
+const RECORD_BYTES = 24;
+
+/**
+ * The value rules the contracts hand to the device (positions inside the
+ * cache, slots inside the pool). Each enqueued check gets a number; kernels
+ * keep the smallest (check, token) that broke its rule, with its value, in
+ * one small device record. sync() reads and clears the record and throws the
+ * same ContractError the CPU backend throws at once.
+ */
+export class BadValues {
+  readonly #cx: CudaContext;
+  readonly record: DeviceBuffer;
+  #checks: DeviceCheck[] = [];
+  #dims: Readonly<Record<string, number>>[] = [];
+  /** Found while draining without a sync: the next sync throws it first. */
+  #held: ContractError | undefined;
+
+  constructor(cx: CudaContext) {
+    this.#cx = cx;
+    this.record = cx.alloc(RECORD_BYTES, 'createCudaBackend');
+    cx.fill(this.record.ptr, 0xff, 8, 'createCudaBackend');
+    cx.fill(this.record.ptr + 8, 0, RECORD_BYTES - 8, 'createCudaBackend');
+  }
+
+  /** Numbers one check of a call about to be launched. */
+  enqueue(check: DeviceCheck, dims: Readonly<Record<string, number>>): number {
+    if (this.#checks.length >= MAX_PENDING) this.#drainNow(check.op);
+    this.#checks.push(check);
+    this.#dims.push(dims);
+    return this.#checks.length - 1;
+  }
+
+  /** At sync: waits for the work enqueued so far and returns the first bad value it met, if any. */
+  async collect(op: string): Promise<ContractError | undefined> {
+    const checks = this.#checks;
+    const dims = this.#dims;
+    this.#checks = [];
+    this.#dims = [];
+    const held = this.#held;
+    this.#held = undefined;
+    const mirror = this.#cx.pinned(RECORD_BYTES, op);
+    try {
+      this.#readAndClear(mirror.ptr, op);
+      const event = this.#cx.record(op);
+      await this.#cx.wait(event, op);
+      this.#cx.recycle(event);
+      return held ?? this.#decode(mirror.view, checks, dims);
+    } finally {
+      this.#cx.givePinned(mirror);
+    }
+  }
+
+  #readAndClear(mirror: bigint, op: string): void {
+    this.#cx.makeCurrent();
+    this.#cx.download(mirror, this.record.ptr, RECORD_BYTES, op);
+    this.#cx.fill(this.record.ptr, 0xff, 8, op);
+  }
+
+  #drainNow(op: string): void {
+    const mirror = this.#cx.pinned(RECORD_BYTES, op);
+    try {
+      this.#readAndClear(mirror.ptr, op);
+      this.#cx.synchronize(op);
+      this.#held ??= this.#decode(mirror.view, this.#checks, this.#dims);
+    } finally {
+      this.#cx.givePinned(mirror);
+    }
+    this.#checks = [];
+    this.#dims = [];
+  }
+
+  #decode(view: ArrayBuffer, checks: readonly DeviceCheck[], dims: readonly Readonly<Record<string, number>>[]): ContractError | undefined {
+    const words = new Uint32Array(view, 0, 4);
+    if (words[0] === 0xffffffff && words[1] === 0xffffffff) return undefined;
+    const check = checks[words[1]!];
+    if (!check) return undefined;
+    const token = words[0]!;
+    const raw = new DataView(view).getBigInt64(8, true);
+    // The same value types the host check reports: a bigint for i64 tensors, a number for i32.
+    const actual = check.tensor.dtype === 'i64' ? raw : Number(raw);
+    return new ContractError(check.code, check.op, { arg: check.arg, index: token, actual, expected: check.below ?? '∞' }, { ...dims[words[1]!] });
+  }
+}

@@ -1,0 +1,245 @@
+import koffi from 'koffi';
+import { ATTRIBUTE, CUDA_ERROR_NOT_READY } from './driver.js';
+import type { CudaDriver } from './driver.js';
+import { cudaCallFailed } from './errors.js';
+import { DeviceBuffer } from './memory.js';
+import type { PinnedBlock } from './memory.js';
+import type { KernelName } from './kernelNames.js';
+import type { ParamBlock, ParamStruct } from './params.js';
+
+/** The context current on this thread (all driver calls come from the JS thread). */
+let currentContext: bigint | undefined;
+
+const CU_STREAM_NON_BLOCKING = 1;
+const CU_EVENT_DISABLE_TIMING = 2;
+const CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4;
+const TWO_32 = 2 ** 32;
+
+const nextTick = () => new Promise<void>((resolve) => setImmediate(resolve));
+const after = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * One device's primary context, a non-blocking stream, the loaded fatbin and
+ * the memory this backend owns. Every driver status is checked; a failure is
+ * a KV053 ContractError naming the op, the call and the CUDA error.
+ */
+export class CudaContext {
+  readonly #cu: CudaDriver;
+  readonly device: number;
+  readonly context: bigint;
+  readonly stream: bigint;
+  readonly module: bigint;
+  readonly multiprocessors: number;
+  readonly #asyncAlloc: boolean;
+  readonly #functions = new Map<string, bigint>();
+  readonly #live = new Set<DeviceBuffer>();
+  readonly #events: bigint[] = [];
+  readonly #timingEvents: bigint[] = [];
+  readonly #allEvents: bigint[] = [];
+  readonly #pinned = new Map<number, PinnedBlock[]>();
+  readonly #allPinned: PinnedBlock[] = [];
+  readonly #out = Buffer.alloc(256);
+  readonly #outWords = new Uint32Array(this.#out.buffer, this.#out.byteOffset, 2);
+  #disposed = false;
+  #allocations = 0;
+
+  /** Retains the device's primary context, creates the stream and loads the fatbin; throws KV053 on a failing call. */
+  constructor(cu: CudaDriver, ordinal: number, fatbin: Buffer) {
+    this.#cu = cu;
+    const op = 'createCudaBackend';
+    const out = (call: string, status: number) => cu.check(op, call, status);
+    const dev = [0];
+    out('cuDeviceGet', cu.cuDeviceGet(dev, ordinal));
+    this.device = dev[0]!;
+    const ctx: (bigint | null)[] = [null];
+    out('cuDevicePrimaryCtxRetain', cu.cuDevicePrimaryCtxRetain(ctx, this.device));
+    this.context = ctx[0]!;
+    this.makeCurrent();
+    const count = [0];
+    out('cuDeviceGetAttribute', cu.cuDeviceGetAttribute(count, ATTRIBUTE.multiprocessorCount, this.device));
+    this.multiprocessors = count[0]!;
+    const pools = [0];
+    out('cuDeviceGetAttribute', cu.cuDeviceGetAttribute(pools, ATTRIBUTE.memoryPoolsSupported, this.device));
+    this.#asyncAlloc = pools[0] === 1;
+    if (this.#asyncAlloc) {
+      // Keep freed memory in the pool across syncs: steady-state allocations then never reach the OS.
+      const pool: (bigint | null)[] = [null];
+      out('cuDeviceGetDefaultMemPool', cu.cuDeviceGetDefaultMemPool(pool, this.device));
+      const threshold = new BigUint64Array([0xffffffffffffffffn]);
+      out('cuMemPoolSetAttribute', cu.cuMemPoolSetAttribute(pool[0], CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, threshold));
+    }
+    const stream: (bigint | null)[] = [null];
+    out('cuStreamCreate', cu.cuStreamCreate(stream, CU_STREAM_NON_BLOCKING));
+    this.stream = stream[0]!;
+    const module: (bigint | null)[] = [null];
+    out('cuModuleLoadData', cu.cuModuleLoadData(module, fatbin));
+    this.module = module[0]!;
+  }
+
+  get cu(): CudaDriver {
+    return this.#cu;
+  }
+
+  get disposed(): boolean {
+    return this.#disposed;
+  }
+
+  /** Device allocations made so far (none for empty tensors). */
+  get allocations(): number {
+    return this.#allocations;
+  }
+
+  makeCurrent(): void {
+    if (currentContext === this.context) return;
+    this.#cu.check('cuda', 'cuCtxSetCurrent', this.#cu.cuCtxSetCurrent(this.context));
+    currentContext = this.context;
+  }
+
+  /** Device memory, stream-ordered where the device has memory pools. */
+  alloc(bytes: number, op: string): DeviceBuffer {
+    if (bytes === 0) return new DeviceBuffer(0, 0, () => {});
+    this.makeCurrent();
+    const status = this.#asyncAlloc ? this.#cu.cuMemAllocAsync(this.#out, bytes, this.stream) : this.#cu.cuMemAlloc(this.#out, bytes);
+    if (status !== 0) this.#cu.check(op, this.#asyncAlloc ? 'cuMemAllocAsync' : 'cuMemAlloc', status);
+    const buffer = new DeviceBuffer(this.#outWords[0]! + this.#outWords[1]! * TWO_32, bytes, (b) => this.#free(b));
+    this.#live.add(buffer);
+    this.#allocations += 1;
+    return buffer;
+  }
+
+  #free(buffer: DeviceBuffer): void {
+    this.#live.delete(buffer);
+    if (this.#disposed) return;
+    this.makeCurrent();
+    // Stream-ordered: work already enqueued on the buffer finishes first.
+    const status = this.#asyncAlloc ? this.#cu.cuMemFreeAsync(buffer.ptr, this.stream) : this.#cu.cuMemFree(buffer.ptr);
+    if (status !== 0) this.#cu.check('dispose', this.#asyncAlloc ? 'cuMemFreeAsync' : 'cuMemFree', status);
+  }
+
+  /** Host to device, ordered on the stream; the source may be reused once this returns. */
+  upload(dst: number, src: ArrayBufferView, op: string): void {
+    if (src.byteLength === 0) return;
+    this.makeCurrent();
+    const status = this.#cu.cuMemcpyHtoDAsync(dst, src, src.byteLength, this.stream);
+    if (status !== 0) this.#cu.check(op, 'cuMemcpyHtoDAsync', status);
+  }
+
+  download(dst: bigint, src: number, bytes: number, op: string): void {
+    const status = this.#cu.cuMemcpyDtoHAsync(dst, src, bytes, this.stream);
+    if (status !== 0) this.#cu.check(op, 'cuMemcpyDtoHAsync', status);
+  }
+
+  copy(dst: number, src: number, bytes: number, op: string): void {
+    if (bytes === 0) return;
+    const status = this.#cu.cuMemcpyDtoDAsync(dst, src, bytes, this.stream);
+    if (status !== 0) this.#cu.check(op, 'cuMemcpyDtoDAsync', status);
+  }
+
+  fill(dst: number, byte: number, bytes: number, op: string): void {
+    if (bytes === 0) return;
+    const status = this.#cu.cuMemsetD8Async(dst, byte, bytes, this.stream);
+    if (status !== 0) this.#cu.check(op, 'cuMemsetD8Async', status);
+  }
+
+  /** A kernel of the fatbin, looked up once. */
+  kernel(name: KernelName): bigint {
+    const known = this.#functions.get(name);
+    if (known !== undefined) return known;
+    const fn: (bigint | null)[] = [null];
+    this.#cu.check('cuda', `cuModuleGetFunction(${name})`, this.#cu.cuModuleGetFunction(fn, this.module, name));
+    this.#functions.set(name, fn[0]!);
+    return fn[0]!;
+  }
+
+  launch<S extends ParamStruct>(name: KernelName, params: ParamBlock<S>, gridX: number, gridY: number, block: number, sharedBytes: number, op: string): void {
+    const status = this.#cu.cuLaunchKernel(this.kernel(name), gridX, gridY, 1, block, 1, 1, sharedBytes, this.stream, params.argv, null);
+    if (status !== 0) this.#cu.check(op, `cuLaunchKernel(${name})`, status);
+  }
+
+  /** An event recorded now on the stream: it completes once everything enqueued before it has. */
+  record(op: string, timing = false): bigint {
+    const pool = timing ? this.#timingEvents : this.#events;
+    let event = pool.pop();
+    if (event === undefined) {
+      const made: (bigint | null)[] = [null];
+      this.#cu.check(op, 'cuEventCreate', this.#cu.cuEventCreate(made, timing ? 0 : CU_EVENT_DISABLE_TIMING));
+      event = made[0]!;
+      this.#allEvents.push(event);
+    }
+    const status = this.#cu.cuEventRecord(event, this.stream);
+    if (status !== 0) this.#cu.check(op, 'cuEventRecord', status);
+    return event;
+  }
+
+  recycle(event: bigint, timing = false): void {
+    (timing ? this.#timingEvents : this.#events).push(event);
+  }
+
+  /** Resolves once the event completes, yielding to the event loop meanwhile; a device fault rejects with KV053. */
+  async wait(event: bigint, op: string): Promise<void> {
+    for (let polls = 0; ; polls++) {
+      if (this.#disposed) return;
+      this.makeCurrent();
+      const status = this.#cu.cuEventQuery(event);
+      if (status === 0) return;
+      if (status !== CUDA_ERROR_NOT_READY) this.#cu.check(op, 'cuEventQuery', status);
+      await (polls < 200 ? nextTick() : after(polls < 2000 ? 0 : 1));
+    }
+  }
+
+  /** Blocks until the stream is idle. */
+  synchronize(op: string): void {
+    this.makeCurrent();
+    this.#cu.check(op, 'cuStreamSynchronize', this.#cu.cuStreamSynchronize(this.stream));
+  }
+
+  elapsedMs(start: bigint, end: bigint, op: string): number {
+    const ms = [0];
+    this.#cu.check(op, 'cuEventElapsedTime', this.#cu.cuEventElapsedTime(ms, start, end));
+    return ms[0]!;
+  }
+
+  /** Page-locked host memory of at least `bytes`, from a pool of power-of-two sizes. */
+  pinned(bytes: number, op: string): PinnedBlock {
+    let size = 4096;
+    while (size < bytes) size *= 2;
+    const free = this.#pinned.get(size);
+    const reused = free?.pop();
+    if (reused) return reused;
+    const p: (bigint | null)[] = [null];
+    this.#cu.check(op, 'cuMemHostAlloc', this.#cu.cuMemHostAlloc(p, size, 0));
+    const block = { ptr: p[0]!, size, view: koffi.view(p[0]!, size) };
+    this.#allPinned.push(block);
+    return block;
+  }
+
+  givePinned(block: PinnedBlock): void {
+    const free = this.#pinned.get(block.size);
+    if (free) free.push(block);
+    else this.#pinned.set(block.size, [block]);
+  }
+
+  /** Frees everything this context allocated and releases the primary context. The first failing call is thrown after all cleanup ran. */
+  dispose(): void {
+    if (this.#disposed) return;
+    this.makeCurrent();
+    const cu = this.#cu;
+    const failures: [string, number][] = [];
+    const attempt = (call: string, status: number) => {
+      if (status !== 0) failures.push([call, status]);
+    };
+    attempt('cuStreamSynchronize', cu.cuStreamSynchronize(this.stream));
+    for (const buffer of this.#live) attempt(this.#asyncAlloc ? 'cuMemFreeAsync' : 'cuMemFree', this.#asyncAlloc ? cu.cuMemFreeAsync(buffer.ptr, this.stream) : cu.cuMemFree(buffer.ptr));
+    this.#live.clear();
+    attempt('cuStreamSynchronize', cu.cuStreamSynchronize(this.stream));
+    this.#disposed = true;
+    for (const block of this.#allPinned) attempt('cuMemFreeHost', cu.cuMemFreeHost(block.ptr));
+    for (const event of this.#allEvents) attempt('cuEventDestroy', cu.cuEventDestroy(event));
+    attempt('cuModuleUnload', cu.cuModuleUnload(this.module));
+    attempt('cuStreamDestroy', cu.cuStreamDestroy(this.stream));
+    attempt('cuDevicePrimaryCtxRelease', cu.cuDevicePrimaryCtxRelease(this.device));
+    currentContext = undefined;
+    const first = failures[0];
+    if (first) throw cudaCallFailed('dispose', first[0], cu.errorName(first[1]), cu.errorText(first[1]));
+  }
+}

@@ -1,0 +1,216 @@
+import { numel } from '@kvkit/contracts';
+import type {
+  BackendKernels,
+  CreateKvMaterializerChecked,
+  DType,
+  FloatDType,
+  FusedNormRopeStackedChecked,
+  MaterializerKernels,
+  OwnedTensor,
+  RopePoolFusedChecked,
+  Shape,
+  TensorData,
+} from '@kvkit/contracts';
+import { decodeHalves, encodeBf16, encodeF16 } from '../numerics/halfFloats.js';
+import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
+import { createKvMaterializer } from '../ops/kvMaterializer.js';
+import { ropePoolFused } from '../ops/ropePoolFused.js';
+import { BadValues } from './badValues.js';
+import type { CudaContext } from './context.js';
+import { CUBLASLT_WORKSPACE_BYTES } from './cublasLt.js';
+import type { CublasLt } from './cublasLt.js';
+import { CudaTensor, ELEMENT_BYTES } from './cudaTensor.js';
+import type { CudaDevice } from './driver.js';
+import type { DeviceBuffer } from './memory.js';
+import { ParamBlock } from './params.js';
+import { SlotOwners } from './slotOwners.js';
+
+let instances = 0;
+
+/** The CUDA kernels behind `defineBackend`: tensors in device memory, ops enqueued on one stream. */
+export class CudaKernels implements BackendKernels {
+  readonly kind = 'cuda' as const;
+  readonly label: string;
+  readonly cx: CudaContext;
+  readonly device: CudaDevice;
+  readonly badValues: BadValues;
+  /** cuBLASLt for the projection, or undefined (then the package's own GEMM runs). */
+  readonly cublasLt: CublasLt | undefined;
+  /** Why cuBLASLt is not used, when it is not. */
+  readonly cublasLtAbsence: string | undefined;
+  /** One parameter block per kernel family: launches copy them, so they are rewritten in place. */
+  readonly params = {
+    normRope: new ParamBlock('FusedNormRopeParams'),
+    ropePool: new ParamBlock('RopePoolParams'),
+    gemm: new ParamBlock('GemmParams'),
+    copy: new ParamBlock('CopyParams'),
+    spin: new ParamBlock('SpinParams'),
+    fill: new ParamBlock('FillParams'),
+    claimSlots: new ParamBlock('ClaimSlotsParams'),
+  };
+  /** Last-token-wins claims for pool writes. */
+  readonly slotOwners: SlotOwners;
+  readonly #frequencies = new Map<number, Map<number, DeviceBuffer>>();
+  #cublasWorkspace: DeviceBuffer | undefined;
+  #disposed = false;
+
+  constructor(cx: CudaContext, device: CudaDevice, gemm: CublasLt | { reason: string }) {
+    instances += 1;
+    this.cx = cx;
+    this.device = device;
+    this.label = `cuda backend #${instances} (${device.name})`;
+    this.badValues = new BadValues(cx);
+    this.slotOwners = new SlotOwners(cx, this.params.claimSlots);
+    if ('reason' in gemm) {
+      this.cublasLt = undefined;
+      this.cublasLtAbsence = gemm.reason;
+    } else {
+      this.cublasLt = gemm;
+      this.cublasLtAbsence = undefined;
+    }
+  }
+
+  get disposed(): boolean {
+    return this.#disposed;
+  }
+
+  /** A validated tensor is one of ours (the contracts checked its owner). */
+  own(t: OwnedTensor): CudaTensor {
+    return t as CudaTensor;
+  }
+
+  /** An uninitialised tensor of this backend. */
+  allocate(dtype: DType, shape: Shape, op: string): CudaTensor {
+    const frozen = Object.freeze([...shape]);
+    return new CudaTensor(this, dtype, frozen, this.cx.alloc(numel(shape) * ELEMENT_BYTES[dtype], op));
+  }
+
+  tensor(dtype: DType, shape: Shape, data: TensorData | undefined): OwnedTensor {
+    const op = data === undefined ? 'empty' : 'tensor';
+    this.cx.makeCurrent();
+    const t = this.allocate(dtype, shape, op);
+    if (data === undefined) this.cx.fill(t.ptr, 0, t.byteLength, op);
+    else this.cx.upload(t.ptr, hostCopy(dtype, data, numel(shape)), op);
+    return t;
+  }
+
+  /** Enqueues the copy now (so it sees exactly the work enqueued before), resolves once it has landed. */
+  async read(t: OwnedTensor): Promise<Float32Array | Int32Array | BigInt64Array> {
+    const own = this.own(t);
+    const bytes = own.byteLength;
+    const op = 'read';
+    if (bytes === 0) return emptyOf(own.dtype);
+    this.cx.makeCurrent();
+    const block = this.cx.pinned(bytes, op);
+    try {
+      this.cx.download(block.ptr, own.ptr, bytes, op);
+      const event = this.cx.record(op);
+      await this.cx.wait(event, op);
+      this.cx.recycle(event);
+      const copy = block.view.slice(0, bytes);
+      switch (own.dtype) {
+        case 'f32':
+          return new Float32Array(copy);
+        case 'f16':
+        case 'bf16':
+          return decodeHalves(own.dtype, new Uint16Array(copy));
+        case 'i32':
+          return new Int32Array(copy);
+        case 'i64':
+          return new BigInt64Array(copy);
+      }
+    } finally {
+      this.cx.givePinned(block);
+    }
+  }
+
+  fusedNormRopeStacked(args: FusedNormRopeStackedChecked): { kOut: OwnedTensor; vOut: OwnedTensor } {
+    return fusedNormRopeStacked(this, args);
+  }
+
+  createKvMaterializer(args: CreateKvMaterializerChecked): MaterializerKernels {
+    this.cx.makeCurrent();
+    return createKvMaterializer(this, args);
+  }
+
+  ropePoolFused(args: RopePoolFusedChecked): { qRot: OwnedTensor; kRot: OwnedTensor } {
+    return ropePoolFused(this, args);
+  }
+
+  /** Waits for the stream, then reports (once) the first bad position or slot a kernel met since the last sync. */
+  async sync(): Promise<void> {
+    if (this.#disposed) return;
+    const found = await this.badValues.collect('sync');
+    if (found) throw found;
+  }
+
+  /** f_j = ropeBase^(-2j/R), computed in f64 and stored as f32, uploaded once per (ropeBase, R). */
+  ropeFrequencies(ropeBase: number, R: number, op: string): number {
+    let byRotary = this.#frequencies.get(ropeBase);
+    if (!byRotary) {
+      byRotary = new Map();
+      this.#frequencies.set(ropeBase, byRotary);
+    }
+    const known = byRotary.get(R);
+    if (known) return known.ptr;
+    const host = new Float32Array(R / 2);
+    for (let j = 0; j < R / 2; j++) host[j] = ropeBase ** ((-2 * j) / R);
+    const buffer = this.cx.alloc(host.byteLength, op);
+    this.cx.upload(buffer.ptr, host, op);
+    byRotary.set(R, buffer);
+    return buffer.ptr;
+  }
+
+  /** cuBLASLt's workspace, allocated on first use. */
+  cublasWorkspace(op: string): number {
+    this.#cublasWorkspace ??= this.cx.alloc(CUBLASLT_WORKSPACE_BYTES, op);
+    return this.#cublasWorkspace.ptr;
+  }
+
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    try {
+      this.cx.makeCurrent();
+      this.cublasLt?.destroy();
+    } finally {
+      this.cx.dispose();
+    }
+  }
+}
+
+function emptyOf(dtype: DType): Float32Array | Int32Array | BigInt64Array {
+  return dtype === 'i32' ? new Int32Array(0) : dtype === 'i64' ? new BigInt64Array(0) : new Float32Array(0);
+}
+
+/** The bytes to upload: data was checked by the contracts (length, representability); floats are rounded once. */
+function hostCopy(dtype: DType, data: TensorData, n: number): ArrayBufferView {
+  switch (dtype) {
+    case 'f32':
+      // Float32Array in: copied bit for bit (NaN payloads included); anything else rounded once from f64.
+      return data instanceof Float32Array ? data : Float32Array.from(data as ArrayLike<number>);
+    case 'f16':
+    case 'bf16': {
+      const encode = dtype === 'f16' ? encodeF16 : encodeBf16;
+      const bits = new Uint16Array(n);
+      for (let i = 0; i < n; i++) bits[i] = encode(data[i] as number);
+      return bits;
+    }
+    case 'i32': {
+      const out = new Int32Array(n);
+      for (let i = 0; i < n; i++) out[i] = Number(data[i]);
+      return out;
+    }
+    case 'i64': {
+      if (data instanceof BigInt64Array) return data;
+      const out = new BigInt64Array(n);
+      for (let i = 0; i < n; i++) {
+        const v = data[i]!;
+        out[i] = typeof v === 'bigint' ? v : BigInt(v);
+      }
+      return out;
+    }
+  }
+}
+
+export type { FloatDType };

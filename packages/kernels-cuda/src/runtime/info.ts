@@ -1,0 +1,23 @@
+import type { Backend } from '@kvkit/contracts';
+import type { CudaDevice } from './driver.js';
+import { cudaKernelsOf } from './registry.js';
+
+/** What a CUDA backend runs on and with. */
+export interface CudaBackendInfo {
+  readonly device: CudaDevice;
+  readonly multiprocessors: number;
+  /** The projection GEMM: cuBLASLt (and which library) or the package's own kernels, and why. */
+  readonly gemm: { readonly engine: 'cublasLt'; readonly library: string } | { readonly engine: 'kvkit'; readonly reason: string };
+  /** Device allocations made so far: tensors, workspaces, tables. A steady-state materializer call adds none. */
+  readonly allocations: number;
+}
+
+export function cudaBackendInfo(backend: Backend): CudaBackendInfo {
+  const k = cudaKernelsOf(backend, 'cudaBackendInfo');
+  return {
+    device: k.device,
+    multiprocessors: k.cx.multiprocessors,
+    gemm: k.cublasLt ? { engine: 'cublasLt', library: k.cublasLt.library } : { engine: 'kvkit', reason: k.cublasLtAbsence ?? 'cuBLASLt not loaded' },
+    allocations: k.cx.allocations,
+  };
+}

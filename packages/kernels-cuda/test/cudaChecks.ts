@@ -1,0 +1,167 @@
+/**
+ * CUDA-specific checks beyond the shared conformance suite, written against
+ * describe/it/beforeAll/afterAll only so the device bundle can run them under
+ * node:test as well as vitest here.
+ */
+import type { Backend, FloatDType, Tensor } from '@kvkit/contracts';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { cudaBackendInfo } from '../src/index.js';
+import { measureCopyCeiling, timeOnDevice, timeProjectionGemm } from '../src/profiling.js';
+
+type Untyped = {
+  createKvMaterializer(a: unknown): { materialize(...a: unknown[]): void; materializeInto(a: unknown): void; dispose(): void };
+  ropePoolFused(a: unknown): { qRot: Tensor; kRot: Tensor };
+};
+const untyped = (b: Backend) => b as unknown as Untyped;
+
+function check(ok: boolean, message: string): void {
+  if (!ok) throw new Error(message);
+}
+
+function values(n: number, seed: number, scale = 1): Float32Array {
+  const out = new Float32Array(n);
+  let s = seed >>> 0;
+  for (let i = 0; i < n; i++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    out[i] = ((s / 2 ** 32) * 2 - 1 || 0.5) * scale;
+  }
+  return out;
+}
+
+const sameBits = (a: Float32Array, b: Float32Array) => a.length === b.length && a.every((x, i) => Object.is(x, b[i]));
+const DTYPES: readonly FloatDType[] = ['f32', 'f16', 'bf16'];
+
+export function defineCudaChecks(create: () => Promise<Backend>): void {
+  describe('cuda: beyond conformance', () => {
+    let b: Backend | undefined;
+    const backend = () => b!;
+    beforeAll(async () => {
+      b = await create();
+    }, 60_000);
+    afterAll(() => b?.dispose());
+
+    for (const dtype of DTYPES) {
+      it(`ropePoolFused: 64 tokens on 4 slots, 20 times over; each pool row is its last token's row [${dtype}]`, async () => {
+        const b = backend();
+        const [N, Hq, H, D, S] = [64, 4, 2, 64, 6];
+        const slots = Int32Array.from({ length: N }, (_, n) => n % 4);
+        for (let round = 0; round < 20; round++) {
+          const made = [
+            b.tensor(dtype, [N, Hq, D], values(N * Hq * D, round)),
+            b.tensor(dtype, [N, H, D], values(N * H * D, round + 100)),
+            b.tensor(dtype, [N, H, D], values(N * H * D, round + 200)),
+            b.tensor('i32', [N], Int32Array.from({ length: N }, (_, n) => n * 3)),
+            b.tensor('i32', [N], slots),
+            b.tensor(dtype, [S, H, D], values(S * H * D, 7)),
+            b.tensor(dtype, [S, H, D], values(S * H * D, 8)),
+          ] as const;
+          const [q, k, v, positions, slotTensor, kPool, vPool] = made;
+          const out = untyped(b).ropePoolFused({ q, k, v, positions, slots: slotTensor, kPool, vPool, numQoHeads: Hq, numKvHeads: H, headDim: D, ropeBase: 10000 });
+          await b.sync();
+          const [kRot, vIn, kAfter, vAfter] = await Promise.all([b.read(out.kRot), b.read(v), b.read(kPool), b.read(vPool)]);
+          const row = H * D;
+          for (let s = 0; s < 4; s++) {
+            const last = N - 4 + s;
+            check(sameBits((kAfter as Float32Array).subarray(s * row, (s + 1) * row), (kRot as Float32Array).subarray(last * row, (last + 1) * row)), `round ${round}: kPool row ${s} is not token ${last}'s kRot`);
+            check(sameBits((vAfter as Float32Array).subarray(s * row, (s + 1) * row), (vIn as Float32Array).subarray(last * row, (last + 1) * row)), `round ${round}: vPool row ${s} is not token ${last}'s v`);
+          }
+          for (const t of [...made, out.qRot, out.kRot]) t.dispose();
+        }
+      }, 60_000);
+
+      it(`materializeInto: duplicate slots hold the last token's rows, exactly as materialize computes them [${dtype}]`, async () => {
+        const b = backend();
+        const [L, H, D, hidden, T, S] = [2, 2, 32, 48, 12, 5];
+        const m = untyped(b).createKvMaterializer({
+          kvWeight: b.tensor(dtype, [L, 2 * H * D, hidden], values(L * 2 * H * D * hidden, 1, 0.2)),
+          kNormWeight: b.tensor('f32', [L, D], values(L * D, 2).map((x) => 1 + 0.1 * x)),
+          eps: 1e-6,
+          numKvHeads: H,
+          headDim: D,
+          ropeBase: 10000,
+        });
+        const ctx = b.tensor(dtype, [T, hidden], values(T * hidden, 3));
+        const positions = b.tensor('i64', [T], BigInt64Array.from({ length: T }, (_, t) => BigInt(t * 5)));
+        const slots = [0, 1, 2, 0, 1, 2, 0, 1, 2, -1, 4, 4];
+        const kPool = b.tensor(dtype, [L, S, H, D], values(L * S * H * D, 4));
+        const vPool = b.tensor(dtype, [L, S, H, D], values(L * S * H * D, 5));
+        m.materializeInto({ ctxHidden: ctx, positions, kPool, vPool, slots: b.tensor('i32', [T], Int32Array.from(slots)) });
+        const layers: Promise<Float32Array>[][] = [];
+        m.materialize(ctx, positions, (_l: number, k: Tensor, v: Tensor) => layers.push([b.read(k) as Promise<Float32Array>, b.read(v) as Promise<Float32Array>]));
+        await b.sync();
+        const [kAfter, vAfter] = (await Promise.all([b.read(kPool), b.read(vPool)])) as Float32Array[];
+        const row = H * D;
+        const owner = new Map<number, number>();
+        for (let t = 0; t < T; t++) if (slots[t]! >= 0) owner.set(slots[t]!, t);
+        for (let l = 0; l < L; l++) {
+          const [k, v] = await Promise.all(layers[l]!);
+          for (const [slot, t] of owner) {
+            const at = (l * S + slot) * row;
+            check(sameBits(kAfter!.subarray(at, at + row), k!.subarray(t * row, (t + 1) * row)), `layer ${l} slot ${slot}: K is not token ${t}'s`);
+            check(sameBits(vAfter!.subarray(at, at + row), v!.subarray(t * row, (t + 1) * row)), `layer ${l} slot ${slot}: V is not token ${t}'s`);
+          }
+        }
+        m.dispose();
+      }, 60_000);
+    }
+
+    it('a materializer in steady state allocates nothing; a larger T grows its workspaces once', async () => {
+      const b = backend();
+      const [L, H, D, hidden] = [3, 2, 64, 64];
+      const m = untyped(b).createKvMaterializer({
+        kvWeight: b.tensor('bf16', [L, 2 * H * D, hidden], values(L * 2 * H * D * hidden, 9, 0.1)),
+        kNormWeight: b.tensor('bf16', [L, D], new Float32Array(L * D).fill(1)),
+        eps: 1e-6,
+        numKvHeads: H,
+        headDim: D,
+        ropeBase: 10000,
+      });
+      const inputs = (T: number) => [b.tensor('bf16', [T, hidden], values(T * hidden, T)), b.tensor('i32', [T], Int32Array.from({ length: T }, (_, t) => t))] as const;
+      const small = inputs(8);
+      const large = inputs(40);
+      const into = { ctxHidden: small[0], positions: small[1], kPool: b.empty('bf16', [L, 9, H, D]), vPool: b.empty('bf16', [L, 9, H, D]), slots: b.tensor('i32', [8], Int32Array.from({ length: 8 }, (_, t) => t)) };
+      m.materialize(...small, () => {});
+      m.materializeInto(into);
+      const settled = cudaBackendInfo(b).allocations;
+      for (let i = 0; i < 5; i++) m.materialize(...small, () => {});
+      for (let i = 0; i < 2; i++) m.materializeInto(into);
+      check(cudaBackendInfo(b).allocations === settled, `steady-state calls allocated ${cudaBackendInfo(b).allocations - settled} buffers`);
+      m.materialize(...large, () => {});
+      const grown = cudaBackendInfo(b).allocations;
+      check(grown > settled, 'a larger T did not grow the workspaces');
+      for (let i = 0; i < 3; i++) m.materialize(...large, () => {});
+      m.materialize(...small, () => {});
+      m.materializeInto(into);
+      check(cudaBackendInfo(b).allocations === grown, `calls after growing allocated ${cudaBackendInfo(b).allocations - grown} more buffers`);
+      await b.sync();
+      m.dispose();
+    }, 60_000);
+
+    it('profiling: copy ceiling, device time of an op, and the projection GEMM report sane figures', async () => {
+      const b = backend();
+      const copy = await measureCopyCeiling(b, 64 << 20);
+      check(copy.gbs > 100 && copy.timing.samplesUs.length > 0 && copy.timing.method === 'cuda-events', `copy ceiling ${copy.gbs} GB/s`);
+      const gemm = await timeProjectionGemm(b, { T: 256, K: 512, N: 1024, dtype: 'bf16' });
+      check(gemm.tflops > 0.1 && gemm.engine === cudaBackendInfo(b).gemm.engine, `GEMM ${gemm.tflops} TFLOP/s on ${gemm.engine}`);
+      const x = b.tensor('f32', [64, 4, 64], values(64 * 4 * 64, 3));
+      const timing = await timeOnDevice(b, () => {
+        const out = untyped(b).ropePoolFused({
+          q: x,
+          k: x,
+          v: x,
+          positions: b.tensor('i32', [64], new Int32Array(64)),
+          slots: b.tensor('i32', [64], new Int32Array(64).fill(-1)),
+          kPool: b.empty('f32', [1, 4, 64]),
+          vPool: b.empty('f32', [1, 4, 64]),
+          numQoHeads: 4,
+          numKvHeads: 4,
+          headDim: 64,
+          ropeBase: 10000,
+        });
+        out.qRot.dispose();
+        out.kRot.dispose();
+      });
+      check(timing.medianUs > 0 && timing.medianUs < 1000, `ropePoolFused took ${timing.medianUs} µs`);
+    }, 120_000);
+  });
+}

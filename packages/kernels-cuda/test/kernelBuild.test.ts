@@ -1,0 +1,56 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { KERNEL_NAMES } from '../src/runtime/kernelNames.js';
+import { fatbinEntries, fatbinPath, nvcc, parsePtxasLog, ptxasLogPath } from './helpers.js';
+
+describe.skipIf(!nvcc)(`the kernels built by nvcc${nvcc ? '' : ' (skipped: nvcc not found)'}`, () => {
+  it('the build wrote the fatbin and the ptxas report', () => {
+    expect(existsSync(fatbinPath), `${fatbinPath} missing: run the package build`).toBe(true);
+    expect(existsSync(ptxasLogPath), `${ptxasLogPath} missing: run the package build`).toBe(true);
+  });
+
+  it('the fatbin holds sm_80 and sm_90 machine code and compute_90 PTX', () => {
+    const entries = fatbinEntries();
+    expect(entries).toEqual(expect.arrayContaining([{ kind: 'elf', sm: 80 }, { kind: 'elf', sm: 90 }, { kind: 'ptx', sm: 90 }]));
+  });
+
+  it('every kernel compiles for sm_80 and sm_90 with no register spills', () => {
+    const fns = parsePtxasLog(readFileSync(ptxasLogPath, 'utf8'));
+    const byTarget = (t: string) => new Set(fns.filter((f) => f.target === t).map((f) => f.name));
+    const sm80 = byTarget('sm_80');
+    const sm90 = byTarget('sm_90');
+    expect(sm80.size).toBeGreaterThan(0);
+    expect([...sm80].sort()).toEqual([...sm90].sort());
+    const spilling = fns.filter((f) => f.spillStores > 0 || f.spillLoads > 0).map((f) => `${f.name} (${f.target}): ${f.spillStores} B stored, ${f.spillLoads} B loaded`);
+    expect(spilling, 'functions that spill').toEqual([]);
+    // Every kernel the runtime launches is in the fatbin for both targets.
+    const missing = KERNEL_NAMES.filter((name) => !sm80.has(name) || !sm90.has(name));
+    expect(missing, 'kernels the runtime launches but the build did not compile').toEqual([]);
+  });
+
+  it('a kernel that spills is reported as spilling (the check can fail)', () => {
+    // 64 live floats per thread squeezed into 16 registers: ptxas must spill, and the parser must see it.
+    const dir = mkdtempSync(join(tmpdir(), 'kvkit-spill-'));
+    const source = join(dir, 'pressure.cu');
+    writeFileSync(
+      source,
+      `extern "C" __global__ void pressure(float* out, const float* in) {
+        float acc[64];
+        for (int i = 0; i < 64; i++) acc[i] = in[threadIdx.x + i * 32];
+        for (int r = 1; r < 9; r++)
+          for (int i = 0; i < 64; i++) acc[i] = acc[i] * acc[(i + r) & 63] + 1.0f;
+        float s = 0.0f;
+        for (int i = 0; i < 64; i++) s += acc[i];
+        out[threadIdx.x] = s;
+      }`,
+    );
+    const result = spawnSync(nvcc!, ['-cubin', '-O3', '-Xptxas', '-v', '-maxrregcount', '16', '-arch', 'sm_90', source, '-o', join(dir, 'pressure.cubin')], { encoding: 'utf8' });
+    expect(result.status, result.stderr).toBe(0);
+    const parsed = parsePtxasLog(`${result.stdout}${result.stderr}`);
+    expect(parsed.map((f) => f.name)).toEqual(['pressure']);
+    expect(parsed[0]!.spillStores).toBeGreaterThan(0);
+  }, 120_000);
+});
