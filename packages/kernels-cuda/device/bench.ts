@@ -8,6 +8,7 @@ import { numel } from '@kvkit/contracts';
 import type { Backend, FloatDType, OwnedTensor, Tensor } from '@kvkit/contracts';
 import { createCpuBackend } from '@kvkit/kernels-cpu';
 import { createCudaBackend, cudaBackendInfo } from '../src/index.js';
+import { Projection } from '../src/ops/projection.js';
 import { measureCopyCeiling, timeOnDevice, timeProjectionGemm } from '../src/profiling.js';
 import { cudaKernelsOf } from '../src/runtime/registry.js';
 
@@ -134,11 +135,36 @@ for (const N of [16, 4096, 32768]) {
   }, { batch: N >= 4096 ? 5 : 50 });
   const bytes = N * 2 * (2 * Hq * D + 3 * H * D + 2 * H * D) + N * 8;
   const gbs = bytes / (timing.medianUs * 1e3);
-  report({ what: `ropePoolFused bf16 Hq=${Hq} H=${H} D=${D} N=${N}`, us: +timing.medianUs.toFixed(2), gbs: +gbs.toFixed(0), ofCopy: +(gbs / ceiling).toFixed(3) });
+  // The duplicate-slot pass alone, for the share of the op it takes.
+  const k = cudaKernelsOf(b, 'bench');
+  const claims = await timeOnDevice(b, () => k.slotOwners.claim(k.own(args.slots as unknown as OwnedTensor).ptr, false, N, S, 'bench'), { batch: N >= 4096 ? 5 : 50 });
+  report({
+    what: `ropePoolFused bf16 Hq=${Hq} H=${H} D=${D} N=${N}`,
+    us: +timing.medianUs.toFixed(2),
+    gbs: +gbs.toFixed(0),
+    ofCopy: +(gbs / ceiling).toFixed(3),
+    claimSlotsAloneUs: +claims.medianUs.toFixed(2),
+  });
   for (const x of made) x.dispose();
 }
 
 // materialize end to end vs the projection GEMM alone, bf16, hidden 4096, L=5 H=8 D=128.
+/** The materializer's projection as it runs: per-layer K and V blocks written [L, 2, T, H*D]. */
+async function timePerLayerProjection(backend: Backend, T: number, K: number, N: number, blocks: number): Promise<number> {
+  const k = cudaKernelsOf(backend, 'bench');
+  const a = k.cx.alloc(T * K * 2, 'bench');
+  const w = k.cx.alloc(N * K * 2, 'bench');
+  const c = k.cx.alloc(T * N * 2, 'bench');
+  const projection = new Projection(k, 'bf16', N, K, blocks);
+  try {
+    const timing = await timeOnDevice(backend, () => projection.run(a.ptr, w.ptr, c.ptr, T, 'bench'), { batch: 3 });
+    return timing.medianUs;
+  } finally {
+    projection.dispose();
+    for (const x of [a, w, c]) x.release();
+  }
+}
+
 async function materializerRun(backend: Backend, label: string) {
   const [L, H, D, hidden] = [5, 8, 128, 4096];
   for (const T of [16, 4096]) {
@@ -162,11 +188,13 @@ async function materializerRun(backend: Backend, label: string) {
     const into = await timeOnDevice(backend, () => m.materializeInto({ ctxHidden: ctx, positions, kPool, vPool, slots }), { batch: 3 });
     const viaViews = await timeOnDevice(backend, () => m.materialize(ctx, positions, () => {}), { batch: 3 });
     const gemm = await timeProjectionGemm(backend, { T, K: hidden, N, dtype: 'bf16' });
+    const perLayer = await timePerLayerProjection(backend, T, hidden, N, 2 * L);
     report({
       what: `materialize bf16 L=${L} H=${H} D=${D} hidden=${hidden} T=${T} (${label})`,
       intoUs: +into.medianUs.toFixed(1),
       materializeUs: +viaViews.medianUs.toFixed(1),
       gemmUs: +gemm.medianUs.toFixed(1),
+      perLayerGemmUs: +perLayer.toFixed(1),
       gemmTflops: +gemm.tflops.toFixed(0),
       engine: gemm.engine,
       intoOverGemm: +(into.medianUs / gemm.medianUs).toFixed(3),

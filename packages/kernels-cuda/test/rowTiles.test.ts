@@ -1,8 +1,13 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { planRows } from '../src/ops/rowTiles.js';
+import { planRows, ROW_KERNEL_SHAPES } from '../src/ops/rowTiles.js';
+import type { RowKernel, RowLaunch } from '../src/ops/rowTiles.js';
+import { packageRoot } from './helpers.js';
 
 const shapes = fc.record({
+  kernel: fc.constantFrom('normRope' as const, 'ropePool' as const),
   dtype: fc.constantFrom('f32' as const, 'f16' as const, 'bf16' as const),
   headDim: fc.integer({ min: 2, max: 600 }),
   rotaryFraction: fc.double({ min: 0, max: 1, noNaN: true }),
@@ -13,8 +18,46 @@ const shapes = fc.record({
   multiprocessors: fc.constantFrom(1, 108, 132),
 });
 
+/**
+ * The rows each lane group visits, step by step, as src/cuda/unit_walk.cuh
+ * walks them: a warp's groups take the steps of its first group; unit
+ * u = chunk * T + t covers rows [chunk * rowsPerUnit, ...) of token t.
+ */
+function walkRows(plan: RowLaunch, tokens: number, headRows: number, rowsPerStep: number): { visits: Map<number, number>; stepsPerWarp: Set<string> } {
+  const groupsPerBlock = plan.block / plan.lanesPerRow;
+  const groups = plan.grid * groupsPerBlock;
+  const units = tokens * plan.unitsPerToken;
+  const perWarp = Math.max(1, 32 / plan.lanesPerRow);
+  const visits = new Map<number, number>();
+  const stepsPerWarp = new Set<string>();
+  for (let block = 0; block < plan.grid; block++) {
+    for (let g = 0; g < groupsPerBlock; g++) {
+      const warpFirst = block * groupsPerBlock + Math.floor(g / perWarp) * perWarp;
+      const inWarp = g % perWarp;
+      let steps = 0;
+      for (let warpUnit = warpFirst; warpUnit < units; warpUnit += groups) {
+        for (let r = 0; r < plan.rowsPerUnit; r += rowsPerStep) {
+          steps++;
+          const unit = warpUnit + inWarp;
+          if (unit >= units) continue;
+          const chunk = Math.floor(unit / tokens);
+          const t = unit - chunk * tokens;
+          const first = chunk * plan.rowsPerUnit;
+          const here = Math.min(plan.rowsPerUnit, headRows - first);
+          for (let i = 0; i < rowsPerStep && r + i < here; i++) {
+            const key = t * headRows + first + r + i;
+            visits.set(key, (visits.get(key) ?? 0) + 1);
+          }
+        }
+      }
+      stepsPerWarp.add(`${block}/${Math.floor(g / perWarp)}:${steps}`);
+    }
+  }
+  return { visits, stepsPerWarp };
+}
+
 describe('row kernel launch plans', () => {
-  it('cover every (token, head row) exactly with legal launches, and take the vector path only where rows are whole vectors', () => {
+  it('are legal launches that take the vector path only where rows are whole vectors, one resident wave of blocks at most', () => {
     fc.assert(
       fc.property(shapes, (s) => {
         const rotaryDim = Math.max(2, 2 * Math.floor((s.rotaryFraction * s.headDim) / 2));
@@ -24,34 +67,86 @@ describe('row kernel launch plans', () => {
         const whole = s.headDim % vec === 0 && (s.gptj || (rotaryDim / 2) % vec === 0) && !s.misaligned && s.headDim / vec <= 64;
         expect(plan.path !== 'any').toBe(whole);
         expect([64, 128, 256]).toContain(plan.block);
-        expect(plan.gridY).toBeLessThanOrEqual(65535);
-        if (plan.path === 'any') {
-          expect(plan.gridX).toBeGreaterThan(0);
-          return;
-        }
+        expect(plan.grid).toBeGreaterThan(0);
+        if (plan.path === 'any') return;
         const numVec = s.headDim / vec;
         expect(plan.lanesPerRow & (plan.lanesPerRow - 1)).toBe(0);
         expect(plan.lanesPerRow).toBeLessThanOrEqual(32);
         expect(plan.lanesPerRow * (plan.path === 'nv1' ? 1 : 2)).toBeGreaterThanOrEqual(numVec);
-        expect(plan.gridX * plan.tokensPerBlock).toBeGreaterThanOrEqual(s.tokens);
-        expect((plan.gridX - 1) * plan.tokensPerBlock).toBeLessThan(s.tokens);
-        expect(plan.gridY * plan.headRowsPerBlock).toBeGreaterThanOrEqual(s.headRows);
-        expect((plan.gridY - 1) * plan.headRowsPerBlock).toBeLessThan(s.headRows);
-        expect(plan.sharedBytes).toBeGreaterThanOrEqual(plan.tokensPerBlock * (rotaryDim * 4 + 8));
+        // Units cover a token's rows exactly: the last one is not empty.
+        expect(plan.unitsPerToken * plan.rowsPerUnit).toBeGreaterThanOrEqual(s.headRows);
+        expect((plan.unitsPerToken - 1) * plan.rowsPerUnit).toBeLessThan(s.headRows);
+        // Persistent: never more blocks than the multiprocessors hold at once, and none without a unit.
+        const { blocksPerSM } = ROW_KERNEL_SHAPES[s.kernel][plan.path];
+        expect(plan.grid * plan.block).toBeLessThanOrEqual(s.multiprocessors * blocksPerSM * 256);
+        expect((plan.grid - 1) * (plan.block / plan.lanesPerRow)).toBeLessThan(s.tokens * plan.unitsPerToken);
+        // Each thread's cos/sin slots, within what a block may use without opting in.
+        expect(plan.sharedBytes).toBe(plan.block * 2 * (plan.path === 'nv1' ? 1 : 2) * vec * 4);
         expect(plan.sharedBytes).toBeLessThanOrEqual(48 * 1024);
       }),
       { numRuns: 2000 },
     );
   });
 
-  it('spreads small batches over the GPU: T = 16, 5 layers × 8 heads of 128 bf16 fills at least 132 blocks', () => {
-    const plan = planRows({ dtype: 'bf16', headDim: 128, rotaryDim: 128, gptj: false, tokens: 16, headRows: 40, vectorAddresses: [0], multiprocessors: 132 });
-    expect(plan.path).toBe('nv1');
-    expect(plan.gridX * plan.gridY).toBeGreaterThanOrEqual(132);
+  it('walk every (token, row) exactly once, every lane of a warp taking the same steps', () => {
+    const small = fc.record({
+      kernel: fc.constantFrom('normRope' as const, 'ropePool' as const),
+      dtype: fc.constantFrom('f32' as const, 'bf16' as const),
+      headDim: fc.constantFrom(32, 64, 128, 256),
+      tokens: fc.integer({ min: 1, max: 300 }),
+      headRows: fc.integer({ min: 1, max: 60 }),
+      multiprocessors: fc.constantFrom(1, 3, 132),
+    });
+    fc.assert(
+      fc.property(small, (s) => {
+        const plan = planRows({ ...s, rotaryDim: s.headDim, gptj: false, vectorAddresses: [0], multiprocessors: s.multiprocessors });
+        expect(plan.path).not.toBe('any');
+        const { rowsPerStep } = ROW_KERNEL_SHAPES[s.kernel][plan.path as 'nv1' | 'nv2'];
+        const { visits, stepsPerWarp } = walkRows(plan, s.tokens, s.headRows, rowsPerStep);
+        expect(visits.size).toBe(s.tokens * s.headRows);
+        expect([...visits.values()].every((n) => n === 1)).toBe(true);
+        // One entry per warp: its groups agree on the number of steps.
+        const warps = new Set([...stepsPerWarp].map((k) => k.split(':')[0]));
+        expect(stepsPerWarp.size).toBe(warps.size);
+      }),
+      { numRuns: 300 },
+    );
   });
 
-  it('packs whole tokens so the last pass of a block has no idle lane groups where it can', () => {
-    const plan = planRows({ dtype: 'bf16', headDim: 128, rotaryDim: 128, gptj: false, tokens: 32768, headRows: 40, vectorAddresses: [0], multiprocessors: 132 });
-    expect((plan.tokensPerBlock * plan.headRowsPerBlock) % (plan.block / plan.lanesPerRow)).toBe(0);
+  it('spreads small batches over the GPU: T = 16, 5 layers × 8 heads of 128 bf16 fills at least 132 blocks', () => {
+    const plan = planRows({ kernel: 'normRope', dtype: 'bf16', headDim: 128, rotaryDim: 128, gptj: false, tokens: 16, headRows: 40, vectorAddresses: [0], multiprocessors: 132 });
+    expect(plan.path).toBe('nv1');
+    expect(plan.grid).toBeGreaterThanOrEqual(132);
+  });
+
+  it('keeps every group of a full GPU busy for large batches, with long units (cos/sin fetched once per unit)', () => {
+    for (const [kernel, headRows] of [['normRope', 40], ['ropePool', 48]] as const) {
+      for (const tokens of [4096, 32768]) {
+        const plan = planRows({ kernel, dtype: 'bf16', headDim: 128, rotaryDim: 128, gptj: false, tokens, headRows, vectorAddresses: [0], multiprocessors: 132 });
+        const units = tokens * plan.unitsPerToken;
+        const groups = plan.grid * (plan.block / plan.lanesPerRow);
+        const waves = Math.ceil(units / groups);
+        expect(units / (waves * groups), `${kernel} T=${tokens}: share of group-steps with work`).toBeGreaterThan(0.9);
+        expect(plan.rowsPerUnit, `${kernel} T=${tokens}`).toBeGreaterThanOrEqual(8);
+      }
+    }
+  });
+});
+
+describe('the vector kernels as built', () => {
+  const sources: Record<RowKernel, { file: string; entry: string; template: string }> = {
+    normRope: { file: 'fused_norm_rope.cu', entry: 'fused_norm_rope', template: 'fusedNormRopeUnits' },
+    ropePool: { file: 'rope_pool.cu', entry: 'rope_pool', template: 'ropePoolUnits' },
+  };
+  it('have the launch bounds and rows per step the planner assumes', () => {
+    for (const [kernel, src] of Object.entries(sources) as [RowKernel, (typeof sources)[RowKernel]][]) {
+      const text = readFileSync(join(packageRoot, 'src', 'cuda', src.file), 'utf8');
+      for (const path of ['nv1', 'nv2'] as const) {
+        const m = new RegExp(`__launch_bounds__\\(256, (\\d+)\\) ${src.entry}_##name##_${path}\\([^)]*\\) \\{ kvkit::${src.template}<S, (\\d), (\\d+), (true|false)>`).exec(text);
+        expect(m, `${src.file}: ${path} entry`).not.toBeNull();
+        expect(Number(m![2]), `${src.file} ${path}: vectors per lane`).toBe(path === 'nv1' ? 1 : 2);
+        expect({ blocksPerSM: Number(m![1]), rowsPerStep: Number(m![3]) }).toEqual(ROW_KERNEL_SHAPES[kernel][path]);
+      }
+    }
   });
 });

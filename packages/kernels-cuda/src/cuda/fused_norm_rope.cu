@@ -5,168 +5,159 @@
 #include "rope.cuh"
 #include "slot_owners.cuh"
 #include "storage.cuh"
+#include "unit_walk.cuh"
 
 namespace kvkit {
 
 /**
- * Per token of the block: the output row (-1: not written) and the cos ‖ sin
- * row in shared memory. A bad position or slot is recorded once (by the first
- * block column) and its token skipped; of tokens sharing a slot, only the
- * slot's owner writes.
+ * Token t's destination row (-1: not written): t itself, or its slot. A bad
+ * position or slot is recorded (when `record`) and the token skipped; of
+ * tokens sharing a slot, only the slot's owner writes.
  */
-__device__ __forceinline__ void prepareFusedTokens(const FusedNormRopeParams& p, long long firstToken, int tokens, float* cosSin, long long* outRow) {
-  const int R = static_cast<int>(p.rotaryDim);
-  const int halfR = R >> 1;
-  for (int i = threadIdx.x; i < tokens * halfR; i += blockDim.x) {
-    const int tt = i / halfR;
-    const int j = i - tt * halfR;
-    const long long t = firstToken + tt;
-    const long long position = loadIndex(p.positions, p.positionsAreI64, t);
-    const bool positionOk = position >= p.positionMin && position < p.positionBelow;
-    if (j == 0) {
-      long long row = t;
-      bool slotOk = true;
-      if (p.slots != nullptr) {
-        row = loadIndex(p.slots, p.slotsAreI64, t);
-        slotOk = row < p.slotBelow;
-        if (blockIdx.y == 0 && !slotOk) recordBadValue(p.badValue, p.slotCheck, t, row);
-        if (slotOk && row >= 0 && p.slotOwners != nullptr && !ownsSlot(p.slotOwners, p.slotOwnersMask, p.generation, row, t)) row = -1;
-      }
-      if (blockIdx.y == 0 && !positionOk) recordBadValue(p.badValue, p.positionCheck, t, position);
-      outRow[tt] = positionOk && slotOk && row >= 0 ? row : -1;
+__device__ __forceinline__ long long fusedTokenRow(const FusedNormRopeParams& p, unsigned t, bool record, long long& position, bool& positionOk) {
+  position = loadIndex(p.positions, p.positionsAreI64, t);
+  positionOk = position >= p.positionMin && position < p.positionBelow;
+  if (record && !positionOk) recordBadValue(p.badValue, p.positionCheck, t, position);
+  long long row = t;
+  if (p.slots != nullptr) {
+    row = loadIndex(p.slots, p.slotsAreI64, t);
+    if (row >= p.slotBelow) {
+      if (record) recordBadValue(p.badValue, p.slotCheck, t, row);
+      return -1;
     }
-    float c = 1.0f, s = 0.0f;
-    if (positionOk) cosSinAt(position, j, halfR, p.cosSinCache, p.cacheDType, p.ropeFrequencies, c, s);
-    cosSin[tt * R + j] = c;
-    cosSin[tt * R + halfR + j] = s;
+    if (positionOk && row >= 0 && p.slotOwners != nullptr && !ownsSlot(p.slotOwners, p.slotOwnersMask, p.generation, row, t)) return -1;
   }
+  return positionOk && row >= 0 ? row : -1;
 }
 
-// The raw 16-byte vectors of one row's K and V, as loaded: converted only when used, so a prefetch costs few registers.
-template <int NV>
-struct RowVectors {
-  uint4 k[NV];
-  uint4 v[NV];
-};
-
 /**
- * The fast path: rows whose length is a whole number of 16-byte vectors.
- * A row (one token, layer and head) belongs to `lanesPerRow` lanes, each
- * holding NV vectors; a block covers tokensPerBlock tokens × headRowsPerBlock
- * of their L*H heads, so small T still fills the GPU. Each lane loads its
- * next row before working on the current one, and the first row's loads are
- * in flight while the block computes its tokens' cos/sin rows.
+ * The fast path: rows whose length is a whole number of 16-byte vectors. A row
+ * (one token, layer and head) belongs to `lanesPerRow` lanes, each holding NV
+ * vectors; lane groups walk units of rows (unit_walk.cuh) ROWS rows a step,
+ * loading the next step's rows before working on this one's (AHEAD; wide
+ * rows, which need more registers, load their own step). At a unit's
+ * first step a lane fetches the cos/sin of its elements (a cached token row,
+ * or sincos) for all the unit's rows. In place (kOut == kv, vOut null) is
+ * safe: a row is read and written by the same lanes.
  */
-template <typename S, int NV>
-__device__ __forceinline__ void fusedNormRopeTile(const FusedNormRopeParams& p) {
+template <typename S, int NV, int ROWS, bool AHEAD>
+__device__ __forceinline__ void fusedNormRopeUnits(const FusedNormRopeParams& p) {
   constexpr int VEC = S::kPer16;
-  extern __shared__ __align__(16) unsigned char shared[];
-  const long long T = p.numTokens, L = p.numLayers, H = p.numKvHeads, D = p.headDim;
-  const int R = static_cast<int>(p.rotaryDim);
-  const int tokensPerBlock = static_cast<int>(p.tokensPerBlock);
-  float* cosSin = reinterpret_cast<float*>(shared);
-  long long* outRow = reinterpret_cast<long long*>(shared + ((static_cast<size_t>(tokensPerBlock) * R * sizeof(float) + 15) & ~static_cast<size_t>(15)));
-
-  const long long headRows = L * H;
-  const long long firstToken = static_cast<long long>(blockIdx.x) * tokensPerBlock;
-  const int tokens = static_cast<int>(min(static_cast<long long>(tokensPerBlock), T - firstToken));
-  const long long firstHeadRow = static_cast<long long>(blockIdx.y) * p.headRowsPerBlock;
-  const int headRowsHere = static_cast<int>(min(p.headRowsPerBlock, headRows - firstHeadRow));
-  const int rows = tokens * headRowsHere;
+  constexpr size_t kElementBytes = sizeof(typename S::Bits);
   const int lanes = static_cast<int>(p.lanesPerRow);
   const int lane = threadIdx.x & (lanes - 1);
-  const int group = threadIdx.x / lanes;
-  const int groups = blockDim.x / lanes;
-  const int numVec = static_cast<int>(D / VEC);
+  const unsigned H = static_cast<unsigned>(p.numKvHeads), D = static_cast<unsigned>(p.headDim);
+  const UnitWalk walk(p.numTokens, static_cast<unsigned>(p.numLayers) * H, p.rowsPerUnit, p.unitsPerToken, lanes);
+  const int R = static_cast<int>(p.rotaryDim);
+  const int numVec = static_cast<int>(D) / VEC;
+  const bool gptj = p.gptj != 0;
   const bool weightIsF32 = p.weightIsF32 != 0;
-  const size_t elementBytes = sizeof(typename S::Bits);
-  const char* kvBytes = static_cast<const char*>(p.kv);
+  extern __shared__ float4 angleSlots[];
+  const LaneAngles<VEC, NV> angles(angleSlots);
+  const AngleSource angleSource{p.cosSinCache, p.cacheDType, p.cacheVectors != 0, p.ropeFrequencies};
+  const char* kv = static_cast<const char*>(p.kv);
+  const size_t vOffsetBytes = static_cast<size_t>(p.vOffset) * kElementBytes;
+  const bool copyV = p.vOut != nullptr;
 
-  // Token (within the block), layer and head of block row r.
-  // 32-bit division: L*H < 2^31 (a tensor holds fewer than 2^31 elements).
-  const unsigned heads = static_cast<unsigned>(H);
-  auto locate = [&](int r, int& tt, long long& l, long long& h) {
-    tt = r / headRowsHere;
-    const unsigned lh = static_cast<unsigned>(firstHeadRow) + static_cast<unsigned>(r - tt * headRowsHere);
-    l = lh / heads;
-    h = lh - static_cast<unsigned>(l) * heads;
+  // A step's raw K and V vectors. Every address is inside kv whatever the token's position or slot.
+  struct Rows {
+    uint4 k[ROWS][NV];
+    uint4 v[ROWS][NV];
   };
-  // Every address is inside kv whatever the token's position or slot.
-  auto load = [&](RowVectors<NV>& into, int r) {
-    int tt = 0;
-    long long l = 0, h = 0;
-    const bool live = r < rows;
-    if (live) locate(r, tt, l, h);
-    const long long kFirst = ((firstToken + tt) * L + l) * 2 * H * D + h * D;
+  auto load = [&](Rows& into, const UnitStep& step) {
+    unsigned layer = step.row / H;
+    unsigned head = step.row - layer * H;
+    const char* token = kv + static_cast<size_t>(step.t) * static_cast<size_t>(p.kvTokenStride) * kElementBytes;
 #pragma unroll
-    for (int s = 0; s < NV; s++) {
-      const int vi = lane + s * lanes;
-      const bool here = live && vi < numVec;
-      into.k[s] = here ? load16(kvBytes + (kFirst + vi * VEC) * elementBytes) : make_uint4(0, 0, 0, 0);
-      into.v[s] = here ? load16(kvBytes + (kFirst + H * D + vi * VEC) * elementBytes) : make_uint4(0, 0, 0, 0);
-    }
-  };
-
-  RowVectors<NV> current, next;
-  load(current, group);
-  prepareFusedTokens(p, firstToken, tokens, cosSin, outRow);
-  __syncthreads();
-
-  for (int first = 0; first < rows; first += groups) {
-    const bool more = first + groups < rows;
-    if (more) load(next, first + groups + group);
-    const int r = first + group;
-    const bool live = r < rows;
-    int tt = 0;
-    long long l = 0, h = 0;
-    if (live) locate(r, tt, l, h);
-    const long long dst = live ? outRow[tt] : -1;
-
-    float k[NV][VEC];
-    float sumSquares = 0.0f;
-#pragma unroll
-    for (int s = 0; s < NV; s++) {
-      unpack16<S>(current.k[s], k[s]);
-#pragma unroll
-      for (int u = 0; u < VEC; u++) sumSquares += k[s][u] * k[s][u];
-    }
-    sumSquares = sumOverLanes(sumSquares, lanes);
-    const float inv = 1.0f / sqrtf(sumSquares / static_cast<float>(D) + (live ? p.eps[l] : 1.0f));
-#pragma unroll
-    for (int s = 0; s < NV; s++) {
-      const int vi = lane + s * lanes;
-      float w[VEC];
-      if (live && vi < numVec) {
-        loadWeights<S>(p.kNormWeight, l * D + vi * VEC, weightIsF32, w);
-      } else {
-#pragma unroll
-        for (int u = 0; u < VEC; u++) w[u] = 0.0f;
-      }
-#pragma unroll
-      for (int u = 0; u < VEC; u++) k[s][u] = k[s][u] * inv * w[u];
-    }
-    rotateRow<VEC, NV>(k, lane, lanes, numVec, R, p.gptj != 0, CosSinRow{cosSin + tt * R});
-
-    if (dst >= 0) {
-      const long long outFirst = ((l * p.outRows + dst) * H + h) * D;
+    for (int i = 0; i < ROWS; i++) {
+      const char* row = token + (static_cast<size_t>(layer) * static_cast<size_t>(p.kvLayerStride) + head * D) * kElementBytes;
 #pragma unroll
       for (int s = 0; s < NV; s++) {
         const int vi = lane + s * lanes;
-        if (vi < numVec) {
-          const long long at = (outFirst + vi * VEC) * elementBytes;
-          store16(static_cast<char*>(p.kOut) + at, pack16<S>(k[s]));
-          store16(static_cast<char*>(p.vOut) + at, current.v[s]);
-        }
+        const bool here = i < step.left && vi < numVec;
+        into.k[i][s] = here ? loadOnce16(row + vi * 16) : make_uint4(0, 0, 0, 0);
+        into.v[i][s] = here && copyV ? loadOnce16(row + vOffsetBytes + vi * 16) : make_uint4(0, 0, 0, 0);
+      }
+      if (++head == H) {
+        head = 0;
+        ++layer;
       }
     }
-    if (more) current = next;
+  };
+
+  Rows current, next;
+  UnitStep step = walk.first();
+  if (AHEAD) load(current, step);
+  long long dst = -1;
+  while (!walk.done(step)) {
+    const UnitStep following = walk.next<ROWS>(step);
+    if (!AHEAD) load(current, step);
+    // A unit's first step: its token's destination and the lane's angles, while this step's rows load.
+    if (step.r == 0) {
+      long long position = 0;
+      bool positionOk = false;
+      dst = step.left > 0 ? fusedTokenRow(p, step.t, step.row == 0 && lane == 0, position, positionOk) : -1;
+      fillLaneAngles<VEC, NV>(angles, dst >= 0, position, lane, lanes, R, gptj, angleSource);
+    }
+    if (AHEAD) load(next, following);
+    unsigned layer = step.row / H;
+    unsigned head = step.row - layer * H;
+#pragma unroll
+    for (int i = 0; i < ROWS; i++) {
+      const bool live = i < step.left;
+      const size_t out = (static_cast<size_t>(layer) * static_cast<size_t>(p.outLayerStride) + (static_cast<size_t>(dst) * H + head) * D) * kElementBytes;
+      if (copyV && live && dst >= 0) {
+#pragma unroll
+        for (int s = 0; s < NV; s++) {
+          const int vi = lane + s * lanes;
+          if (vi < numVec) storeOnce16(static_cast<char*>(p.vOut) + out + vi * 16, current.v[i][s]);
+        }
+      }
+      float x[NV][VEC];
+      float sumSquares = 0.0f;
+#pragma unroll
+      for (int s = 0; s < NV; s++) {
+        unpack16<S>(current.k[i][s], x[s]);
+#pragma unroll
+        for (int u = 0; u < VEC; u++) sumSquares += x[s][u] * x[s][u];
+      }
+      sumSquares = sumOverLanes(sumSquares, lanes);
+      const float inv = 1.0f / sqrtf(sumSquares / static_cast<float>(D) + (live ? p.eps[layer] : 1.0f));
+#pragma unroll
+      for (int s = 0; s < NV; s++) {
+        const int vi = lane + s * lanes;
+        float w[VEC];
+        if (live && vi < numVec) {
+          loadWeights<S>(p.kNormWeight, static_cast<long long>(layer * D + vi * VEC), weightIsF32, w);
+        } else {
+#pragma unroll
+          for (int u = 0; u < VEC; u++) w[u] = 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < VEC; u++) x[s][u] = x[s][u] * inv * w[u];
+      }
+      rotateRow<VEC, NV>(x, angles, lane, lanes, R, gptj);
+      if (live && dst >= 0) {
+#pragma unroll
+        for (int s = 0; s < NV; s++) {
+          const int vi = lane + s * lanes;
+          if (vi < numVec) storeOnce16(static_cast<char*>(p.kOut) + out + vi * 16, pack16<S>(x[s]));
+        }
+      }
+      if (++head == H) {
+        head = 0;
+        ++layer;
+      }
+    }
+    if (AHEAD) current = next;
+    step = following;
   }
 }
 
 /**
  * Any shape: one warp per row, element by element, the RoPE partner re-read
  * from memory. For head dims that are not a whole number of 16-byte vectors,
- * or neox halves that do not fall on vector boundaries.
+ * or neox halves that do not fall on vector boundaries. Never in place.
  */
 template <typename S>
 __device__ __forceinline__ void fusedNormRopeAnyShape(const FusedNormRopeParams& p) {
@@ -180,22 +171,12 @@ __device__ __forceinline__ void fusedNormRopeAnyShape(const FusedNormRopeParams&
     const long long t = row / (L * H);
     const long long lh = row - t * L * H;
     const long long l = lh / H, h = lh - l * H;
-    const long long position = loadIndex(p.positions, p.positionsAreI64, t);
-    const bool positionOk = position >= p.positionMin && position < p.positionBelow;
-    long long dst = t;
-    bool slotOk = true;
-    if (p.slots != nullptr) {
-      dst = loadIndex(p.slots, p.slotsAreI64, t);
-      slotOk = dst < p.slotBelow;
-    }
-    if (lh == 0 && lane == 0) {
-      if (!positionOk) recordBadValue(p.badValue, p.positionCheck, t, position);
-      if (!slotOk) recordBadValue(p.badValue, p.slotCheck, t, dst);
-    }
-    if (!positionOk || !slotOk || dst < 0) continue;
-    if (p.slots != nullptr && p.slotOwners != nullptr && !ownsSlot(p.slotOwners, p.slotOwnersMask, p.generation, dst, t)) continue;
+    long long position = 0;
+    bool positionOk = false;
+    const long long dst = fusedTokenRow(p, static_cast<unsigned>(t), lh == 0 && lane == 0, position, positionOk);
+    if (dst < 0) continue;
 
-    const long long kFirst = (t * L + l) * 2 * H * D + h * D;
+    const long long kFirst = t * p.kvTokenStride + l * p.kvLayerStride + h * D;
     float sumSquares = 0.0f;
     for (long long e = lane; e < D; e += 32) {
       const float x = loadElement<S>(p.kv, kFirst + e);
@@ -207,7 +188,7 @@ __device__ __forceinline__ void fusedNormRopeAnyShape(const FusedNormRopeParams&
       const float weight = weightIsF32 ? loadElement<F32>(p.kNormWeight, l * D + e) : loadElement<S>(p.kNormWeight, l * D + e);
       return loadElement<S>(p.kv, kFirst + e) * inv * weight;
     };
-    const long long outFirst = ((l * p.outRows + dst) * H + h) * D;
+    const long long outFirst = l * p.outLayerStride + (dst * H + h) * D;
     for (long long e = lane; e < D; e += 32) {
       float out = normed(e);
       if (e < R) {
@@ -220,7 +201,7 @@ __device__ __forceinline__ void fusedNormRopeAnyShape(const FusedNormRopeParams&
         out = first ? out * c - partner * s : out * c + partner * s;
       }
       storeElement<S>(p.kOut, outFirst + e, out);
-      copyElement<S>(p.vOut, outFirst + e, p.kv, kFirst + H * D + e);
+      if (p.vOut != nullptr) copyElement<S>(p.vOut, outFirst + e, p.kv, kFirst + p.vOffset + e);
     }
   }
 }
@@ -229,9 +210,11 @@ __device__ __forceinline__ void fusedNormRopeAnyShape(const FusedNormRopeParams&
 
 using kvkit::FusedNormRopeParams;
 
-#define KVKIT_FUSED_ENTRIES(name, S)                                                                                                        \
-  extern "C" __global__ void __launch_bounds__(256, 5) fused_norm_rope_##name##_nv1(const FusedNormRopeParams p) { kvkit::fusedNormRopeTile<S, 1>(p); } \
-  extern "C" __global__ void __launch_bounds__(256) fused_norm_rope_##name##_nv2(const FusedNormRopeParams p) { kvkit::fusedNormRopeTile<S, 2>(p); } \
+// Blocks of 256 per multiprocessor as src/ops/rowTiles.ts assumes: 4 (64 registers) for rows of one vector
+// per lane, one row ahead; 2 for two vectors per lane, no row ahead.
+#define KVKIT_FUSED_ENTRIES(name, S)                                                                                                                     \
+  extern "C" __global__ void __launch_bounds__(256, 4) fused_norm_rope_##name##_nv1(const FusedNormRopeParams p) { kvkit::fusedNormRopeUnits<S, 1, 1, true>(p); }  \
+  extern "C" __global__ void __launch_bounds__(256, 2) fused_norm_rope_##name##_nv2(const FusedNormRopeParams p) { kvkit::fusedNormRopeUnits<S, 2, 1, false>(p); } \
   extern "C" __global__ void __launch_bounds__(256) fused_norm_rope_##name##_any(const FusedNormRopeParams p) { kvkit::fusedNormRopeAnyShape<S>(p); }
 
 KVKIT_FUSED_ENTRIES(f32, kvkit::F32)

@@ -1,6 +1,7 @@
 // The materializer's projection when cuBLASLt is not available:
 // C[M, N] = A[M, K] · B[N, K]^T (row-major; B is PyTorch's [out, in] weight),
-// accumulated in f32 and rounded once to the storage dtype.
+// accumulated in f32 and rounded once to the storage dtype; blockIdx.z picks
+// one B and C of a batch (A shared).
 #include <mma.h>
 
 #include "params.cuh"
@@ -34,7 +35,8 @@ __device__ __forceinline__ void gemmTensorCore(const GemmParams& p) {
   const int warpM = warp >> 2, warpN = warp & 3;
   const bool vectorRows = (K & 7) == 0;
   const uint16_t* a = static_cast<const uint16_t*>(p.a);
-  const uint16_t* b = static_cast<const uint16_t*>(p.b);
+  const uint16_t* b = static_cast<const uint16_t*>(p.b) + blockIdx.z * p.batchStrideB;
+  void* c = static_cast<uint16_t*>(p.c) + blockIdx.z * p.batchStrideC;
 
   uint4 nextA[kChunks], nextB[kChunks];
   auto fetch = [&](const uint16_t* src, long long rows, long long firstRow, long long k0, uint4 (&out)[kChunks]) {
@@ -118,7 +120,7 @@ __device__ __forceinline__ void gemmTensorCore(const GemmParams& p) {
         const int idx = lane * 8 + e;
         const long long row = m0 + warpM * 64 + i * 16 + idx / 16;
         const long long col = n0 + warpN * 32 + j * 16 + idx % 16;
-        if (row < M && col < N) storeElement<S>(p.c, row * N + col, staged[idx]);
+        if (row < M && col < N) storeElement<S>(c, row * N + col, staged[idx]);
       }
       __syncwarp();
     }
@@ -139,7 +141,8 @@ __device__ __forceinline__ void gemmF32(const GemmParams& p) {
   const long long n0 = static_cast<long long>(blockIdx.x) * kBlock;
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
   const float* a = static_cast<const float*>(p.a);
-  const float* b = static_cast<const float*>(p.b);
+  const float* b = static_cast<const float*>(p.b) + blockIdx.z * p.batchStrideB;
+  float* c = static_cast<float*>(p.c) + blockIdx.z * p.batchStrideC;
   float acc[4][4] = {};
   for (long long k0 = 0; k0 < K; k0 += kStep) {
 #pragma unroll
@@ -167,7 +170,7 @@ __device__ __forceinline__ void gemmF32(const GemmParams& p) {
 #pragma unroll
     for (int j = 0; j < 4; j++) {
       const long long row = m0 + ty * 4 + i, col = n0 + tx * 4 + j;
-      if (row < M && col < N) static_cast<float*>(p.c)[row * N + col] = acc[i][j];
+      if (row < M && col < N) c[row * N + col] = acc[i][j];
     }
 }
 

@@ -33,25 +33,29 @@ struct ClaimSlotsParams {
 };
 
 struct FusedNormRopeParams {
-  const void* kv;                 // [T, L, 2*H*D]
+  const void* kv;                 // K row (t, l, h) at t*kvTokenStride + l*kvLayerStride + h*D; its V row vOffset later
   const void* kNormWeight;        // [L, D], kv's dtype or f32
   const float* eps;               // [L]
   const void* cosSinCache;        // [P, R]; null: angles from ropeFrequencies
   const float* ropeFrequencies;   // [R/2]
   const void* positions;          // [T]
   const void* slots;              // [T] or null (token t writes row t)
-  void* kOut;                     // [L, outRows, H, D]
-  void* vOut;                     // [L, outRows, H, D]
+  void* kOut;                     // row (l, row, h) at l*outLayerStride + (row*H + h)*D; may be kv itself (in place)
+  void* vOut;                     // laid out as kOut; null: V is not copied
   BadValueRecord* badValue;
   long long numTokens;            // T
   long long numLayers;            // L
   long long numKvHeads;           // H
   long long headDim;              // D
   long long rotaryDim;            // R
-  long long outRows;              // T, or S when writing into pools
+  long long kvTokenStride;        // elements
+  long long kvLayerStride;
+  long long vOffset;
+  long long outLayerStride;
   long long gptj;                 // 0: neox pairs (j, j + R/2); 1: gptj pairs (2j, 2j + 1)
   long long weightIsF32;
   long long cacheDType;           // FloatCode
+  long long cacheVectors;         // 1: an f32 cache whose runs of a lane's cos (and sin) are read 16 bytes at a time
   long long positionsAreI64;
   long long slotsAreI64;
   long long positionMin;
@@ -62,8 +66,8 @@ struct FusedNormRopeParams {
   SlotOwner* slotOwners;          // winners of duplicate slots, or null (see claim_slots)
   long long slotOwnersMask;       // table capacity - 1
   long long generation;
-  long long tokensPerBlock;
-  long long headRowsPerBlock;     // of the L*H rows of one token
+  long long rowsPerUnit;          // head rows (of a token's L*H) per unit of work
+  long long unitsPerToken;        // ceil(L*H / rowsPerUnit)
   long long lanesPerRow;          // power of two <= 32
 };
 
@@ -92,12 +96,13 @@ struct RopePoolParams {
   SlotOwner* slotOwners;
   long long slotOwnersMask;
   long long generation;
-  long long tokensPerBlock;
-  long long headRowsPerBlock;     // of the Hq + 2*H rows of one token (q heads, k heads, v heads)
+  long long rowsPerUnit;          // of the Hq + 2*H rows of one token (q heads, k heads, v heads)
+  long long unitsPerToken;
   long long lanesPerRow;
 };
 
-// C[M, N] = A[M, K] · B[N, K]^T, all row-major, f32 accumulation.
+// C[M, N] = A[M, K] · B[N, K]^T, all row-major, f32 accumulation; blockIdx.z
+// picks one of a batch of B and C (A shared), `batchStride*` elements apart.
 struct GemmParams {
   const void* a;
   const void* b;
@@ -105,6 +110,8 @@ struct GemmParams {
   long long m;
   long long n;
   long long k;
+  long long batchStrideB;
+  long long batchStrideC;
 };
 
 struct CopyParams {

@@ -5,128 +5,132 @@
 #include "rope.cuh"
 #include "slot_owners.cuh"
 #include "storage.cuh"
+#include "unit_walk.cuh"
 
 namespace kvkit {
 
+// Waits for the grid before this one on the stream (claim_slots) when this grid was
+// launched to overlap it (Hopper's programmatic dependent launch); otherwise a no-op.
+__device__ __forceinline__ void waitForPreviousGrid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 // Token n's pool row: its slot, or -1 when it writes none (negative slot, slot past the pool
-// (recorded once, by the first block column), or a slot a later token of the call also names).
+// (recorded when `record`), or a slot a later token of the call also names).
 __device__ __forceinline__ long long poolRow(const RopePoolParams& p, long long n, bool record) {
   const long long slot = loadIndex(p.slots, p.slotsAreI64, n);
   if (slot >= p.slotBelow) {
     if (record) recordBadValue(p.badValue, p.slotCheck, n, slot);
     return -1;
   }
-  if (slot < 0 || (p.slotOwners != nullptr && !ownsSlot(p.slotOwners, p.slotOwnersMask, p.generation, slot, n))) return -1;
-  return slot;
-}
-
-// Per token of the block: its pool slot (-1: not written) and its cos ‖ sin row, each sincos computed once.
-__device__ __forceinline__ void prepareRopePoolTokens(const RopePoolParams& p, long long firstToken, int tokens, float* cosSin, long long* slotOf) {
-  const int R = static_cast<int>(p.rotaryDim);
-  const int halfR = R >> 1;
-  for (int i = threadIdx.x; i < tokens * halfR; i += blockDim.x) {
-    const int tt = i / halfR;
-    const int j = i - tt * halfR;
-    const long long n = firstToken + tt;
-    if (j == 0) slotOf[tt] = poolRow(p, n, blockIdx.y == 0);
-    const long long position = loadIndex(p.positions, p.positionsAreI64, n);
-    float c, s;
-    sincosf(static_cast<float>(position) * p.ropeFrequencies[j], &s, &c);
-    cosSin[tt * R + j] = c;
-    cosSin[tt * R + halfR + j] = s;
+  if (slot < 0) return -1;
+  if (p.slotOwners != nullptr) {
+    waitForPreviousGrid();
+    if (!ownsSlot(p.slotOwners, p.slotOwnersMask, p.generation, slot, n)) return -1;
   }
+  return slot;
 }
 
 /**
  * Fast path, rows of whole 16-byte vectors. The rows of one token are its Hq
  * query heads, then H key heads, then H value heads (copied, not rotated).
- * Each lane loads its next row before working on the current one.
+ * Lane groups walk units of rows (unit_walk.cuh; the first units of the walk
+ * are query rows, which need no slot) ROWS rows a step, loading the next
+ * step's rows before working on this one's (AHEAD; wide rows, which need more
+ * registers, load their own step); at a unit's first step a lane
+ * computes the sincos of its elements for all the unit's rows.
  */
-template <typename S, int NV>
-__device__ __forceinline__ void ropePoolTile(const RopePoolParams& p) {
+template <typename S, int NV, int ROWS, bool AHEAD>
+__device__ __forceinline__ void ropePoolUnits(const RopePoolParams& p) {
   constexpr int VEC = S::kPer16;
-  extern __shared__ __align__(16) unsigned char shared[];
-  const long long N = p.numTokens, Hq = p.numQoHeads, H = p.numKvHeads, D = p.headDim;
-  const int R = static_cast<int>(p.rotaryDim);
-  const int tokensPerBlock = static_cast<int>(p.tokensPerBlock);
-  float* cosSin = reinterpret_cast<float*>(shared);
-  long long* slotOf = reinterpret_cast<long long*>(shared + ((static_cast<size_t>(tokensPerBlock) * R * sizeof(float) + 15) & ~static_cast<size_t>(15)));
-
-  const long long headRows = Hq + 2 * H;
-  const long long firstToken = static_cast<long long>(blockIdx.x) * tokensPerBlock;
-  const int tokens = static_cast<int>(min(static_cast<long long>(tokensPerBlock), N - firstToken));
-  const long long firstHeadRow = static_cast<long long>(blockIdx.y) * p.headRowsPerBlock;
-  const int headRowsHere = static_cast<int>(min(p.headRowsPerBlock, headRows - firstHeadRow));
-  const int rows = tokens * headRowsHere;
+  constexpr size_t kElementBytes = sizeof(typename S::Bits);
   const int lanes = static_cast<int>(p.lanesPerRow);
   const int lane = threadIdx.x & (lanes - 1);
-  const int group = threadIdx.x / lanes;
-  const int groups = blockDim.x / lanes;
-  const int numVec = static_cast<int>(D / VEC);
-  const size_t elementBytes = sizeof(typename S::Bits);
+  const unsigned Hq = static_cast<unsigned>(p.numQoHeads), H = static_cast<unsigned>(p.numKvHeads), D = static_cast<unsigned>(p.headDim);
+  const UnitWalk walk(p.numTokens, Hq + 2 * H, p.rowsPerUnit, p.unitsPerToken, lanes);
+  const int R = static_cast<int>(p.rotaryDim);
+  const int numVec = static_cast<int>(D) / VEC;
+  const bool gptj = p.gptj != 0;
+  extern __shared__ float4 angleSlots[];
+  const LaneAngles<VEC, NV> angles(angleSlots);
+  const AngleSource angleSource{nullptr, 0, false, p.ropeFrequencies};
 
-  // Token (within the block), tensor (0 = q, 1 = k, 2 = v) and head of block row r.
-  auto locate = [&](int r, int& tt, int& kind, long long& head) {
-    tt = r / headRowsHere;
-    const long long y = firstHeadRow + (r - tt * headRowsHere);
+  // Row y of token n: its tensor (0: q, 1: k, 2: v), head, and first element there.
+  auto locate = [&](unsigned n, unsigned y, int& kind, unsigned& head) -> size_t {
     kind = y < Hq ? 0 : y < Hq + H ? 1 : 2;
     head = kind == 0 ? y : kind == 1 ? y - Hq : y - Hq - H;
+    return (static_cast<size_t>(n) * (kind == 0 ? Hq : H) + head) * D;
   };
-  auto load = [&](uint4 (&into)[NV], int r) {
-    int tt = 0, kind = 0;
-    long long head = 0;
-    const bool live = r < rows;
-    if (live) locate(r, tt, kind, head);
-    const void* src = kind == 0 ? p.q : kind == 1 ? p.k : p.v;
-    const long long first = ((firstToken + tt) * (kind == 0 ? Hq : H) + head) * D;
+  auto load = [&](uint4 (&into)[ROWS][NV], const UnitStep& step) {
 #pragma unroll
-    for (int s = 0; s < NV; s++) {
-      const int vi = lane + s * lanes;
-      into[s] = live && vi < numVec ? load16(static_cast<const char*>(src) + (first + vi * VEC) * elementBytes) : make_uint4(0, 0, 0, 0);
-    }
-  };
-
-  uint4 current[NV], next[NV];
-  load(current, group);
-  prepareRopePoolTokens(p, firstToken, tokens, cosSin, slotOf);
-  __syncthreads();
-
-  for (int first = 0; first < rows; first += groups) {
-    const bool more = first + groups < rows;
-    if (more) load(next, first + groups + group);
-    const int r = first + group;
-    const bool live = r < rows;
-    int tt = 0, kind = 0;
-    long long head = 0;
-    if (live) locate(r, tt, kind, head);
-    const long long n = firstToken + tt;
-    float x[NV][VEC];
-#pragma unroll
-    for (int s = 0; s < NV; s++) unpack16<S>(current[s], x[s]);
-    rotateRow<VEC, NV>(x, lane, lanes, numVec, R, p.gptj != 0, CosSinRow{cosSin + tt * R});
-
-    if (live) {
-      const long long slot = slotOf[tt];
-      const long long rowFirst = (n * (kind == 0 ? Hq : H) + head) * D;
-      const long long poolFirst = (slot * H + head) * D;
+    for (int i = 0; i < ROWS; i++) {
+      int kind;
+      unsigned head;
+      const size_t first = locate(step.t, step.row + i, kind, head);
+      const char* src = static_cast<const char*>(kind == 0 ? p.q : kind == 1 ? p.k : p.v) + first * kElementBytes;
 #pragma unroll
       for (int s = 0; s < NV; s++) {
         const int vi = lane + s * lanes;
-        if (vi >= numVec) continue;
-        const long long at = vi * VEC;
-        if (kind == 2) {
-          if (slot >= 0) store16(static_cast<char*>(p.vPool) + (poolFirst + at) * elementBytes, current[s]);
-          continue;
-        }
-        const uint4 rotated = pack16<S>(x[s]);
-        store16(static_cast<char*>(kind == 0 ? p.qRot : p.kRot) + (rowFirst + at) * elementBytes, rotated);
-        if (kind == 1 && slot >= 0) store16(static_cast<char*>(p.kPool) + (poolFirst + at) * elementBytes, rotated);
+        into[i][s] = i < step.left && vi < numVec ? loadOnce16(src + vi * 16) : make_uint4(0, 0, 0, 0);
       }
     }
-    if (more) {
-#pragma unroll
-      for (int s = 0; s < NV; s++) current[s] = next[s];
+  };
+
+  uint4 current[ROWS][NV], next[ROWS][NV];
+  UnitStep step = walk.first();
+  if (AHEAD) load(current, step);
+  long long slot = -1;
+  while (!walk.done(step)) {
+    const UnitStep following = walk.next<ROWS>(step);
+    if (!AHEAD) load(current, step);
+    // A unit's first step, while its rows load: angles for q and k rows, the slot for k and v rows.
+    if (step.r == 0) {
+      const unsigned rowsHere = step.left;
+      const bool rotates = rowsHere > 0 && step.row < Hq + H;
+      const long long position = rotates ? loadIndex(p.positions, p.positionsAreI64, step.t) : 0;
+      fillLaneAngles<VEC, NV>(angles, rotates, position, lane, lanes, R, gptj, angleSource);
+      slot = rowsHere > 0 && step.row + rowsHere > Hq ? poolRow(p, step.t, lane == 0) : -1;
     }
+    if (AHEAD) load(next, following);
+#pragma unroll
+    for (int i = 0; i < ROWS; i++) {
+      const bool live = i < step.left;
+      int kind;
+      unsigned head;
+      const size_t first = locate(step.t, step.row + i, kind, head);
+      if (__any_sync(kFullWarp, live && kind != 2)) {
+        float f[NV][VEC];
+#pragma unroll
+        for (int s = 0; s < NV; s++) unpack16<S>(current[i][s], f[s]);
+        rotateRow<VEC, NV>(f, angles, lane, lanes, R, gptj);
+        if (live && kind != 2) {
+          char* rotated = static_cast<char*>(kind == 0 ? p.qRot : p.kRot) + first * kElementBytes;
+#pragma unroll
+          for (int s = 0; s < NV; s++) {
+            const int vi = lane + s * lanes;
+            current[i][s] = pack16<S>(f[s]);
+            if (vi < numVec) storeOnce16(rotated + vi * 16, current[i][s]);
+          }
+        }
+      }
+      // K rows (as rotated) and V rows (as loaded) go to the pools.
+      if (live && kind != 0 && slot >= 0) {
+        char* pool = static_cast<char*>(kind == 1 ? p.kPool : p.vPool) + (static_cast<size_t>(slot) * H + head) * D * kElementBytes;
+#pragma unroll
+        for (int s = 0; s < NV; s++) {
+          const int vi = lane + s * lanes;
+          if (vi < numVec) storeOnce16(pool + vi * 16, current[i][s]);
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < ROWS; i++)
+#pragma unroll
+      for (int s = 0; s < NV; s++)
+        if (AHEAD) current[i][s] = next[i][s];
+    step = following;
   }
 }
 
@@ -176,9 +180,11 @@ __device__ __forceinline__ void ropePoolAnyShape(const RopePoolParams& p) {
 
 using kvkit::RopePoolParams;
 
-#define KVKIT_ROPE_POOL_ENTRIES(name, S)                                                                                             \
-  extern "C" __global__ void __launch_bounds__(256, 6) rope_pool_##name##_nv1(const RopePoolParams p) { kvkit::ropePoolTile<S, 1>(p); } \
-  extern "C" __global__ void __launch_bounds__(256) rope_pool_##name##_nv2(const RopePoolParams p) { kvkit::ropePoolTile<S, 2>(p); } \
+// Blocks of 256 per multiprocessor as src/ops/rowTiles.ts assumes: 2, with four rows a step and the next
+// four in flight (a row here is one tensor's, half a fused row's bytes); wide rows one at a time.
+#define KVKIT_ROPE_POOL_ENTRIES(name, S)                                                                                                            \
+  extern "C" __global__ void __launch_bounds__(256, 2) rope_pool_##name##_nv1(const RopePoolParams p) { kvkit::ropePoolUnits<S, 1, 4, true>(p); }  \
+  extern "C" __global__ void __launch_bounds__(256, 2) rope_pool_##name##_nv2(const RopePoolParams p) { kvkit::ropePoolUnits<S, 2, 1, false>(p); } \
   extern "C" __global__ void __launch_bounds__(256) rope_pool_##name##_any(const RopePoolParams p) { kvkit::ropePoolAnyShape<S>(p); }
 
 KVKIT_ROPE_POOL_ENTRIES(f32, kvkit::F32)

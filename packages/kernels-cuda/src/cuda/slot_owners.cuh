@@ -30,11 +30,12 @@ __device__ __forceinline__ void claimSlot(SlotOwner* table, long long mask, long
 }
 
 // Whether `token` is the last token of this call naming `slot` (claimSlot ran for every token first).
+// Read from L2: the claims come from another grid, possibly one still finishing as this one starts.
 __device__ __forceinline__ bool ownsSlot(const SlotOwner* table, long long mask, long long generation, long long slot, long long token) {
   const unsigned long long mine = (static_cast<unsigned long long>(generation) << 32) | static_cast<unsigned long long>(slot);
   unsigned long long h = slotHash(slot, mask);
   for (long long probes = 0; probes <= mask; probes++) {
-    if (table[h].key == mine) return (table[h].owner & 0xffffffffull) == static_cast<unsigned long long>(token);
+    if (__ldcg(&table[h].key) == mine) return (__ldcg(&table[h].owner) & 0xffffffffull) == static_cast<unsigned long long>(token);
     h = (h + 1) & static_cast<unsigned long long>(mask);
   }
   return false;

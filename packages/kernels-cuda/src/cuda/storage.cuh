@@ -35,6 +35,9 @@ struct Bf16 {
 // 16 bytes as 4 words, the unit of every vector load and store.
 __device__ __forceinline__ uint4 load16(const void* p) { return *reinterpret_cast<const uint4*>(p); }
 __device__ __forceinline__ void store16(void* p, uint4 v) { *reinterpret_cast<uint4*>(p) = v; }
+// Data read or written once per call: marked evict-first, so weights, caches and indices stay in L2.
+__device__ __forceinline__ uint4 loadOnce16(const void* p) { return __ldcs(reinterpret_cast<const uint4*>(p)); }
+__device__ __forceinline__ void storeOnce16(void* p, uint4 v) { __stcs(reinterpret_cast<uint4*>(p), v); }
 
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 

@@ -1,7 +1,7 @@
 import type { FloatDType, FusedNormRopeStackedChecked } from '@kvkit/contracts';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
 import type { CudaTensor } from '../runtime/cudaTensor.js';
-import { boundCheck, launchNormRope } from './normRope.js';
+import { boundCheck, launchNormRope, tokenMajorLayout } from './normRope.js';
 
 /** SEMANTICS.md §1 on the device: outputs allocated (or the caller's), one launch, returns at once. */
 export function fusedNormRopeStacked(kernels: CudaKernels, args: FusedNormRopeStackedChecked): { kOut: CudaTensor; vOut: CudaTensor } {
@@ -26,6 +26,7 @@ export function fusedNormRopeStacked(kernels: CudaKernels, args: FusedNormRopeSt
     R,
     gptj: args.ropeStyle === 'gptj',
     kv: kv.ptr,
+    kvLayout: tokenMajorLayout(L, H, D),
     kNormWeight: weight.ptr,
     weightIsF32: weight.dtype === 'f32' && dtype !== 'f32',
     eps: kernels.own(args.eps).ptr,
@@ -35,7 +36,7 @@ export function fusedNormRopeStacked(kernels: CudaKernels, args: FusedNormRopeSt
     positionRule: boundCheck(kernels, args.deviceChecks, 'positions', args.dims, { min: 0, below: P }),
     kOut: kOut.ptr,
     vOut: vOut.ptr,
-    outRows: T,
+    outLayerStride: T * H * D,
   });
   return { kOut, vOut };
 }

@@ -9,8 +9,9 @@ import { ContractError } from '@kvkit/errors-catalog';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
 import { CudaTensor, ELEMENT_BYTES } from '../runtime/cudaTensor.js';
 import type { DeviceBuffer } from '../runtime/memory.js';
-import { boundCheck, launchNormRope } from './normRope.js';
-import type { Angles } from './normRope.js';
+import type { SlotClaims } from '../runtime/slotOwners.js';
+import { boundCheck, claimSlots, launchNormRope, layerMajorLayout, normRopeVectorPath } from './normRope.js';
+import type { Angles, BoundCheck } from './normRope.js';
 import { Projection } from './projection.js';
 
 /** A reusable device buffer whose capacity, counted in tokens, grows by doubling. */
@@ -26,9 +27,11 @@ export function createKvMaterializer(kernels: CudaKernels, args: CreateKvMateria
 /**
  * Holds the weights (sharing the caller's allocations, so disposing the
  * tensors passed in is fine), the angle source, and workspaces kept between
- * calls. materialize: one GEMM for all layers into [T, L, 2*H*D], one norm +
- * RoPE launch into [L, T, H, D] K and V workspaces, then writeLayerKv with
- * [T, H, D] views of them. materializeInto: the same launch writes the pools.
+ * calls. The projection writes each layer's K and V as [T, H, D] tensors
+ * ([L, 2, T, H, D]: per-layer GEMMs, one strided-batched call). materialize:
+ * one norm + RoPE launch over K in place (V is final as projected), then
+ * writeLayerKv with views of that workspace. materializeInto: the same launch
+ * reads K and V there and writes the pools at `slots`.
  */
 class CudaKvMaterializer implements MaterializerKernels {
   readonly #kernels: CudaKernels;
@@ -46,9 +49,10 @@ class CudaKvMaterializer implements MaterializerKernels {
   readonly #eps: DeviceBuffer;
   readonly #angles: Angles;
   readonly #projection: Projection;
-  readonly #proj: Workspace = { buffer: undefined, tokens: 0 };
+  /** The projection, [L, 2, T, H, D]. */
+  readonly #kv: Workspace = { buffer: undefined, tokens: 0 };
+  /** Normed K, [L, T, H, D], only for head dims the in-place kernel does not take. */
   readonly #k: Workspace = { buffer: undefined, tokens: 0 };
-  readonly #v: Workspace = { buffer: undefined, tokens: 0 };
   /** True while writeLayerKv runs: a nested call then works in fresh buffers instead of overwriting the views. */
   #busy = false;
   #disposed = false;
@@ -84,7 +88,8 @@ class CudaKvMaterializer implements MaterializerKernels {
       this.#angles = { ropeFrequencies: kernels.ropeFrequencies(args.ropeBase!, R, op) };
       this.#P = undefined;
     }
-    this.#projection = new Projection(kernels, this.#dtype, L * 2 * H * D, hidden);
+    // kvWeight [L, 2*H*D, hidden] is [L, 2, H*D, hidden]: 2L blocks of H*D rows.
+    this.#projection = new Projection(kernels, this.#dtype, L * 2 * H * D, hidden, 2 * L);
   }
 
   #hold(buffer: DeviceBuffer): DeviceBuffer {
@@ -103,19 +108,20 @@ class CudaKvMaterializer implements MaterializerKernels {
     const es = ELEMENT_BYTES[this.#dtype];
     const nested = this.#busy;
     const perLayer = T * H * D;
-    const proj = this.#workspace(this.#proj, T, L * 2 * H * D * es, nested, op);
-    const k = this.#workspace(this.#k, T, L * H * D * es, nested, op);
-    const v = this.#workspace(this.#v, T, L * H * D * es, nested, op);
+    const kv = this.#workspace(this.#kv, T, L * 2 * H * D * es, nested, op);
+    const inPlace = normRopeVectorPath(this.#dtype, D, this.#R, this.#gptj, [kv.ptr, this.#kNormWeight.ptr]);
+    const k = inPlace ? kv : this.#workspace(this.#k, T, L * H * D * es, nested, op);
     try {
-      this.#run(args, proj.ptr, k.ptr, v.ptr, T, undefined, op);
+      const rules = this.#project(args, kv.ptr, op);
+      // K rows normed and rotated in place, or into the K workspace; V rows stay as projected.
+      this.#normRope(args, kv.ptr, rules, { kOut: k.ptr, vOut: 0, outLayerStride: (inPlace ? 2 : 1) * perLayer });
       const shape = Object.freeze([T, H, D]);
       const writeLayerKv = args.writeLayerKv as (layer: number, k: CudaTensor, v: CudaTensor) => unknown;
       this.#busy = true;
       try {
         for (let l = 0; l < L; l++) {
-          const byteOffset = l * perLayer * es;
-          const kView = new CudaTensor(kernels, this.#dtype, shape, k, { byteOffset, layer: l });
-          const vView = new CudaTensor(kernels, this.#dtype, shape, v, { byteOffset, layer: l });
+          const kView = new CudaTensor(kernels, this.#dtype, shape, k, { byteOffset: (inPlace ? 2 * l : l) * perLayer * es, layer: l });
+          const vView = new CudaTensor(kernels, this.#dtype, shape, kv, { byteOffset: (2 * l + 1) * perLayer * es, layer: l });
           try {
             writeLayerKv(l, kView, vView);
           } finally {
@@ -128,7 +134,7 @@ class CudaKvMaterializer implements MaterializerKernels {
       }
     } finally {
       // A nested call's buffers are freed in stream order: reads enqueued from its callback still see them.
-      if (nested) for (const b of [proj, k, v]) b.release();
+      if (nested) for (const b of inPlace ? [kv] : [kv, k]) b.release();
     }
   }
 
@@ -140,13 +146,20 @@ class CudaKvMaterializer implements MaterializerKernels {
     const kernels = this.#kernels;
     kernels.cx.makeCurrent();
     const es = ELEMENT_BYTES[this.#dtype];
+    const { L, H, D } = this;
     const nested = this.#busy;
-    const proj = this.#workspace(this.#proj, T, this.L * 2 * this.H * this.D * es, nested, op);
+    const kv = this.#workspace(this.#kv, T, L * 2 * H * D * es, nested, op);
     try {
-      const slots = kernels.own(args.slots);
-      this.#run(args, proj.ptr, kernels.own(args.kPool).ptr, kernels.own(args.vPool).ptr, S, { ptr: slots.ptr, areI64: slots.dtype === 'i64' }, op);
+      const slotTensor = kernels.own(args.slots);
+      const positionRule = this.#positionRule(args);
+      // Checks are numbered in the contract's order: positions, then slots.
+      const slots = { ptr: slotTensor.ptr, areI64: slotTensor.dtype === 'i64', rule: boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: S }) };
+      // The claims need only the slots: enqueued ahead of the projection, they are done by the time the pools are written.
+      const claims = claimSlots(kernels, slots, T, op);
+      this.#projection.run(kernels.own(args.ctxHidden).ptr, this.#kvWeight.ptr, kv.ptr, T, op);
+      this.#normRope(args, kv.ptr, positionRule, { kOut: kernels.own(args.kPool).ptr, vOut: kernels.own(args.vPool).ptr, outLayerStride: S * H * D, slots, claims });
     } finally {
-      if (nested) proj.release();
+      if (nested) kv.release();
     }
   }
 
@@ -160,46 +173,53 @@ class CudaKvMaterializer implements MaterializerKernels {
     return this.#D;
   }
 
-  /** Projection, then the norm + RoPE into [L, rows, H, D] destinations (rows: T, or S at `slots`). */
-  #run(
+  #positionRule(args: KvMaterializerMaterializeChecked | KvMaterializerMaterializeIntoChecked): BoundCheck {
+    return boundCheck(this.#kernels, args.deviceChecks, 'positions', args.dims, { min: 0, below: this.#P ?? Infinity });
+  }
+
+  /** Numbers the position check, then enqueues the projection into `kv` ([L, 2, T, H, D]). */
+  #project(args: KvMaterializerMaterializeChecked, kv: number, op: string): BoundCheck {
+    const rule = this.#positionRule(args);
+    this.#projection.run(this.#kernels.own(args.ctxHidden).ptr, this.#kvWeight.ptr, kv, args.dims.T, op);
+    return rule;
+  }
+
+  /** The norm + RoPE over the projection in `kv` into [L, rows, H, D] destinations (rows: T, or S at `slots`). */
+  #normRope(
     args: KvMaterializerMaterializeChecked | KvMaterializerMaterializeIntoChecked,
-    proj: number,
-    kDst: number,
-    vDst: number,
-    rows: number,
-    slots: { ptr: number; areI64: boolean } | undefined,
-    op: string,
+    kv: number,
+    positionRule: BoundCheck,
+    out: { kOut: number; vOut: number; outLayerStride: number; slots?: { ptr: number; areI64: boolean; rule: BoundCheck }; claims?: SlotClaims },
   ): void {
-    const kernels = this.#kernels;
     const { T } = args.dims;
-    const ctxHidden = kernels.own(args.ctxHidden);
-    const positions = kernels.own(args.positions);
-    // Checks are numbered in the contract's order: positions, then slots.
-    const positionRule = boundCheck(kernels, args.deviceChecks, 'positions', args.dims, { min: 0, below: this.#P ?? Infinity });
-    const slotRule = slots ? boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: rows }) : undefined;
-    this.#projection.run(ctxHidden.ptr, this.#kvWeight.ptr, proj, T, op);
-    launchNormRope(kernels, {
-      op,
-      dtype: this.#dtype,
-      T,
-      L: this.#L,
-      H: this.#H,
-      D: this.#D,
-      R: this.#R,
-      gptj: this.#gptj,
-      kv: proj,
-      kNormWeight: this.#kNormWeight.ptr,
-      weightIsF32: this.#weightIsF32,
-      eps: this.#eps.ptr,
-      angles: this.#angles,
-      positions: positions.ptr,
-      positionsAreI64: positions.dtype === 'i64',
-      positionRule,
-      ...(slots && slotRule ? { slots: { ...slots, rule: slotRule } } : {}),
-      kOut: kDst,
-      vOut: vDst,
-      outRows: rows,
-    });
+    const positions = this.#kernels.own(args.positions);
+    launchNormRope(
+      this.#kernels,
+      {
+        op: out.slots ? 'KvMaterializer.materializeInto' : 'KvMaterializer.materialize',
+        dtype: this.#dtype,
+        T,
+        L: this.#L,
+        H: this.#H,
+        D: this.#D,
+        R: this.#R,
+        gptj: this.#gptj,
+        kv,
+        kvLayout: layerMajorLayout(T, this.#H, this.#D),
+        kNormWeight: this.#kNormWeight.ptr,
+        weightIsF32: this.#weightIsF32,
+        eps: this.#eps.ptr,
+        angles: this.#angles,
+        positions: positions.ptr,
+        positionsAreI64: positions.dtype === 'i64',
+        positionRule,
+        ...(out.slots ? { slots: out.slots } : {}),
+        kOut: out.kOut,
+        vOut: out.vOut,
+        outLayerStride: out.outLayerStride,
+      },
+      out.claims,
+    );
   }
 
   /** A buffer for at least `tokens` tokens: the kept one (grown by doubling), or a fresh one for a nested call. */
@@ -223,7 +243,7 @@ class CudaKvMaterializer implements MaterializerKernels {
     this.#disposed = true;
     if (this.#kernels.disposed) return;
     this.#projection.dispose();
-    for (const w of [this.#proj, this.#k, this.#v]) {
+    for (const w of [this.#kv, this.#k]) {
       w.buffer?.release();
       w.buffer = undefined;
       w.tokens = 0;

@@ -1,8 +1,10 @@
 import type { DeviceCheck, FloatDType } from '@kvkit/contracts';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
+import { ELEMENT_BYTES } from '../runtime/cudaTensor.js';
+import type { SlotClaims } from '../runtime/slotOwners.js';
 import { fusedKernel } from '../runtime/kernelNames.js';
 import { FLOAT_CODE } from './floatCode.js';
-import { planRows } from './rowTiles.js';
+import { planRows, vectorPathFits } from './rowTiles.js';
 
 /** Where the angles come from: cache rows (bounds [0, P)), or f_j = ropeBase^(-2j/R) on the device. */
 export type Angles = { readonly cache: number; readonly cacheDType: FloatDType } | { readonly ropeFrequencies: number };
@@ -14,7 +16,12 @@ export interface BoundCheck {
   readonly check: number;
 }
 
-/** One launch of the norm + RoPE kernel over [T, L, 2*H*D] into [L, outRows, H, D] destinations. */
+/**
+ * One launch of the norm + RoPE kernel. K row (t, l, h) is read at
+ * t*tokenStride + l*layerStride + h*D elements into `kv`, its V row vOffset
+ * later; both are written at l*outLayerStride + (row*H + h)*D of kOut and vOut,
+ * row being t or slots[t]. vOut 0: V is not copied (K normed in place, kOut = kv).
+ */
 export interface NormRopeJob {
   readonly op: string;
   readonly dtype: FloatDType;
@@ -25,6 +32,7 @@ export interface NormRopeJob {
   readonly R: number;
   readonly gptj: boolean;
   readonly kv: number;
+  readonly kvLayout: KvLayout;
   readonly kNormWeight: number;
   readonly weightIsF32: boolean;
   readonly eps: number;
@@ -36,7 +44,24 @@ export interface NormRopeJob {
   readonly slots?: { readonly ptr: number; readonly areI64: boolean; readonly rule: BoundCheck };
   readonly kOut: number;
   readonly vOut: number;
-  readonly outRows: number;
+  readonly outLayerStride: number;
+}
+
+/** Where K and V rows sit in a projection output, in elements. */
+export interface KvLayout {
+  readonly tokenStride: number;
+  readonly layerStride: number;
+  readonly vOffset: number;
+}
+
+/** [T, L, 2*H*D]: a token's layers side by side, V after K in each (fusedNormRopeStacked's kv, one GEMM's output). */
+export function tokenMajorLayout(L: number, H: number, D: number): KvLayout {
+  return { tokenStride: L * 2 * H * D, layerStride: 2 * H * D, vOffset: H * D };
+}
+
+/** [L, 2, T, H*D]: per layer all tokens' K, then all their V (the per-layer GEMMs' output, and layer views of it). */
+export function layerMajorLayout(T: number, H: number, D: number): KvLayout {
+  return { tokenStride: H * D, layerStride: 2 * T * H * D, vOffset: T * H * D };
 }
 
 /** Numbers a value rule the contracts left to the device; a rule the host already checked never fires. */
@@ -50,22 +75,39 @@ export function boundCheck(kernels: CudaKernels, checks: readonly DeviceCheck[],
   };
 }
 
-/** Enqueues the norm + RoPE (after claim_slots when writing pools at slots). */
-export function launchNormRope(kernels: CudaKernels, job: NormRopeJob): void {
+/** Whether the job's rows take the vector kernel (which can work in place; the element-by-element one cannot). */
+export function normRopeVectorPath(dtype: FloatDType, D: number, R: number, gptj: boolean, addresses: readonly number[]): boolean {
+  return vectorPathFits({ dtype, headDim: D, rotaryDim: R, gptj, vectorAddresses: addresses });
+}
+
+/** An f32 cache whose cos and sin runs a lane reads are 16-byte aligned (R a multiple of 8, the base aligned). */
+function cacheVectors(angles: Angles, R: number): boolean {
+  return 'cache' in angles && angles.cacheDType === 'f32' && angles.cache % 16 === 0 && R % 8 === 0;
+}
+
+/** Enqueues the claim pass for a call's slots (the last token naming a slot wins). */
+export function claimSlots(kernels: CudaKernels, slots: { readonly ptr: number; readonly areI64: boolean; readonly rule: BoundCheck }, T: number, op: string): SlotClaims {
+  return kernels.slotOwners.claim(slots.ptr, slots.areI64, T, slots.rule.below, op);
+}
+
+/** Enqueues the norm + RoPE; writing pools at slots, after the claim pass (`claimed`: one the caller already enqueued). */
+export function launchNormRope(kernels: CudaKernels, job: NormRopeJob, claimed?: SlotClaims): void {
   if (job.T === 0) return;
   const cx = kernels.cx;
+  const layout = job.kvLayout;
   const plan = planRows({
+    kernel: 'normRope',
     dtype: job.dtype,
     headDim: job.D,
     rotaryDim: job.R,
     gptj: job.gptj,
     tokens: job.T,
     headRows: job.L * job.H,
-    vectorAddresses: [job.kv, job.kNormWeight, job.kOut, job.vOut],
+    vectorAddresses: [job.kv, job.kNormWeight, job.kOut, job.vOut, layout.vOffset * ELEMENT_BYTES[job.dtype]],
     multiprocessors: cx.multiprocessors,
   });
   // Numbered before the claim pass: a bad slot is reported whatever else happens to the token.
-  const claims = job.slots ? kernels.slotOwners.claim(job.slots.ptr, job.slots.areI64, job.T, job.slots.rule.below, job.op) : undefined;
+  const claims = claimed ?? (job.slots ? claimSlots(kernels, job.slots, job.T, job.op) : undefined);
   const cache = 'cache' in job.angles ? job.angles : undefined;
   const p = kernels.params.normRope;
   p.set('kv', job.kv)
@@ -83,10 +125,14 @@ export function launchNormRope(kernels: CudaKernels, job: NormRopeJob): void {
     .set('numKvHeads', job.H)
     .set('headDim', job.D)
     .set('rotaryDim', job.R)
-    .set('outRows', job.outRows)
+    .set('kvTokenStride', layout.tokenStride)
+    .set('kvLayerStride', layout.layerStride)
+    .set('vOffset', layout.vOffset)
+    .set('outLayerStride', job.outLayerStride)
     .set('gptj', job.gptj ? 1 : 0)
     .set('weightIsF32', job.weightIsF32 ? 1 : 0)
     .set('cacheDType', cache ? FLOAT_CODE[cache.cacheDType] : 0)
+    .set('cacheVectors', cacheVectors(job.angles, job.R) ? 1 : 0)
     .set('positionsAreI64', job.positionsAreI64 ? 1 : 0)
     .set('slotsAreI64', job.slots?.areI64 ? 1 : 0)
     .set('positionMin', job.positionRule.min)
@@ -97,8 +143,8 @@ export function launchNormRope(kernels: CudaKernels, job: NormRopeJob): void {
     .set('slotOwners', claims ? claims.table : 0)
     .set('slotOwnersMask', claims ? claims.mask : 0)
     .set('generation', claims ? claims.generation : 0)
-    .set('tokensPerBlock', plan.tokensPerBlock)
-    .set('headRowsPerBlock', plan.headRowsPerBlock)
+    .set('rowsPerUnit', plan.rowsPerUnit)
+    .set('unitsPerToken', plan.unitsPerToken)
     .set('lanesPerRow', plan.lanesPerRow);
-  cx.launch(fusedKernel(job.dtype, plan.path), p, plan.gridX, plan.gridY, plan.block, plan.sharedBytes, job.op);
+  cx.launch(fusedKernel(job.dtype, plan.path), p, plan.grid, 1, plan.block, plan.sharedBytes, job.op);
 }

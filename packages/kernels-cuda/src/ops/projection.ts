@@ -9,21 +9,30 @@ const MAX_PLANS = 64;
 export type GemmEngine = 'cublasLt' | 'kvkit';
 
 /**
- * The materializer's projection C[M, N] = A[M, K] · W[N, K]^T for one weight
- * shape: cuBLASLt when the backend has it (plans cached per M), otherwise the
- * tensor-core kernel (f16, bf16) or the f32 FMA kernel. Rounded once to `dtype`.
+ * The materializer's projection A[M, K] · W[N, K]^T for one weight shape,
+ * with W's N rows taken as `blocks` blocks of N/blocks rows and each block's
+ * [M, N/blocks] product written after the other (blocks = 1: the plain
+ * row-major C[M, N]). With W = kvWeight [L, 2, H*D, hidden] and 2L blocks,
+ * that is [L, 2, T, H*D]: each layer's K and V as [T, H, D] tensors, straight
+ * from the GEMM. cuBLASLt (strided-batched, plans cached per M) when the
+ * backend has it, otherwise the tensor-core kernel (f16, bf16) or the f32 FMA
+ * kernel, a grid layer per block. Rounded once to `dtype`.
  */
 export class Projection {
   readonly #kernels: CudaKernels;
   readonly #plans = new Map<number, GemmPlan | null>();
+  /** Rows of W per block. */
+  readonly #n: number;
 
   constructor(
     kernels: CudaKernels,
     readonly dtype: FloatDType,
     readonly N: number,
     readonly K: number,
+    readonly blocks = 1,
   ) {
     this.#kernels = kernels;
+    this.#n = N / blocks;
   }
 
   /** The engine a call with M rows takes. */
@@ -40,10 +49,11 @@ export class Projection {
       lt.matmul(plan, this.dtype, a, w, c, this.#kernels.cublasWorkspace(op), cx.stream, op);
       return;
     }
+    const n = this.#n;
     const p = this.#kernels.params.gemm;
-    p.set('a', a).set('b', w).set('c', c).set('m', M).set('n', this.N).set('k', this.K);
-    if (this.dtype === 'f32') cx.launch('gemm_simt_f32', p, Math.ceil(this.N / 64), Math.ceil(M / 64), 256, 0, op);
-    else cx.launch(this.dtype === 'f16' ? 'gemm_tensorcore_f16' : 'gemm_tensorcore_bf16', p, Math.ceil(this.N / 128), Math.ceil(M / 128), 256, 0, op);
+    p.set('a', a).set('b', w).set('c', c).set('m', M).set('n', n).set('k', this.K).set('batchStrideB', n * this.K).set('batchStrideC', M * n);
+    if (this.dtype === 'f32') cx.launch('gemm_simt_f32', p, Math.ceil(n / 64), Math.ceil(M / 64), 256, 0, op, this.blocks);
+    else cx.launch(this.dtype === 'f16' ? 'gemm_tensorcore_f16' : 'gemm_tensorcore_bf16', p, Math.ceil(n / 128), Math.ceil(M / 128), 256, 0, op, this.blocks);
   }
 
   #plan(M: number, op: string): GemmPlan | undefined {
@@ -56,7 +66,9 @@ export class Projection {
       if (oldest) lt.forget(oldest);
       this.#plans.delete(oldestM);
     }
-    const plan = lt.plan(this.dtype, M, this.N, this.K, op);
+    const n = this.#n;
+    const batch = this.blocks > 1 ? { count: this.blocks, strideW: n * this.K, strideC: M * n } : undefined;
+    const plan = lt.plan(this.dtype, M, n, this.K, op, batch);
     this.#plans.set(M, plan ?? null);
     return plan;
   }

@@ -8,7 +8,9 @@ import { planRows } from './rowTiles.js';
 /**
  * SEMANTICS.md §3 on the device: claim_slots gives each slot named by several
  * tokens to the last of them (so a pool row is never a mix), then one launch
- * rotates Q and K and scatters K and V into the pools.
+ * rotates Q and K and scatters K and V into the pools. That launch may start
+ * while the claims finish (Hopper): its query rows need no slot, and it waits
+ * for the claims before it looks a slot's owner up.
  */
 export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked): { qRot: CudaTensor; kRot: CudaTensor } {
   const op = 'ropePoolFused';
@@ -27,6 +29,7 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
   const positions = kernels.own(args.positions);
   const slots = kernels.own(args.slots);
   const plan = planRows({
+    kernel: 'ropePool',
     dtype,
     headDim: D,
     rotaryDim: R,
@@ -37,8 +40,9 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
     multiprocessors: cx.multiprocessors,
   });
   const slotRule = boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: S });
-  const claims = kernels.slotOwners.claim(slots.ptr, slots.dtype === 'i64', N, S, op);
+  // Enqueued before the claims (a first use uploads the table): the pool kernel must directly follow claim_slots.
   const frequencies = kernels.ropeFrequencies(args.ropeBase, R, op);
+  const claims = kernels.slotOwners.claim(slots.ptr, slots.dtype === 'i64', N, S, op);
   const p = kernels.params.ropePool;
   p.set('q', q.ptr)
     .set('k', k.ptr)
@@ -64,9 +68,12 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
     .set('slotOwners', claims.table)
     .set('slotOwnersMask', claims.mask)
     .set('generation', claims.generation)
-    .set('tokensPerBlock', plan.tokensPerBlock)
-    .set('headRowsPerBlock', plan.headRowsPerBlock)
+    .set('rowsPerUnit', plan.rowsPerUnit)
+    .set('unitsPerToken', plan.unitsPerToken)
     .set('lanesPerRow', plan.lanesPerRow);
-  cx.launch(ropePoolKernel(dtype, plan.path), p, plan.gridX, plan.gridY, plan.block, plan.sharedBytes, op);
+  const kernel = ropePoolKernel(dtype, plan.path);
+  // Overlap only with claim_slots, the launch just before (none for a single token).
+  if (claims.table !== 0) cx.launchOverlapping(kernel, p, plan.grid, plan.block, plan.sharedBytes, op);
+  else cx.launch(kernel, p, plan.grid, 1, plan.block, plan.sharedBytes, op);
   return { qRot, kRot };
 }

@@ -11,6 +11,10 @@ import type { ParamBlock, ParamStruct } from './params.js';
 let currentContext: bigint | undefined;
 
 const CU_STREAM_NON_BLOCKING = 1;
+/** CUlaunchConfig: grid and block dims, shared bytes (7 × u32), stream, attrs, numAttrs: 56 bytes. */
+const LAUNCH_CONFIG_BYTES = 56;
+/** CUlaunchAttribute: id (u32, padded to 8), then a 64-byte value. */
+const CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6;
 const CU_EVENT_DISABLE_TIMING = 2;
 const CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4;
 const TWO_32 = 2 ** 32;
@@ -42,6 +46,12 @@ export class CudaContext {
   readonly #outWords = new Uint32Array(this.#out.buffer, this.#out.byteOffset, 2);
   #disposed = false;
   #allocations = 0;
+  /** cuLaunchKernelEx's config and its one attribute (programmatic stream serialization), kept at fixed addresses. */
+  readonly #launchConfig = Buffer.alloc(Math.max(LAUNCH_CONFIG_BYTES, 256));
+  readonly #launchAttribute = Buffer.alloc(256);
+  #overlapTried = false;
+  /** Whether launchOverlapping overlaps (Hopper or newer, cuLaunchKernelEx present), or why not. */
+  #overlap: true | string;
 
   /** Retains the device's primary context, creates the stream and loads the fatbin; throws KV053 on a failing call. */
   constructor(cu: CudaDriver, ordinal: number, fatbin: Buffer) {
@@ -74,6 +84,19 @@ export class CudaContext {
     const module: (bigint | null)[] = [null];
     out('cuModuleLoadData', cu.cuModuleLoadData(module, fatbin));
     this.module = module[0]!;
+    const major = [0];
+    out('cuDeviceGetAttribute', cu.cuDeviceGetAttribute(major, ATTRIBUTE.computeCapabilityMajor, this.device));
+    this.#overlap = major[0]! < 9 ? 'programmatic dependent launch needs compute capability 9.0' : cu.cuLaunchKernelEx ? true : 'the driver has no cuLaunchKernelEx';
+    this.#launchConfig.writeBigUInt64LE(this.stream, 32);
+    this.#launchConfig.writeBigUInt64LE(BigInt(koffi.address(this.#launchAttribute)), 40);
+    this.#launchConfig.writeUInt32LE(1, 48);
+    this.#launchAttribute.writeUInt32LE(CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, 0);
+    this.#launchAttribute.writeInt32LE(1, 8);
+  }
+
+  /** Whether launchOverlapping lets a kernel start before the one ahead of it finishes, or why not. */
+  get overlap(): true | string {
+    return this.#overlap;
   }
 
   get cu(): CudaDriver {
@@ -151,9 +174,39 @@ export class CudaContext {
     return fn[0]!;
   }
 
-  launch<S extends ParamStruct>(name: KernelName, params: ParamBlock<S>, gridX: number, gridY: number, block: number, sharedBytes: number, op: string): void {
-    const status = this.#cu.cuLaunchKernel(this.kernel(name), gridX, gridY, 1, block, 1, 1, sharedBytes, this.stream, params.argv, null);
+  launch<S extends ParamStruct>(name: KernelName, params: ParamBlock<S>, gridX: number, gridY: number, block: number, sharedBytes: number, op: string, gridZ = 1): void {
+    const status = this.#cu.cuLaunchKernel(this.kernel(name), gridX, gridY, gridZ, block, 1, 1, sharedBytes, this.stream, params.argv, null);
     if (status !== 0) this.#cu.check(op, `cuLaunchKernel(${name})`, status);
+  }
+
+  /**
+   * A launch that may start while the kernel ahead of it on the stream is
+   * still running (programmatic dependent launch, once that kernel signals
+   * it): the kernel itself waits (griddepcontrol.wait) before it reads what
+   * the one ahead writes. A plain launch where the device or driver cannot.
+   */
+  launchOverlapping<S extends ParamStruct>(name: KernelName, params: ParamBlock<S>, grid: number, block: number, sharedBytes: number, op: string): void {
+    if (this.#overlap !== true) {
+      this.launch(name, params, grid, 1, block, sharedBytes, op);
+      return;
+    }
+    const config = this.#launchConfig;
+    config.writeUInt32LE(grid, 0);
+    config.writeUInt32LE(1, 4);
+    config.writeUInt32LE(1, 8);
+    config.writeUInt32LE(block, 12);
+    config.writeUInt32LE(1, 16);
+    config.writeUInt32LE(1, 20);
+    config.writeUInt32LE(sharedBytes, 24);
+    const status = this.#cu.cuLaunchKernelEx!(config, this.kernel(name), params.argv, null);
+    if (status !== 0 && !this.#overlapTried) {
+      // The first try tells whether this driver takes the attribute; without it the kernel still runs, in order.
+      this.#overlap = `cuLaunchKernelEx failed with ${this.#cu.errorName(status)}`;
+      this.launch(name, params, grid, 1, block, sharedBytes, op);
+      return;
+    }
+    this.#overlapTried = true;
+    if (status !== 0) this.#cu.check(op, `cuLaunchKernelEx(${name})`, status);
   }
 
   /** An event recorded now on the stream: it completes once everything enqueued before it has. */

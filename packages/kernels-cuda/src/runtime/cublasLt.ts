@@ -12,6 +12,8 @@ const CUDA_DATA_TYPE: Readonly<Record<FloatDType, number>> = { f32: 0, f16: 2, b
 const CUBLASLT_MATMUL_DESC_TRANSA = 3;
 const CUBLAS_OP_T = 1;
 const CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1;
+const CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5;
+const CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6;
 /** cublasLtMatmulHeuristicResult_t: algo (64 bytes), workspaceSize, state, wavesCount, reserved[4]. */
 const HEURISTIC_RESULT_BYTES = 96;
 /** What cuBLASLt's Hopper kernels ask for at most. */
@@ -28,6 +30,7 @@ interface Bindings {
   readonly descSet: Fn;
   readonly layoutCreate: Fn;
   readonly layoutDestroy: Fn;
+  readonly layoutSet: Fn;
   readonly prefCreate: Fn;
   readonly prefDestroy: Fn;
   readonly prefSet: Fn;
@@ -61,6 +64,7 @@ function bind(): Bindings | { reason: string } {
         descSet: f('int cublasLtMatmulDescSetAttribute(void *desc, int attr, void *value, size_t bytes)'),
         layoutCreate: f('int cublasLtMatrixLayoutCreate(_Out_ void **layout, int type, uint64_t rows, uint64_t cols, int64_t ld)'),
         layoutDestroy: f('int cublasLtMatrixLayoutDestroy(void *layout)'),
+        layoutSet: f('int cublasLtMatrixLayoutSetAttribute(void *layout, int attr, void *value, size_t bytes)'),
         prefCreate: f('int cublasLtMatmulPreferenceCreate(_Out_ void **pref)'),
         prefDestroy: f('int cublasLtMatmulPreferenceDestroy(void *pref)'),
         prefSet: f('int cublasLtMatmulPreferenceSetAttribute(void *pref, int attr, void *value, size_t bytes)'),
@@ -134,21 +138,30 @@ export class CublasLt {
     return desc[0]!;
   }
 
-  /** The plan for one shape; undefined when cuBLASLt offers no algorithm for it (the caller falls back). */
-  plan(dtype: FloatDType, M: number, N: number, K: number, op: string): GemmPlan | undefined {
+  /**
+   * The plan for one shape; undefined when cuBLASLt offers no algorithm for it
+   * (the caller falls back). With `batch`, C_b = A · W_b^T for b < batch.count:
+   * W_b and C_b are batch.strideW and batch.strideC elements apart, A is shared.
+   */
+  plan(dtype: FloatDType, M: number, N: number, K: number, op: string, batch?: { count: number; strideW: number; strideC: number }): GemmPlan | undefined {
     const type = CUDA_DATA_TYPE[dtype];
-    const layout = (rows: number, cols: number, ld: number) => {
+    const count = new Int32Array([batch?.count ?? 1]);
+    const layout = (rows: number, cols: number, ld: number, stride: number) => {
       const l: (bigint | null)[] = [null];
       this.#check(op, 'cublasLtMatrixLayoutCreate', this.#b.layoutCreate(l, type, rows, cols, ld));
+      if (batch) {
+        this.#check(op, 'cublasLtMatrixLayoutSetAttribute', this.#b.layoutSet(l[0], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, count, 4));
+        this.#check(op, 'cublasLtMatrixLayoutSetAttribute', this.#b.layoutSet(l[0], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, new BigInt64Array([BigInt(stride)]), 8));
+      }
       return l[0]!;
     };
-    const layouts = [layout(K, N, K), layout(K, M, K), layout(N, M, N)];
+    const layouts = [layout(K, N, K, batch?.strideW ?? 0), layout(K, M, K, 0), layout(N, M, N, batch?.strideC ?? 0)];
     const result = Buffer.alloc(HEURISTIC_RESULT_BYTES * 2);
-    const count = [0];
+    const found = [0];
     const desc = this.#desc(dtype, op);
-    this.#check(op, 'cublasLtMatmulAlgoGetHeuristic', this.#b.heuristic(this.#handle, desc, layouts[0], layouts[1], layouts[2], layouts[2], this.#pref, 1, result, count));
+    this.#check(op, 'cublasLtMatmulAlgoGetHeuristic', this.#b.heuristic(this.#handle, desc, layouts[0], layouts[1], layouts[2], layouts[2], this.#pref, 1, result, found));
     const plan = { layouts, result };
-    if (count[0] === 0 || result.readInt32LE(72) !== 0) {
+    if (found[0] === 0 || result.readInt32LE(72) !== 0) {
       this.forget(plan);
       return undefined;
     }

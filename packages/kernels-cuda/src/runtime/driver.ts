@@ -71,6 +71,8 @@ export class CudaDriver {
   readonly cuModuleUnload: Fn;
   readonly cuModuleGetFunction: Fn;
   readonly cuLaunchKernel: Fn;
+  /** Absent from drivers before CUDA 11.8: launches then take cuLaunchKernel. */
+  readonly cuLaunchKernelEx: Fn | undefined;
   readonly #cuGetErrorName: Fn;
   readonly #cuGetErrorString: Fn;
 
@@ -113,6 +115,7 @@ export class CudaDriver {
     this.cuLaunchKernel = f(
       'int cuLaunchKernel(void *fn, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz, unsigned int sharedBytes, void *stream, void *params, void *extra)',
     );
+    this.cuLaunchKernelEx = optional(lib, 'int cuLaunchKernelEx(void *config, void *fn, void *params, void *extra)');
     this.#cuGetErrorName = f('int cuGetErrorName(int error, _Out_ const char **name)');
     this.#cuGetErrorString = f('int cuGetErrorString(int error, _Out_ const char **text)');
   }
@@ -131,6 +134,14 @@ export class CudaDriver {
   /** Throws KV053 for a non-zero status. */
   check(op: string, call: string, status: number): void {
     if (status !== 0) throw cudaCallFailed(op, call, this.errorName(status), this.errorText(status));
+  }
+}
+
+function optional(lib: LibraryHandle, decl: string): Fn | undefined {
+  try {
+    return lib.func(decl);
+  } catch {
+    return undefined;
   }
 }
 

@@ -8,17 +8,18 @@ import koffi from 'koffi';
 export const PARAM_LAYOUTS = {
   FusedNormRopeParams: [
     'kv', 'kNormWeight', 'eps', 'cosSinCache', 'ropeFrequencies', 'positions', 'slots', 'kOut', 'vOut', 'badValue',
-    'numTokens', 'numLayers', 'numKvHeads', 'headDim', 'rotaryDim', 'outRows', 'gptj', 'weightIsF32', 'cacheDType',
-    'positionsAreI64', 'slotsAreI64', 'positionMin', 'positionBelow', 'positionCheck', 'slotBelow', 'slotCheck',
-    'slotOwners', 'slotOwnersMask', 'generation', 'tokensPerBlock', 'headRowsPerBlock', 'lanesPerRow',
+    'numTokens', 'numLayers', 'numKvHeads', 'headDim', 'rotaryDim', 'kvTokenStride', 'kvLayerStride', 'vOffset',
+    'outLayerStride', 'gptj', 'weightIsF32', 'cacheDType', 'cacheVectors', 'positionsAreI64', 'slotsAreI64', 'positionMin',
+    'positionBelow', 'positionCheck', 'slotBelow', 'slotCheck', 'slotOwners', 'slotOwnersMask', 'generation',
+    'rowsPerUnit', 'unitsPerToken', 'lanesPerRow',
   ],
   RopePoolParams: [
     'q', 'k', 'v', 'ropeFrequencies', 'positions', 'slots', 'qRot', 'kRot', 'kPool', 'vPool', 'badValue',
     'numTokens', 'numQoHeads', 'numKvHeads', 'headDim', 'rotaryDim', 'gptj', 'positionsAreI64', 'slotsAreI64',
-    'slotBelow', 'slotCheck', 'slotOwners', 'slotOwnersMask', 'generation', 'tokensPerBlock', 'headRowsPerBlock', 'lanesPerRow',
+    'slotBelow', 'slotCheck', 'slotOwners', 'slotOwnersMask', 'generation', 'rowsPerUnit', 'unitsPerToken', 'lanesPerRow',
   ],
   ClaimSlotsParams: ['slots', 'slotOwners', 'numTokens', 'slotsAreI64', 'slotBelow', 'slotOwnersMask', 'generation'],
-  GemmParams: ['a', 'b', 'c', 'm', 'n', 'k'],
+  GemmParams: ['a', 'b', 'c', 'm', 'n', 'k', 'batchStrideB', 'batchStrideC'],
   CopyParams: ['src', 'dst', 'vectors'],
   SpinParams: ['nanoseconds'],
   FillParams: ['data', 'count', 'seed', 'scale'],
