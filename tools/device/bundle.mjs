@@ -15,6 +15,7 @@ mkdirSync(out, { recursive: true });
 await build({
   entryPoints: {
     conformance: join(here, 'src', 'conformance.ts'),
+    'catalog-examples': join(here, 'src', 'catalog-examples.ts'),
     bench: join(root, 'bench', 'src', 'main.ts'),
   },
   outdir: out,

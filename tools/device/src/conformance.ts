@@ -1,26 +1,38 @@
 /**
  * The conformance and validation suites against the GPU backends named on the
- * command line (`cuda`, `webgpu`), as `node:test` tests:
+ * command line, as `node:test` tests:
  *   node .device/bundle/conformance.mjs cuda webgpu
+ * `cuda` runs with cuBLASLt where it loads and again with the package's own
+ * GEMM, plus the CUDA-only checks of its package's tests.
  */
 import { defineConformanceSuite, defineValidationSuite } from '@kvkit/conformance';
-import type { Backend } from '@kvkit/contracts';
-import { createCudaBackend } from '@kvkit/kernels-cuda';
+import { createCudaBackend, cudaBackendInfo } from '@kvkit/kernels-cuda';
 import { createWebGpuBackend } from '@kvkit/kernels-wgsl';
+import { defineCudaChecks } from '../../../packages/kernels-cuda/test/cudaChecks.js';
 
-const backends: Record<string, () => Promise<Backend>> = {
-  cuda: () => createCudaBackend(),
-  webgpu: () => createWebGpuBackend(),
+const suites: Record<string, () => Promise<void>> = {
+  cuda: async () => {
+    const probe = await createCudaBackend();
+    console.log(`cuda: ${JSON.stringify(cudaBackendInfo(probe))}`);
+    probe.dispose();
+    defineConformanceSuite('cuda', () => createCudaBackend());
+    defineValidationSuite('cuda', () => createCudaBackend());
+    defineConformanceSuite('cuda, package GEMM', () => createCudaBackend({ gemm: 'kvkit' }));
+    defineCudaChecks(() => createCudaBackend());
+  },
+  webgpu: async () => {
+    const probe = await createWebGpuBackend({ powerPreference: 'high-performance' });
+    console.log(`webgpu: ${probe.label}`);
+    probe.dispose();
+    defineConformanceSuite('webgpu', () => createWebGpuBackend({ powerPreference: 'high-performance' }));
+    defineValidationSuite('webgpu', () => createWebGpuBackend({ powerPreference: 'high-performance' }));
+  },
 };
 
 const asked = process.argv.slice(2);
-const unknown = asked.filter((name) => !(name in backends));
+const unknown = asked.filter((name) => !(name in suites));
 if (asked.length === 0 || unknown.length > 0) {
-  console.error(`usage: conformance.mjs ${Object.keys(backends).join('|')} ...${unknown.length ? ` (unknown: ${unknown.join(', ')})` : ''}`);
+  console.error(`usage: conformance.mjs ${Object.keys(suites).join('|')} ...${unknown.length ? ` (unknown: ${unknown.join(', ')})` : ''}`);
   process.exit(2);
 }
-for (const name of asked) {
-  const create = backends[name] as () => Promise<Backend>;
-  defineConformanceSuite(name, create, { dtypes: ['f32', 'f16', 'bf16'] });
-  defineValidationSuite(name, create);
-}
+for (const name of asked) await (suites[name] as () => Promise<void>)();

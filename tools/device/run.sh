@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# On the GPU host, from the project root, after `node tools/device/bundle.mjs`:
+# the suites on both GPU backends, the GPU catalog examples, compute-sanitizer
+# over the CUDA suites, the peers and the benchmark. Logs and results go to $OUT.
+set -u
+OUT=${OUT:-/tmp/kvkit-device}
+mkdir -p "$OUT"
+source .device/env.sh
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
+
+# step <name> <seconds> <command...>: runs it with a limit, its output in $OUT/<name>.log.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local start=$SECONDS
+  timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
+  echo "== $name: exit $? after $((SECONDS - start)) s"
+}
+suites() { grep -E "^ℹ (tests|pass|fail|cancelled|skipped)" "$OUT/$1.log" | tr '\n' ' '; echo; grep -E "^\s*✖" "$OUT/$1.log" | sort -u | head -20; }
+
+step conformance "${CONFORMANCE_S:-200}" node --test-reporter=spec .device/bundle/conformance.mjs cuda webgpu
+suites conformance
+step catalog-examples 60 node --test-reporter=spec .device/bundle/catalog-examples.mjs
+suites catalog-examples
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+for tool in memcheck racecheck; do
+  step "$tool" "${SANITIZER_S:-120}" "$sanitizer" --tool "$tool" --print-limit 20 node --test-reporter=dot .device/bundle/conformance.mjs cuda
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/$tool.log" | tail -2
+done
+# SGLang's Triton kernel is someone else's code: measured only where a copy was placed in the ignored .peers/.
+peer=(); [[ -f .peers/fused_kv_materialize.py ]] && peer=(--sglang .peers/fused_kv_materialize.py)
+step peers 120 env PYTHONUNBUFFERED=1 python3 bench/peers/torch_peers.py --out "$OUT/peers.json" "${peer[@]}"
+step bench "${BENCH_S:-240}" node .device/bundle/bench.mjs --peers "$OUT/peers.json" --results "$OUT"
+tail -c 6000 "$OUT/bench.log"
