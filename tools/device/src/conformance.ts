@@ -26,6 +26,7 @@ const suites: Record<string, () => Promise<void>> = {
     probe.dispose();
     defineConformanceSuite('webgpu', () => createWebGpuBackend({ powerPreference: 'high-performance' }));
     defineValidationSuite('webgpu', () => createWebGpuBackend({ powerPreference: 'high-performance' }));
+    defineConformanceSuite('webgpu, workgroup reductions', () => createWebGpuBackend({ powerPreference: 'high-performance', useSubgroups: false }));
   },
 };
 

@@ -32,4 +32,5 @@ export const deviceErrors = errors({
   KV051: { title: 'WebGPU device lost', message: 'the WebGPU device was lost ({reason}); this backend cannot run work any more. {fix}', raisedBy: GPU_CALLS },
   KV052: { title: 'No CUDA device', message: 'CUDA is not available: {reason}. {fix}', raisedBy: ['createCudaBackend'] },
   KV053: { title: 'CUDA driver call failed', message: '{call} failed with {error}: {reason}', raisedBy: ['createCudaBackend', ...GPU_CALLS, 'dispose'] },
+  KV054: { title: 'WebGPU device out of memory', message: 'the WebGPU device ran out of memory: {reason}. {fix}', raisedBy: ['sync'] },
 });

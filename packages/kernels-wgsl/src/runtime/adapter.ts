@@ -4,8 +4,6 @@
  * second time over SwiftShader's Vulkan driver (Debian's chromium package
  * ships it), so WebGPU still runs on the CPU.
  */
-import { existsSync, readdirSync } from 'node:fs';
-
 export const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
 
 export interface AdapterFound {
@@ -21,19 +19,39 @@ export interface AdapterMissing {
   readonly ok: false;
   /** Why none was found, and how to get one. */
   readonly reason: string;
+  /** Why none was found: what each attempt answered. */
+  readonly tried: string;
+  /** How to get an adapter. */
+  readonly fix: string;
 }
 
 export type AdapterProbe = AdapterFound | AdapterMissing;
 
-// Dawn's instance must outlive every pending promise of the process: held here, never collected.
-const dawnInstances: GPU[] = [];
+/**
+ * Dawn toggles of the instance the backend itself runs on (never the one
+ * `probeWebGpu` hands out, so an application's own shaders keep WGSL's
+ * guarantees): timestamps unquantized, for the profiling hooks; no zero-fill
+ * of workgroup memory, which every kvkit kernel writes before reading and
+ * which SwiftShader compiles in time proportional to the array size.
+ */
+export const KERNEL_TOGGLES: readonly string[] = ['disable-dawn-features=timestamp_quantization', 'enable-dawn-features=disable_workgroup_init'];
 
-async function dawn(env?: Record<string, string>): Promise<GPU> {
+// Module names held in variables, so browser bundlers do not try to resolve Node-only modules.
+const DAWN_MODULE = 'webgpu';
+const NODE_FS = 'node:fs';
+
+// Dawn's instances must outlive every pending promise of the process: held here, never collected.
+const dawnInstances = new Map<string, GPU>();
+
+async function dawn(toggles: readonly string[], env?: Record<string, string>): Promise<GPU> {
   if (env) Object.assign(process.env, env);
-  const { create, globals } = await import('webgpu');
+  const key = `${toggles.join(' ')}|${process.env.VK_ICD_FILENAMES ?? ''}`;
+  const held = dawnInstances.get(key);
+  if (held) return held;
+  const { create, globals } = (await import(/* @vite-ignore */ DAWN_MODULE)) as typeof import('webgpu');
   Object.assign(globalThis, globals);
-  const gpu = create([]);
-  dawnInstances.push(gpu);
+  const gpu = create([...toggles]);
+  dawnInstances.set(key, gpu);
   return gpu;
 }
 
@@ -48,21 +66,27 @@ function describe(adapter: GPUAdapter): { description: string; software: boolean
 /** Vulkan ICD files where the loader looks by default; none means Dawn's own attempt can only fail (noisily). */
 const ICD_DIRS = ['/usr/share/vulkan/icd.d', '/etc/vulkan/icd.d', '/usr/local/share/vulkan/icd.d'];
 
-function vulkanDriverListed(): boolean {
+async function vulkanDriverListed(fs: typeof import('node:fs')): Promise<boolean> {
   const env = process.env;
   if (env.VK_ICD_FILENAMES || env.VK_DRIVER_FILES || process.platform !== 'linux') return true;
-  return ICD_DIRS.some((d) => existsSync(d) && readdirSync(d).some((f) => f.endsWith('.json')));
+  return ICD_DIRS.some((d) => fs.existsSync(d) && fs.readdirSync(d).some((f) => f.endsWith('.json')));
 }
 
 /** The best adapter here, or why there is none. Never throws. */
 export async function probeWebGpu(options: { powerPreference?: GPUPowerPreference } = {}): Promise<AdapterProbe> {
+  return findAdapter(options, []);
+}
+
+/** probeWebGpu, with Dawn (in Node) started with `toggles`. */
+export async function findAdapter(options: { powerPreference?: GPUPowerPreference }, toggles: readonly string[]): Promise<AdapterProbe> {
   const browserGpu = (globalThis as { navigator?: { gpu?: GPU } }).navigator?.gpu;
   const tries: (() => Promise<GPU>)[] = [];
   if (browserGpu) tries.push(async () => browserGpu);
   else if (typeof process !== 'undefined' && process.versions?.node) {
-    if (vulkanDriverListed()) tries.push(() => dawn());
-    if (!process.env.VK_ICD_FILENAMES && existsSync(SWIFTSHADER_ICD)) {
-      tries.push(() => dawn({ VK_ICD_FILENAMES: SWIFTSHADER_ICD, XDG_RUNTIME_DIR: process.env.XDG_RUNTIME_DIR ?? '/tmp' }));
+    const fs = (await import(/* @vite-ignore */ NODE_FS)) as typeof import('node:fs');
+    if (await vulkanDriverListed(fs)) tries.push(() => dawn(toggles));
+    if (!process.env.VK_ICD_FILENAMES && fs.existsSync(SWIFTSHADER_ICD)) {
+      tries.push(() => dawn(toggles, { VK_ICD_FILENAMES: SWIFTSHADER_ICD, XDG_RUNTIME_DIR: process.env.XDG_RUNTIME_DIR ?? '/tmp' }));
     }
   }
   const failures: string[] = [];
@@ -75,11 +99,9 @@ export async function probeWebGpu(options: { powerPreference?: GPUPowerPreferenc
       failures.push((e as Error).message);
     }
   }
-  return {
-    ok: false,
-    reason:
-      `no WebGPU adapter (${failures.join('; ') || 'no WebGPU in this runtime'}). ` +
-      'Install a GPU driver with Vulkan support, or Debian\'s chromium package for SwiftShader ' +
-      `(${SWIFTSHADER_ICD}), or set VK_ICD_FILENAMES to a Vulkan driver's ICD file.`,
-  };
+  const tried = failures.join('; ') || 'no WebGPU in this runtime';
+  const fix =
+    'Install a GPU driver with Vulkan support, or Debian\'s chromium package for SwiftShader ' +
+    `(${SWIFTSHADER_ICD}), or set VK_ICD_FILENAMES to a Vulkan driver's ICD file`;
+  return { ok: false, reason: `no WebGPU adapter (${tried}). ${fix}.`, tried, fix };
 }

@@ -1,0 +1,43 @@
+import type { FloatDType, FusedNormRopeStackedChecked, IndexDType } from '@kvkit/contracts';
+import { bytesPerElement } from '../runtime/gpuTensor.js';
+import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
+import { launchNormRope } from './launch.js';
+
+/** SEMANTICS §1: one dispatch over every (token, layer, head); positions are checked on the device. */
+export function fusedNormRopeStacked(k: WebGpuKernels, args: FusedNormRopeStackedChecked) {
+  const { T, L, H, D, R, P } = args.dims;
+  const kv = k.own(args.kv);
+  const dtype = kv.dtype as FloatDType;
+  const kOut = args.kOut ? k.own(args.kOut) : k.allocate(dtype, [L, T, H, D], 'fusedNormRopeStacked');
+  const vOut = args.vOut ? k.own(args.vOut) : k.allocate(dtype, [L, T, H, D], 'fusedNormRopeStacked');
+  if (T === 0) return { kOut, vOut };
+  const positions = k.own(args.positions);
+  const { flags, words } = k.checks.reserve([args.deviceChecks.find((c) => c.arg === 'positions')], args.dims);
+  launchNormRope(
+    k,
+    {
+      kvType: dtype,
+      weightType: args.kNormWeight.dtype as FloatDType,
+      cacheType: args.cosSinCache.dtype as FloatDType,
+      positionType: positions.dtype as IndexDType,
+      slotType: undefined,
+      D,
+      R,
+      style: args.ropeStyle,
+      ropeSource: 'cache',
+      epsInWeights: false,
+    },
+    {
+      kv: kv.range,
+      weights: k.own(args.kNormWeight).range,
+      eps: k.own(args.eps).range,
+      cosSin: k.own(args.cosSinCache).range,
+      positions: positions.range,
+      kDst: kOut.range,
+      vDst: vOut.range,
+      flags,
+    },
+    { tokens: T, layers: L, heads: H, positionBelow: P, slotBelow: 0, destLayerBytes: T * H * D * bytesPerElement(dtype), flagWords: words, epsWordOffset: 0 },
+  );
+  return { kOut, vOut };
+}

@@ -1,0 +1,105 @@
+/**
+ * Launch glue shared by the ops: plan a kernel, fetch its pipeline from the
+ * cache, size the grid, record the dispatch. The ops decide what to bind.
+ */
+import type { FloatDType, IndexDType } from '@kvkit/contracts';
+import type { BufferRange } from '../runtime/gpuRuntime.js';
+import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
+import { normRopeShader } from '../shaders/fusedNormRopeStacked.wgsl.js';
+import { gemmSplits, planGemm, planGemmReduce, planNormRope, planRopeRows, planRopeTable, ropeRowUnits } from '../shaders/plan.js';
+import type { NormRopeRequest, RopeRowsRequest } from '../shaders/plan.js';
+import { gemmReduceShader, projectionGemmShader } from '../shaders/projectionGemm.wgsl.js';
+import { ropeRowsShader } from '../shaders/ropePoolFused.wgsl.js';
+import { ropeTableShader } from '../shaders/ropeTable.wgsl.js';
+
+export interface NormRopeLaunch {
+  readonly tokens: number;
+  readonly layers: number;
+  readonly heads: number;
+  /** Exclusive bound of valid positions: P for a cache, 2^31 for a per-token table. */
+  readonly positionBelow: number;
+  /** Pool slots (scatter), or 0. */
+  readonly slotBelow: number;
+  /** Distance between layers of the destination, in bytes (outputs may pad layers to 256 bytes). */
+  readonly destLayerBytes: number;
+  readonly flagWords: readonly number[];
+  readonly epsWordOffset: number;
+}
+
+/** RMSNorm + RoPE of every K head and the V copy (fusedNormRopeStacked.wgsl.ts). */
+export function launchNormRope(k: WebGpuKernels, request: NormRopeRequest, ranges: Record<string, BufferRange>, at: NormRopeLaunch): void {
+  const plan = planNormRope(k.runtime.caps, request);
+  const kernel = k.runtime.kernel(plan, () => normRopeShader(plan));
+  const rows = at.tokens * at.layers * at.heads;
+  const vectorBytes = plan.layout.access === 'element' ? (request.kvType === 'f32' ? 4 : 2) : plan.layout.vecWords * 4;
+  k.runtime.dispatch(
+    kernel,
+    ranges,
+    {
+      tokens: at.tokens,
+      layers: at.layers,
+      heads: at.heads,
+      rows,
+      positionBelow: at.positionBelow,
+      slotBelow: at.slotBelow,
+      positionFlag: at.flagWords[0] ?? 0,
+      slotFlag: at.flagWords[1] ?? 0,
+      epsWordOffset: at.epsWordOffset,
+      destLayerStride: at.destLayerBytes / vectorBytes,
+    },
+    Math.ceil(rows / (plan.workgroupSize / plan.lanesPerRow)),
+  );
+}
+
+/** RoPE of head rows without a norm (ropePoolFused.wgsl.ts): 'q' into a dense output, 'kv' into kRot and the pools. */
+export function launchRopeRows(
+  k: WebGpuKernels,
+  request: RopeRowsRequest,
+  ranges: Record<string, BufferRange>,
+  at: { rows: number; queryHeads: number; keyHeads: number; slotBelow: number; slotFlag: number },
+): void {
+  const plan = planRopeRows(k.runtime.caps, request);
+  const kernel = k.runtime.kernel(plan, () => ropeRowsShader(plan));
+  k.runtime.dispatch(kernel, ranges, at, Math.ceil((at.rows * ropeRowUnits(plan)) / plan.workgroupSize));
+}
+
+/** cos/sin rows, one per token, from positions and f_j / 2π (ropeTable.wgsl.ts). */
+export function launchRopeTable(k: WebGpuKernels, positionType: IndexDType, ranges: { positions: BufferRange; turnsPerPosition: BufferRange; table: BufferRange }, tokens: number, rotaryDim: number): void {
+  const plan = planRopeTable(k.runtime.caps, positionType);
+  const kernel = k.runtime.kernel(plan, () => ropeTableShader(plan));
+  const half = rotaryDim / 2;
+  k.runtime.dispatch(kernel, ranges, { tokens, halfRotary: half }, Math.ceil((tokens * half) / plan.workgroupSize));
+}
+
+/**
+ * C[M, N] = A[M, K] · W[N, K]^T in `dtype` (projectionGemm.wgsl.ts). Few
+ * tiles (few tokens) split K over more workgroups, into f32 partial sums that
+ * a second pass adds and rounds once.
+ */
+export function launchGemm(k: WebGpuKernels, dtype: FloatDType, ranges: { a: BufferRange; w: BufferRange; c: BufferRange }, shape: { M: number; N: number; K: number }): void {
+  const caps = k.runtime.caps;
+  const full = planGemm(caps, dtype, { T: shape.M, K: shape.K });
+  const { splits, kPerSplit } = gemmSplits(full, shape);
+  const plan = splits > 1 ? planGemm(caps, dtype, { T: shape.M, K: shape.K }, true) : full;
+  const kernel = k.runtime.kernel(plan, () => projectionGemmShader(plan));
+  const tilesN = Math.ceil(shape.N / plan.tileN);
+  const tiles = Math.ceil(shape.M / plan.tileM) * tilesN;
+  const params = { rows: shape.M, cols: shape.N, depth: shape.K, tilesN, tiles, kPerSplit };
+  if (splits === 1) {
+    k.runtime.dispatch(kernel, ranges, params, tiles);
+    return;
+  }
+  const elements = shape.M * shape.N;
+  const partial = k.scratch('gemm partial sums', splits * elements * 4).range(0, splits * elements * 4);
+  k.runtime.dispatch(kernel, { a: ranges.a, w: ranges.w, c: partial }, params, tiles * splits);
+  const reducePlan = planGemmReduce(caps, dtype);
+  const reduce = k.runtime.kernel(reducePlan, () => gemmReduceShader(reducePlan));
+  const words = dtype === 'f32' ? elements : elements / 2;
+  k.runtime.dispatch(reduce, { partial, c: ranges.c }, { words, elements, splits }, Math.ceil(words / reducePlan.workgroupSize));
+}
+
+/** f_j / 2π for j < R/2, f_j = base^(-2j/R), computed in f64 and rounded once to f32. */
+export function turnsPerPosition(ropeBase: number, rotaryDim: number): Float32Array {
+  const half = rotaryDim / 2;
+  return Float32Array.from({ length: half }, (_, j) => ropeBase ** ((-2 * j) / rotaryDim) / (2 * Math.PI));
+}

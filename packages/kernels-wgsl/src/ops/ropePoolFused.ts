@@ -1,0 +1,57 @@
+import type { FloatDType, IndexDType, RopePoolFusedChecked } from '@kvkit/contracts';
+import type { DeviceStorage } from '../runtime/gpuRuntime.js';
+import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
+import { ROPE_ALL_BINDINGS } from '../shaders/plan.js';
+import { launchRopeRows, launchRopeTable, turnsPerPosition } from './launch.js';
+
+/** f_j / 2π buffers, per backend, by (ropeBase, rotaryDim): made once, kept for the backend's life. */
+const turnsBuffers = new WeakMap<WebGpuKernels, Map<string, DeviceStorage>>();
+
+export function turnsBuffer(k: WebGpuKernels, ropeBase: number, rotaryDim: number): DeviceStorage {
+  let byKey = turnsBuffers.get(k);
+  if (!byKey) {
+    byKey = new Map();
+    turnsBuffers.set(k, byKey);
+  }
+  const key = `${ropeBase}/${rotaryDim}`;
+  let s = byKey.get(key);
+  if (!s) {
+    const turns = turnsPerPosition(ropeBase, rotaryDim);
+    s = k.storage(turns.byteLength, 'kvkit rope frequencies', 'ropePoolFused', undefined, true);
+    new Float32Array(s.buffer.getMappedRange()).set(turns);
+    s.buffer.unmap();
+    byKey.set(key, s);
+  }
+  return s;
+}
+
+/**
+ * SEMANTICS §3: the cos/sin row of every token (from ropeBase), then RoPE of
+ * the query and key heads with the pool scatter and the V copy (slots checked
+ * on the device), in one dispatch where the device allows ten storage
+ * bindings, else in two.
+ */
+export function ropePoolFused(k: WebGpuKernels, args: RopePoolFusedChecked) {
+  const { N, Hq, H, D, R, S } = args.dims;
+  const q = k.own(args.q);
+  const dtype = q.dtype as FloatDType;
+  // Every element of qRot and kRot is written below, so a recycled buffer serves as well as a zeroed one.
+  const qRot = k.allocateOverwritten(dtype, [N, Hq, D], 'ropePoolFused');
+  const kRot = k.allocateOverwritten(dtype, [N, H, D], 'ropePoolFused');
+  if (N === 0) return { qRot, kRot };
+  const positions = k.own(args.positions);
+  const slots = k.own(args.slots);
+  const table = k.scratch('ropePoolFused cos/sin', N * R * 4).range(0, N * R * 4);
+  launchRopeTable(k, positions.dtype as IndexDType, { positions: positions.range, turnsPerPosition: turnsBuffer(k, args.ropeBase, R).range(0, (R / 2) * 4), table }, N, R);
+  const rope = { dtype, D, R, style: args.ropeStyle, slotType: slots.dtype as IndexDType };
+  const { flags, words } = k.checks.reserve([args.deviceChecks.find((c) => c.arg === 'slots')], args.dims);
+  const keys = { k: k.own(args.k).range, v: k.own(args.v).range, slots: slots.range, kRot: kRot.range, kPool: k.own(args.kPool).range, vPool: k.own(args.vPool).range, flags };
+  const at = { queryHeads: Hq, keyHeads: H, slotBelow: S, slotFlag: words[0]! };
+  if (k.runtime.caps.maxStorageBuffersPerStage >= ROPE_ALL_BINDINGS) {
+    launchRopeRows(k, { ...rope, kind: 'all' }, { q: q.range, cosSin: table, qRot: qRot.range, ...keys }, { ...at, rows: N * (Hq + H) });
+  } else {
+    launchRopeRows(k, { ...rope, kind: 'q', slotType: undefined }, { q: q.range, cosSin: table, qRot: qRot.range }, { ...at, rows: N * Hq });
+    launchRopeRows(k, { ...rope, kind: 'kv' }, { cosSin: table, ...keys }, { ...at, rows: N * H });
+  }
+  return { qRot, kRot };
+}

@@ -1,0 +1,187 @@
+import { defineBackend } from '@kvkit/contracts';
+import type { Backend } from '@kvkit/contracts';
+import { ContractError } from '@kvkit/errors-catalog';
+import type { DeviceCaps } from '../shaders/plan.js';
+import { findAdapter as probeAdapter, KERNEL_TOGGLES } from './adapter.js';
+import { GpuRuntime } from './gpuRuntime.js';
+import { WebGpuKernels } from './webGpuKernels.js';
+
+export interface WebGpuBackendOptions {
+  /** Run on this device (shared with the application); the backend never destroys it. */
+  readonly device?: GPUDevice;
+  /** Which adapter to ask for when the backend makes its own device. */
+  readonly powerPreference?: GPUPowerPreference;
+  /** The WebGPU entry point to ask for an adapter, instead of `navigator.gpu` (browsers) or Dawn (Node). */
+  readonly gpu?: { requestAdapter(options?: GPURequestAdapterOptions): Promise<GPUAdapter | null> };
+  /** Reduce head rows with subgroup shuffles where the device has `subgroups` (default true); false forces workgroup memory. */
+  readonly useSubgroups?: boolean;
+}
+
+const OP = 'createWebGpuBackend';
+
+/** Backends by their public object: profiling hooks and stats reach the kernels through it. */
+export const kernelsOf = new WeakMap<Backend, WebGpuKernels>();
+
+/**
+ * A WebGPU backend: on `options.device`, or on a device of its own from
+ * `options.gpu`, `navigator.gpu` (browsers) or Dawn (Node, falling back to
+ * SwiftShader where no GPU driver answers). No adapter: KV050.
+ */
+export async function createWebGpuBackend(options: WebGpuBackendOptions = {}): Promise<Backend> {
+  let device = options.device;
+  let description = 'a device passed in';
+  let adapterSubgroupMin: number | undefined;
+  if (!device) {
+    const adapter = await findAdapter(options);
+    description = describeAdapter(adapter);
+    adapterSubgroupMin = (adapter.info as { subgroupMinSize?: number } | undefined)?.subgroupMinSize;
+    device = await requestDevice(adapter);
+  } else {
+    const info = (device as { adapterInfo?: GPUAdapterInfo }).adapterInfo;
+    if (info) description = `${describeInfo(info)}, a device passed in`;
+    adapterSubgroupMin = (info as { subgroupMinSize?: number } | undefined)?.subgroupMinSize;
+  }
+  const subgroups = options.useSubgroups !== false && device.features.has('subgroups') ? await subgroupLayout(device) : undefined;
+  const caps: DeviceCaps = {
+    subgroups: subgroups !== undefined,
+    subgroupMinSize: Math.min(subgroups ?? 0, adapterSubgroupMin ?? Infinity),
+    maxWorkgroupStorageBytes: device.limits.maxComputeWorkgroupStorageSize,
+    maxInvocationsPerWorkgroup: device.limits.maxComputeInvocationsPerWorkgroup,
+    maxStorageBuffersPerStage: device.limits.maxStorageBuffersPerShaderStage,
+  };
+  const runtime = new GpuRuntime(device, caps, device.features.has('timestamp-query'));
+  if (options.device) watchDestroy(options.device, () => runtime.markLost('the device was destroyed by its owner'));
+  const kernels = new WebGpuKernels(runtime, options.device === undefined, description);
+  const backend = defineBackend(kernels);
+  kernelsOf.set(backend, kernels);
+  return backend;
+}
+
+function noAdapter(reason: string, fix: string): ContractError {
+  return new ContractError('KV050', OP, { reason, fix });
+}
+
+async function findAdapter(options: WebGpuBackendOptions): Promise<GPUAdapter> {
+  const fix =
+    "Install a GPU driver with Vulkan support, or, without a GPU, Debian's chromium package (SwiftShader) with VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json; or fall back to @kvkit/kernels-cpu";
+  if (options.gpu) {
+    let adapter: GPUAdapter | null = null;
+    let why = 'requestAdapter() of the WebGPU entry point passed as options.gpu returned null';
+    try {
+      adapter = await options.gpu.requestAdapter(options.powerPreference ? { powerPreference: options.powerPreference } : undefined);
+    } catch (e) {
+      why = `requestAdapter() of the WebGPU entry point passed as options.gpu failed: ${(e as Error)?.message ?? String(e)}`;
+    }
+    if (!adapter) throw noAdapter(why, fix);
+    return adapter;
+  }
+  const probe = await probeAdapter(options.powerPreference ? { powerPreference: options.powerPreference } : {}, KERNEL_TOGGLES);
+  if (!probe.ok) throw noAdapter(`none was found (${probe.tried})`, probe.fix);
+  return probe.adapter;
+}
+
+/** A device with what the kernels can use: subgroups and timestamps where offered, the adapter's largest buffers and workgroup memory. */
+async function requestDevice(adapter: GPUAdapter): Promise<GPUDevice> {
+  const wanted = (['subgroups', 'timestamp-query'] as const).filter((f) => adapter.features.has(f));
+  const limits = adapter.limits;
+  const requiredLimits: Record<string, number> = {
+    maxBufferSize: limits.maxBufferSize,
+    maxStorageBufferBindingSize: limits.maxStorageBufferBindingSize,
+    maxComputeWorkgroupStorageSize: limits.maxComputeWorkgroupStorageSize,
+    maxStorageBuffersPerShaderStage: limits.maxStorageBuffersPerShaderStage,
+  };
+  try {
+    return await adapter.requestDevice({ requiredFeatures: wanted as GPUFeatureName[], requiredLimits });
+  } catch {
+    try {
+      return await adapter.requestDevice();
+    } catch (e) {
+      throw noAdapter(`the adapter (${describeAdapter(adapter)}) gave no device: ${(e as Error)?.message ?? String(e)}`, 'Update the GPU driver, or use another adapter');
+    }
+  }
+}
+
+function describeInfo(info: GPUAdapterInfo): string {
+  const chip = [info.vendor, info.architecture].filter(Boolean).join(' ');
+  return [chip, info.description].filter(Boolean).join(' — ') || 'unnamed adapter';
+}
+
+function describeAdapter(adapter: GPUAdapter): string {
+  const info = adapter.info;
+  if (!info) return 'unnamed adapter';
+  const text = describeInfo(info);
+  return /swiftshader|llvmpipe|lavapipe/i.test(`${text} ${info.device}`) ? `${text}, software` : text;
+}
+
+/**
+ * Runs a one-workgroup probe: subgroup kernels assume lane i of a workgroup
+ * is lane i % size of its subgroup. Returns the subgroup size seen, or
+ * undefined when the layout differs (the kernels then use workgroup memory).
+ */
+async function subgroupLayout(device: GPUDevice): Promise<number | undefined> {
+  const lanes = 256;
+  try {
+    const module = device.createShaderModule({
+      code: `enable subgroups;
+@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+@compute @workgroup_size(${lanes})
+fn main(@builtin(local_invocation_index) lane: u32, @builtin(subgroup_size) size: u32, @builtin(subgroup_invocation_id) id: u32) {
+  out[2u * lane] = size;
+  out[2u * lane + 1u] = id;
+}`,
+    });
+    const pipeline = device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: 'main' } });
+    const bytes = lanes * 8;
+    const data = device.createBuffer({ size: bytes, usage: 0x0080 | 0x0004 }); // STORAGE | COPY_SRC
+    const readback = device.createBuffer({ size: bytes, usage: 0x0001 | 0x0008 }); // MAP_READ | COPY_DST
+    const encoder = device.createCommandEncoder();
+    const pass = encoder.beginComputePass();
+    pass.setPipeline(pipeline);
+    pass.setBindGroup(0, device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries: [{ binding: 0, resource: { buffer: data } }] }));
+    pass.dispatchWorkgroups(1);
+    pass.end();
+    encoder.copyBufferToBuffer(data, 0, readback, 0, bytes);
+    device.queue.submit([encoder.finish()]);
+    await readback.mapAsync(0x0001);
+    const words = new Uint32Array(readback.getMappedRange().slice(0));
+    readback.unmap();
+    data.destroy();
+    readback.destroy();
+    let smallest = Infinity;
+    for (let lane = 0; lane < lanes; lane++) {
+      const size = words[2 * lane]!;
+      if (size < 2 || (size & (size - 1)) !== 0 || words[2 * lane + 1] !== lane % size) return undefined;
+      smallest = Math.min(smallest, size);
+    }
+    return smallest;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A device passed in can be destroyed by its owner at any time; its `lost`
+ * promise settles only later, so `destroy` itself is wrapped to tell the
+ * backend at once (the next call then throws KV051 instead of queueing work
+ * that will never run).
+ */
+const destroyWatchers = new WeakMap<GPUDevice, (() => void)[]>();
+
+function watchDestroy(device: GPUDevice, onDestroy: () => void): void {
+  let watchers = destroyWatchers.get(device);
+  if (!watchers) {
+    watchers = [];
+    destroyWatchers.set(device, watchers);
+    const destroy = device.destroy.bind(device);
+    const list = watchers;
+    Object.defineProperty(device, 'destroy', {
+      configurable: true,
+      writable: true,
+      value: () => {
+        for (const w of list) w();
+        destroy();
+      },
+    });
+  }
+  watchers.push(onDestroy);
+}

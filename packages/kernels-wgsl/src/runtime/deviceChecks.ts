@@ -1,0 +1,111 @@
+/**
+ * Value rules checked on the device (SEMANTICS.md, "Value checks"). Each op
+ * call reserves one flag word per rule; a kernel that meets a bad token skips
+ * it and raises the word to 0xffffffff − t with atomicMax, so the word ends
+ * up naming the first bad token. `collect()` (run by sync) reads the words of
+ * every call since the last sync, in call order, and turns the first raised
+ * one into the same ContractError the CPU backend throws: the index comes
+ * from the flag word, the value from the index tensor at that index (index
+ * tensors are never written after creation, and the call keeps its storage
+ * alive until then).
+ */
+import type { DeviceCheck, IndexDType } from '@kvkit/contracts';
+import { ContractError } from '@kvkit/errors-catalog';
+import type { BufferRange, DeviceStorage, GpuRuntime } from './gpuRuntime.js';
+import type { GpuTensor } from './gpuTensor.js';
+
+const WORDS_PER_BUFFER = 4096;
+
+interface Pending {
+  readonly buffer: number;
+  readonly word: number;
+  readonly check: DeviceCheck;
+  readonly dims: Readonly<Record<string, number>>;
+  readonly values: DeviceStorage;
+  readonly valuesOffset: number;
+  readonly dtype: IndexDType;
+}
+
+export class DeviceChecks {
+  readonly #runtime: GpuRuntime;
+  readonly #buffers: { buffer: GPUBuffer; id: number }[] = [];
+  /** Words handed out since the last collect; a call's words all sit in one buffer. */
+  #used = 0;
+  #pending: Pending[] = [];
+
+  constructor(runtime: GpuRuntime) {
+    this.#runtime = runtime;
+  }
+
+  /**
+   * Flag words for the rules of one call, in the order given (an absent rule
+   * still gets a word, never read). Returns the flag buffer and the words.
+   */
+  reserve(rules: readonly (DeviceCheck | undefined)[], dims: Readonly<Record<string, number>>): { flags: BufferRange; words: number[] } {
+    let buffer = Math.floor(this.#used / WORDS_PER_BUFFER);
+    if ((this.#used % WORDS_PER_BUFFER) + rules.length > WORDS_PER_BUFFER) {
+      buffer += 1;
+      this.#used = buffer * WORDS_PER_BUFFER;
+    }
+    while (this.#buffers.length <= buffer) this.#buffers.push(this.#runtime.createBuffer(WORDS_PER_BUFFER * 4, 'kvkit value-check flags'));
+    const words: number[] = [];
+    for (const rule of rules) {
+      const word = this.#used % WORDS_PER_BUFFER;
+      this.#used += 1;
+      words.push(word);
+      if (!rule) continue;
+      const t = rule.tensor as GpuTensor;
+      this.#pending.push({
+        buffer,
+        word,
+        check: rule,
+        dims: { ...dims },
+        values: t.storage.retain(),
+        valuesOffset: t.byteOffset,
+        dtype: t.dtype as IndexDType,
+      });
+    }
+    const { buffer: gpu, id } = this.#buffers[buffer]!;
+    return { flags: { buffer: gpu, id, offset: 0, size: WORDS_PER_BUFFER * 4 }, words };
+  }
+
+  /** The first violation recorded since the last collect, as its ContractError; clears every flag. */
+  async collect(op: string): Promise<ContractError | undefined> {
+    const pending = this.#pending;
+    if (pending.length === 0) return undefined;
+    this.#pending = [];
+    const used = this.#used;
+    this.#used = 0;
+    const runtime = this.#runtime;
+    try {
+      // The flag words are copied out and cleared in one submit, ahead of any later call's use of them.
+      const reads: { staging: GPUBuffer | undefined; size: number }[] = [];
+      const buffersUsed = Math.ceil(used / WORDS_PER_BUFFER);
+      for (let b = 0; b < buffersUsed; b++) {
+        const words = Math.min(WORDS_PER_BUFFER, used - b * WORDS_PER_BUFFER);
+        const buffer = this.#buffers[b]!.buffer;
+        reads.push(runtime.recordRead(buffer, 0, words * 4));
+        runtime.clear(buffer, 0, WORDS_PER_BUFFER * 4);
+      }
+      runtime.flush();
+      const flags = (await Promise.all(reads.map((r) => runtime.finishRead(op, r)))).map((bytes) => new Uint32Array(bytes));
+      for (const p of pending) {
+        const key = flags[p.buffer]![p.word]!;
+        if (key === 0) continue;
+        const index = 0xffffffff - key;
+        const size = p.dtype === 'i64' ? 8 : 4;
+        const raw = await runtime.readBytes(op, p.values.buffer, p.valuesOffset + index * size, size);
+        const actual = p.dtype === 'i64' ? new BigInt64Array(raw)[0]! : new Int32Array(raw)[0]!;
+        return new ContractError(p.check.code, p.check.op, { arg: p.check.arg, index, actual, expected: p.check.below ?? '∞' }, p.dims);
+      }
+      return undefined;
+    } finally {
+      for (const p of pending) p.values.release();
+    }
+  }
+
+  destroy(): void {
+    for (const p of this.#pending.splice(0)) p.values.release();
+    for (const b of this.#buffers.splice(0)) b.buffer.destroy();
+  }
+}

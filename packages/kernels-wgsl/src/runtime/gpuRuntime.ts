@@ -1,0 +1,389 @@
+/**
+ * One GPUDevice as the kernels see it: buffers, a pipeline cache keyed by
+ * kernel plans, and a batch that records dispatches into one command encoder
+ * and submits lazily (at read, sync, or when the batch is full), so many
+ * small ops do not pay a submit each. Uniform blocks of the batch are staged
+ * on the host and written just before the submit, so they land in queue
+ * order with the work that reads them.
+ */
+import { ContractError } from '@kvkit/errors-catalog';
+import { planKey } from '../shaders/plan.js';
+import type { DeviceCaps, KernelPlan } from '../shaders/plan.js';
+import type { BindingSpec, KernelSource } from '../shaders/source.js';
+
+/** A bindable byte range of a buffer; `id` identifies the buffer for bind-group caching. */
+export interface BufferRange {
+  readonly buffer: GPUBuffer;
+  readonly id: number;
+  readonly offset: number;
+  readonly size: number;
+}
+
+export interface CompiledKernel {
+  readonly key: string;
+  readonly pipeline: GPUComputePipeline;
+  readonly layout: GPUBindGroupLayout;
+  readonly bindings: readonly BindingSpec[];
+  readonly params: readonly string[];
+}
+
+/** Timestamp writes requested for the passes begun while a profiler records. */
+export interface PassTimer {
+  next(): GPUComputePassTimestampWrites | undefined;
+}
+
+/** Every dispatch gets one 256-byte uniform block (the dynamic-offset alignment). */
+const PARAM_BLOCK = 256;
+const PARAM_BLOCKS = 256;
+/** Staging buffers up to this size are kept for the next read of a similar size. */
+const POOLED_STAGING_MAX = 1 << 26;
+const BIND_GROUP_CACHE_MAX = 512;
+
+const STORAGE_USAGE = 0x0080 | 0x0004 | 0x0008; // STORAGE | COPY_SRC | COPY_DST
+
+/** `KVKIT_WGSL_DEBUG=1` prints shader compile errors and device errors as they happen (Node only). */
+function debugging(): boolean {
+  return Boolean((globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.KVKIT_WGSL_DEBUG);
+}
+
+export function align(n: number, to: number): number {
+  return Math.ceil(n / to) * to;
+}
+
+export class GpuRuntime {
+  readonly device: GPUDevice;
+  readonly caps: DeviceCaps;
+  readonly maxBufferBytes: number;
+  readonly maxWorkgroupsPerDimension: number;
+  readonly timestamps: boolean;
+  /** Why the device was lost; set once, then every call throws KV051. */
+  lostReason: string | undefined;
+  /** The first error the device reported outside any error scope (validation or out-of-memory); surfaced by the next sync. */
+  deviceError: { readonly outOfMemory: boolean; readonly message: string } | undefined;
+  timer: PassTimer | undefined;
+  /** Dispatches recorded and command buffers submitted so far (tests check that ops batch). */
+  dispatches = 0;
+  submits = 0;
+
+  #encoder: GPUCommandEncoder | undefined;
+  #pass: GPUComputePassEncoder | undefined;
+  readonly #uniform: GPUBuffer;
+  readonly #params = new Uint32Array((PARAM_BLOCK * PARAM_BLOCKS) / 4);
+  #paramBlocks = 0;
+  #destroyAfterSubmit: GPUBuffer[] = [];
+  readonly #kernels = new Map<string, CompiledKernel>();
+  readonly #bindGroups = new Map<string, GPUBindGroup>();
+  readonly #staging = new Map<number, GPUBuffer[]>();
+  #nextId = 1;
+  readonly #lost: Promise<string>;
+  #destroyed = false;
+
+  constructor(device: GPUDevice, caps: DeviceCaps, timestamps: boolean) {
+    this.device = device;
+    this.caps = caps;
+    this.timestamps = timestamps;
+    this.maxBufferBytes = Math.min(device.limits.maxBufferSize, device.limits.maxStorageBufferBindingSize);
+    this.maxWorkgroupsPerDimension = device.limits.maxComputeWorkgroupsPerDimension;
+    this.#uniform = device.createBuffer({ size: PARAM_BLOCK * PARAM_BLOCKS, usage: 0x0040 | 0x0008, label: 'kvkit uniforms' }); // UNIFORM | COPY_DST
+    this.#lost = device.lost.then((info) => {
+      this.markLost(info.message || info.reason || 'unknown reason');
+      return this.lostReason!;
+    });
+    device.addEventListener?.('uncapturederror', (event) => {
+      const error = (event as GPUUncapturedErrorEvent).error;
+      this.deviceError ??= { outOfMemory: error.constructor?.name === 'GPUOutOfMemoryError' || /out of (device )?memory/i.test(error.message), message: error.message };
+      if (debugging()) console.error('kernels-wgsl: device error:', error.message);
+    });
+  }
+
+  markLost(reason: string): void {
+    this.lostReason ??= reason;
+  }
+
+  /** Throws KV051 when the device is gone; every entry point calls it first. */
+  assertDevice(op: string): void {
+    if (this.lostReason !== undefined) throw this.lostError(op);
+  }
+
+  lostError(op: string): ContractError {
+    return new ContractError('KV051', op, {
+      reason: this.lostReason ?? 'unknown reason',
+      fix: 'Create a new backend (on a new device) and upload the inputs again; do not destroy a device passed to createWebGpuBackend while the backend is in use',
+    });
+  }
+
+  /** Resolves like `p`, or rejects with KV051 as soon as the device is lost. */
+  guard<T>(op: string, p: Promise<T>): Promise<T> {
+    const lost = this.#lost.then(() => Promise.reject(this.lostError(op)));
+    return Promise.race([p, lost]).catch((e) => {
+      if (this.lostReason !== undefined) throw this.lostError(op);
+      throw e;
+    });
+  }
+
+  createBuffer(bytes: number, label: string, mapped = false): { buffer: GPUBuffer; id: number } {
+    const buffer = this.device.createBuffer({ size: Math.max(16, align(bytes, 16)), usage: STORAGE_USAGE, mappedAtCreation: mapped, label });
+    return { buffer, id: this.#nextId++ };
+  }
+
+  /** Destroys the buffer once the work recorded so far has been submitted (submitted work keeps it alive). */
+  destroyLater(buffer: GPUBuffer): void {
+    if (this.#encoder) this.#destroyAfterSubmit.push(buffer);
+    else buffer.destroy();
+  }
+
+  kernel(plan: KernelPlan, build: () => KernelSource): CompiledKernel {
+    const key = planKey(plan);
+    const cached = this.#kernels.get(key);
+    if (cached) return cached;
+    const source = build();
+    const module = this.device.createShaderModule({ code: source.code, label: plan.kernel });
+    if (debugging()) {
+      void module.getCompilationInfo().then((info) => {
+        const errors = info.messages.filter((m) => m.type === 'error');
+        if (errors.length > 0) console.error(`kernels-wgsl: ${plan.kernel} failed to compile:\n${errors.map((m) => `${m.lineNum}:${m.linePos} ${m.message}`).join('\n')}\n${source.code}`);
+      });
+    }
+    const layout = this.device.createBindGroupLayout({
+      label: plan.kernel,
+      entries: [
+        { binding: 0, visibility: 0x4, buffer: { type: 'uniform', hasDynamicOffset: true } },
+        ...source.bindings.map((b, i) => ({ binding: i + 1, visibility: 0x4, buffer: { type: b.access === 'read' ? ('read-only-storage' as const) : ('storage' as const) } })),
+      ],
+    });
+    const pipeline = this.device.createComputePipeline({
+      label: plan.kernel,
+      layout: this.device.createPipelineLayout({ bindGroupLayouts: [layout] }),
+      compute: { module, entryPoint: 'main' },
+    });
+    const compiled = { key, pipeline, layout, bindings: source.bindings, params: source.params };
+    this.#kernels.set(key, compiled);
+    return compiled;
+  }
+
+  get kernelCount(): number {
+    return this.#kernels.size;
+  }
+
+  /**
+   * Records one dispatch of `workgroups` workgroups (spread over x and y past
+   * the per-dimension limit). `ranges` follow the kernel's bindings; `params`
+   * its uniform fields by name.
+   */
+  dispatch(kernel: CompiledKernel, ranges: Readonly<Record<string, BufferRange>>, params: Readonly<Record<string, number>>, workgroups: number): void {
+    if (workgroups <= 0) return;
+    if (this.#paramBlocks === PARAM_BLOCKS) this.flush();
+    const block = this.#paramBlocks++;
+    const words = this.#params;
+    kernel.params.forEach((name, i) => {
+      words[(block * PARAM_BLOCK) / 4 + i] = (params[name] ?? 0) >>> 0;
+    });
+    const bound = this.#separateReadsFromWrites(
+      kernel,
+      kernel.bindings.map((b) => ranges[b.name]!),
+    );
+    const bindGroup = this.#bindGroup(kernel, bound);
+    const pass = this.#computePass();
+    pass.setPipeline(kernel.pipeline);
+    pass.setBindGroup(0, bindGroup, [block * PARAM_BLOCK]);
+    const x = Math.min(workgroups, this.maxWorkgroupsPerDimension);
+    pass.dispatchWorkgroups(x, Math.ceil(workgroups / x));
+    this.dispatches += 1;
+  }
+
+  /** Records a copy between two buffers (sizes and offsets multiples of 4). */
+  copy(src: GPUBuffer, srcOffset: number, dst: GPUBuffer, dstOffset: number, size: number): void {
+    if (size <= 0) return;
+    this.#endPass();
+    this.#commandEncoder().copyBufferToBuffer(src, srcOffset, dst, dstOffset, size);
+  }
+
+  clear(buffer: GPUBuffer, offset: number, size: number): void {
+    if (size <= 0) return;
+    this.#endPass();
+    this.#commandEncoder().clearBuffer(buffer, offset, size);
+  }
+
+  /** Ends the current pass (profilers close their timed passes with it). */
+  endPass(): void {
+    this.#endPass();
+  }
+
+  encoderForQueries(): GPUCommandEncoder {
+    this.#endPass();
+    return this.#commandEncoder();
+  }
+
+  /** Submits what was recorded. */
+  flush(): void {
+    if (!this.#encoder) return;
+    this.#endPass();
+    const encoder = this.#encoder;
+    this.#encoder = undefined;
+    if (this.#paramBlocks > 0) this.device.queue.writeBuffer(this.#uniform, 0, this.#params.buffer, 0, this.#paramBlocks * PARAM_BLOCK);
+    this.#paramBlocks = 0;
+    this.device.queue.submit([encoder.finish()]);
+    this.submits += 1;
+    for (const b of this.#destroyAfterSubmit.splice(0)) b.destroy();
+  }
+
+  /** Submits, then waits until the device has finished everything submitted. */
+  async idle(op: string): Promise<void> {
+    this.flush();
+    await this.guard(op, this.device.queue.onSubmittedWorkDone());
+  }
+
+  /** A copy of `size` bytes at `offset` of `buffer`, as the work recorded before this call leaves them. */
+  async readBytes(op: string, buffer: GPUBuffer, offset: number, size: number): Promise<ArrayBuffer> {
+    const read = this.recordRead(buffer, offset, size);
+    this.flush();
+    return this.finishRead(op, read);
+  }
+
+  /** Records the copy of a read into a staging buffer; `finishRead` (after a flush) maps it. Lets several reads share one submit. */
+  recordRead(buffer: GPUBuffer, offset: number, size: number): { staging: GPUBuffer | undefined; size: number } {
+    const bytes = align(size, 4);
+    if (bytes === 0) return { staging: undefined, size };
+    const staging = this.#takeStaging(bytes);
+    this.copy(buffer, offset, staging, 0, bytes);
+    return { staging, size };
+  }
+
+  async finishRead(op: string, read: { staging: GPUBuffer | undefined; size: number }): Promise<ArrayBuffer> {
+    const { staging, size } = read;
+    if (!staging) return new ArrayBuffer(0);
+    const bytes = align(size, 4);
+    try {
+      await this.guard(op, staging.mapAsync(0x0001, 0, bytes)); // MAP_READ
+      const out = staging.getMappedRange(0, bytes).slice(0, size);
+      staging.unmap();
+      this.#returnStaging(staging);
+      return out;
+    } catch (e) {
+      staging.destroy();
+      throw e;
+    }
+  }
+
+  destroy(destroyDevice: boolean): void {
+    if (this.#destroyed) return;
+    this.#destroyed = true;
+    this.#encoder = undefined;
+    this.#pass = undefined;
+    for (const b of this.#destroyAfterSubmit.splice(0)) b.destroy();
+    for (const list of this.#staging.values()) for (const b of list) b.destroy();
+    this.#staging.clear();
+    this.#bindGroups.clear();
+    this.#kernels.clear();
+    this.#uniform.destroy();
+    if (destroyDevice) this.device.destroy();
+  }
+
+  #commandEncoder(): GPUCommandEncoder {
+    this.#encoder ??= this.device.createCommandEncoder({ label: 'kvkit batch' });
+    return this.#encoder;
+  }
+
+  #computePass(): GPUComputePassEncoder {
+    if (!this.#pass) {
+      const timestampWrites = this.timer?.next();
+      this.#pass = this.#commandEncoder().beginComputePass(timestampWrites ? { timestampWrites } : {});
+    }
+    return this.#pass;
+  }
+
+  #endPass(): void {
+    this.#pass?.end();
+    this.#pass = undefined;
+  }
+
+  #bindGroup(kernel: CompiledKernel, ranges: readonly BufferRange[]): GPUBindGroup {
+    const key = `${kernel.key}|${ranges.map((r) => `${r.id}:${r.offset}:${r.size}`).join('|')}`;
+    let group = this.#bindGroups.get(key);
+    if (!group) {
+      if (this.#bindGroups.size >= BIND_GROUP_CACHE_MAX) this.#bindGroups.clear();
+      group = this.device.createBindGroup({
+        layout: kernel.layout,
+        entries: [
+          { binding: 0, resource: { buffer: this.#uniform, offset: 0, size: PARAM_BLOCK } },
+          ...ranges.map((r, i) => ({ binding: i + 1, resource: { buffer: r.buffer, offset: r.offset, size: Math.max(4, r.size) } })),
+        ],
+      });
+      this.#bindGroups.set(key, group);
+    }
+    return group;
+  }
+
+  /**
+   * WebGPU forbids one buffer as both a read-only and a writable binding of a
+   * dispatch (possible when a caller passes views of one workspace as input
+   * and pool): such inputs are read from a copy.
+   */
+  #separateReadsFromWrites(kernel: CompiledKernel, ranges: BufferRange[]): BufferRange[] {
+    const written = new Set<GPUBuffer>();
+    kernel.bindings.forEach((b, i) => {
+      if (b.access === 'read_write') written.add(ranges[i]!.buffer);
+    });
+    return ranges.map((r, i) => {
+      if (kernel.bindings[i]!.access !== 'read' || !written.has(r.buffer)) return r;
+      const copy = this.createBuffer(r.size, 'kvkit aliased input');
+      this.copy(r.buffer, r.offset, copy.buffer, 0, align(r.size, 4));
+      this.destroyLater(copy.buffer);
+      return { buffer: copy.buffer, id: copy.id, offset: 0, size: r.size };
+    });
+  }
+
+  #takeStaging(bytes: number): GPUBuffer {
+    const size = bytes <= POOLED_STAGING_MAX ? 2 ** Math.max(8, Math.ceil(Math.log2(bytes))) : align(bytes, 256);
+    const pooled = this.#staging.get(size)?.pop();
+    return pooled ?? this.device.createBuffer({ size, usage: 0x0001 | 0x0008, label: 'kvkit readback' }); // MAP_READ | COPY_DST
+  }
+
+  #returnStaging(buffer: GPUBuffer): void {
+    if (buffer.size > POOLED_STAGING_MAX || this.#destroyed) {
+      buffer.destroy();
+      return;
+    }
+    const list = this.#staging.get(buffer.size) ?? [];
+    list.push(buffer);
+    this.#staging.set(buffer.size, list);
+  }
+}
+
+/**
+ * A device buffer shared by tensors and kernels that hold it; when the last
+ * holder lets go, `onFree` destroys it (after the work recorded so far) or
+ * keeps it for reuse.
+ */
+export class DeviceStorage {
+  #refs = 1;
+
+  constructor(
+    readonly runtime: GpuRuntime,
+    readonly buffer: GPUBuffer,
+    readonly id: number,
+    readonly byteLength: number,
+    private readonly onFree: (s: DeviceStorage) => void,
+    /** The buffer may serve a later output that overwrites every byte (its contents are stale, never zeroed). */
+    readonly recyclable = false,
+  ) {}
+
+  get live(): boolean {
+    return this.#refs > 0;
+  }
+
+  retain(): this {
+    this.#refs += 1;
+    return this;
+  }
+
+  release(): void {
+    if (this.#refs <= 0) return;
+    this.#refs -= 1;
+    if (this.#refs === 0) this.onFree(this);
+  }
+
+  range(offset: number, size: number): BufferRange {
+    return { buffer: this.buffer, id: this.id, offset, size: align(size, 4) };
+  }
+}

@@ -1,0 +1,109 @@
+/**
+ * WGSL pieces every kernel shares: f16/bf16 conversions done with integer
+ * operations (so rounding is round-to-nearest-even everywhere, whatever the
+ * implementation does with pack2x16float), index reads for i32 and i64
+ * tensors, the uniform block, and the flattened workgroup id.
+ */
+import type { FloatDType, IndexDType } from '@kvkit/contracts';
+
+/** Decoding and round-to-nearest-even encoding of f16 and bf16 held in the low 16 bits of a u32. */
+export const HALF_FLOAT_WGSL = /* wgsl */ `
+fn f16ToF32(h: u32) -> f32 {
+  let sign = (h & 0x8000u) << 16u;
+  let e = (h >> 10u) & 0x1fu;
+  let normal = sign | (((h & 0x7fffu) + 0x1c000u) << 13u);
+  // Subnormal f16: an exact multiple of 2^-24, a normal f32 (no flush-to-zero can touch it).
+  let subnormal = sign | bitcast<u32>(f32(h & 0x3ffu) * 5.9604644775390625e-8);
+  let special = sign | 0x7f800000u | ((h & 0x3ffu) << 13u);
+  return bitcast<f32>(select(select(normal, special, e == 31u), subnormal, e == 0u));
+}
+
+fn bf16ToF32(h: u32) -> f32 {
+  return bitcast<f32>((h & 0xffffu) << 16u);
+}
+
+fn f32ToBf16(x: f32) -> u32 {
+  let b = bitcast<u32>(x);
+  return select((b + 0x7fffu + ((b >> 16u) & 1u)) >> 16u, 0x7fc0u, (b & 0x7fffffffu) > 0x7f800000u);
+}
+
+fn f32ToF16(x: f32) -> u32 {
+  let b = bitcast<u32>(x);
+  let a = b & 0x7fffffffu;
+  // Normal range: rebias the exponent and round the 13 dropped bits to nearest even (a carry may reach infinity, rightly).
+  let normal = (a + 0xc8000fffu + ((a >> 13u) & 1u)) >> 13u;
+  // Below 2^-14: adding 0.5 lines the value up on f32's 2^-24 grid, rounded to nearest even by the adder itself.
+  let subnormal = bitcast<u32>(bitcast<f32>(a) + 0.5) - 0x3f000000u;
+  let special = select(0x7c00u, 0x7e00u, a > 0x7f800000u);
+  return ((b >> 16u) & 0x8000u) | select(select(normal, subnormal, a < 0x38800000u), special, a >= 0x47800000u);
+}
+`;
+
+/** Bytes per element of a float dtype as stored on the device. */
+export function elementBytes(dtype: FloatDType): 4 | 2 {
+  return dtype === 'f32' ? 4 : 2;
+}
+
+/** WGSL expression: the f32 value of the low 16 bits (`word`) of a half-float word. */
+function halfToF32(dtype: FloatDType, bits: string): string {
+  return dtype === 'f16' ? `f16ToF32(${bits})` : `bf16ToF32(${bits})`;
+}
+
+/** WGSL expressions for the values held by one u32 word: one f32, or two halves (low half first). */
+export function wordValues(dtype: FloatDType, word: string): string[] {
+  if (dtype === 'f32') return [`bitcast<f32>(${word})`];
+  return [halfToF32(dtype, `${word}`), halfToF32(dtype, `(${word} >> 16u)`)];
+}
+
+/** WGSL expression: one u32 word holding `values` (one f32, or two values rounded to the half dtype). */
+export function packWord(dtype: FloatDType, values: readonly string[]): string {
+  if (dtype === 'f32') return `bitcast<u32>(${values[0]})`;
+  const encode = dtype === 'f16' ? 'f32ToF16' : 'f32ToBf16';
+  return `(${encode}(${values[0]}) | (${encode}(${values[1]}) << 16u))`;
+}
+
+/** WGSL expression: the 16 rounded bits of one value in a half dtype. */
+export function encodeHalf(dtype: 'f16' | 'bf16', value: string): string {
+  return dtype === 'f16' ? `f32ToF16(${value})` : `f32ToBf16(${value})`;
+}
+
+/**
+ * A WGSL function `name(i: u32) -> f32` reading element `i` of a float tensor
+ * bound as `array<u32>` (f32 bits, or halves packed two per word).
+ */
+export function elementReader(name: string, array: string, dtype: FloatDType): string {
+  if (dtype === 'f32') return `fn ${name}(i: u32) -> f32 { return bitcast<f32>(${array}[i]); }`;
+  return `fn ${name}(i: u32) -> f32 { return ${halfToF32(dtype, `(${array}[i >> 1u] >> ((i & 1u) * 16u))`)}; }`;
+}
+
+/**
+ * A WGSL function `name(i: u32) -> vec2<u32>` giving element `i` of an index
+ * tensor as (low word, high word); an i32 is sign-extended, so both dtypes
+ * answer the same range questions.
+ */
+export function indexReader(name: string, array: string, dtype: IndexDType): string {
+  if (dtype === 'i64') return `fn ${name}(i: u32) -> vec2<u32> { return vec2<u32>(${array}[2u * i], ${array}[2u * i + 1u]); }`;
+  return `fn ${name}(i: u32) -> vec2<u32> { let lo = ${array}[i]; return vec2<u32>(lo, select(0u, 0xffffffffu, (lo & 0x80000000u) != 0u)); }`;
+}
+
+/**
+ * Range tests on an index given as (low word, high word): negative means the
+ * high word's sign bit is set; a value in [0, below) needs a zero high word
+ * (so an i64 past the i32 range is out of range like any other too-large value).
+ */
+export const INDEX_RANGE_WGSL = /* wgsl */ `
+fn indexIsNegative(v: vec2<u32>) -> bool { return (v.y & 0x80000000u) != 0u; }
+fn indexBelow(v: vec2<u32>, below: u32) -> bool { return v.y == 0u && v.x < below; }
+`;
+
+/** The uniform block of a kernel: u32 fields in a fixed order, padded to whole 16-byte rows. */
+export function paramsStruct(fields: readonly string[]): string {
+  const padded = [...fields];
+  while (padded.length % 4 !== 0) padded.push(`pad${padded.length}`);
+  return `struct Params {\n${padded.map((f) => `  ${f}: u32,`).join('\n')}\n}\n@group(0) @binding(0) var<uniform> params: Params;`;
+}
+
+/** Entry point builtins and the workgroup's index in a 2-D dispatch that stands for a 1-D one. */
+export const ENTRY_BUILTINS =
+  '@builtin(workgroup_id) workgroupId: vec3<u32>, @builtin(num_workgroups) workgroupCount: vec3<u32>, @builtin(local_invocation_index) lane: u32';
+export const LINEAR_WORKGROUP = 'let linearWorkgroup = workgroupId.y * workgroupCount.x + workgroupId.x;';

@@ -1,0 +1,166 @@
+/**
+ * RMSNorm + RoPE of every K head and a bit-exact copy of every V head, for
+ * all tokens and layers of a stacked `[T, L, 2*H*D]` input, into `[L, T, H, D]`
+ * outputs or, at slots, into `[L, S, H, D]` pools (SEMANTICS.md §1 and §2).
+ *
+ * A group of `lanesPerRow` invocations owns one (token, layer, head): each
+ * lane loads whole vectors of the K and V rows, the partial sums of squares
+ * meet through subgroup shuffles (no barrier) or workgroup memory, and each
+ * lane rotates and writes its own vectors. A token whose position (or slot)
+ * is out of range writes nothing and is recorded in the flag words.
+ */
+import { elementReader, ENTRY_BUILTINS, HALF_FLOAT_WGSL, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP, paramsStruct } from './common.wgsl.js';
+import type { NormRopePlan } from './plan.js';
+import { halfStorer, packVector, rotateVector, rowElementReader, storeElement, vectorType, vectorValues } from './rowCode.js';
+import { declareBindings } from './source.js';
+import type { KernelSource } from './source.js';
+
+/**
+ * Uniform fields, in order. `positionBelow` is P (a cache) or 2^31 (a per-token
+ * table: any i32 position >= 0); `destLayerStride` is in vectors, so outputs may
+ * pad each layer (the materializer's 256-byte-aligned layer views).
+ */
+export const NORM_ROPE_PARAMS = ['tokens', 'layers', 'heads', 'rows', 'positionBelow', 'slotBelow', 'positionFlag', 'slotFlag', 'epsWordOffset', 'destLayerStride'] as const;
+
+export function normRopeShader(plan: NormRopePlan): KernelSource {
+  const { layout, D, R, kvType } = plan;
+  const G = plan.lanesPerRow;
+  const E = layout.elements;
+  const element = layout.access === 'element';
+  const scatter = plan.slotType !== undefined;
+  const rowType = element ? 'u32' : vectorType(layout);
+  const dstType = element && kvType !== 'f32' ? 'array<atomic<u32>>' : `array<${rowType}>`;
+  const bindings = [
+    { name: 'kv', access: 'read' as const, type: `array<${rowType}>` },
+    { name: 'weights', access: 'read' as const, type: 'array<u32>' },
+    ...(plan.epsInWeights ? [] : [{ name: 'eps', access: 'read' as const, type: 'array<f32>' }]),
+    { name: 'cosSin', access: 'read' as const, type: 'array<u32>' },
+    { name: 'positions', access: 'read' as const, type: 'array<u32>' },
+    ...(scatter ? [{ name: 'slots', access: 'read' as const, type: 'array<u32>' }] : []),
+    { name: 'kDst', access: 'read_write' as const, type: dstType },
+    { name: 'vDst', access: 'read_write' as const, type: dstType },
+    { name: 'flags', access: 'read_write' as const, type: 'array<atomic<u32>>' },
+  ];
+
+  const vecs = Array.from({ length: plan.vecsPerLane }, (_, v) => v);
+  const loads = vecs
+    .map((v) => {
+      const c = `c${v}`;
+      return [
+        `let ${c} = laneInRow + ${v * G}u;`,
+        `let a${v} = live && ${c} < ROW_VECS;`,
+        `let ${c}s = select(0u, ${c}, a${v});`,
+        element ? `let x${v} = select(0.0, kvAt(kBase + ${c}s), a${v});` : `let x${v} = select(${rowType}(), kv[kBase + ${c}s], a${v});`,
+        ...(element ? [] : [`let v${v} = kv[vBase + ${c}s];`]),
+      ].join('\n  ');
+    })
+    .join('\n  ');
+  const squares = vecs
+    .flatMap((v) => vectorValues(kvType, layout, `x${v}`).map((x) => `sumSquares = fma(${x}, ${x}, sumSquares);`))
+    .join('\n  ');
+
+  const reduce =
+    plan.reduction === 'subgroup'
+      ? Array.from({ length: Math.log2(G) }, (_, i) => `sumSquares += subgroupShuffleXor(sumSquares, ${G >> (i + 1)}u);`).join('\n  ')
+      : plan.reduction === 'workgroup'
+        ? `partial[lane] = sumSquares;
+  workgroupBarrier();
+  sumSquares = 0.0;
+  for (var i = 0u; i < ${G}u; i++) { sumSquares += partial[(lane / ${G}u) * ${G}u + i]; }`
+        : '';
+
+  const writes = vecs
+    .map((v) => {
+      const p = `r${v}_`;
+      const xs = vectorValues(kvType, layout, `x${v}`);
+      const normed = xs.map((_, k) => `${p}y${k}`);
+      const lines = xs.map((x, k) => `let ${p}y${k} = ${x} * inv * weightAt(wBase + c${v} * ${E}u + ${k}u);`);
+      const rotation = rotateVector({
+        style: plan.style,
+        partner: plan.partner,
+        layout,
+        R,
+        values: normed,
+        vector: `c${v}`,
+        prefix: p,
+        partnerValue: (i, out) => `let ${out} = kvAt(kElemBase + ${i}) * inv * weightAt(wBase + ${i});`,
+        partnerVector: (vector, prefix) => {
+          const raw = vectorValues(kvType, layout, `${prefix}raw`);
+          return {
+            code: [`let ${prefix}raw = kv[kBase + ${vector}];`, ...raw.map((x, k) => `let ${prefix}${k} = ${x} * inv * weightAt(wBase + ${vector} * ${E}u + ${k}u);`)].join('\n    '),
+            values: raw.map((_, k) => `${prefix}${k}`),
+          };
+        },
+        cosSin: (j, which) => `cosSinAt(csBase + ${which === 0 ? '' : `${R / 2}u + `}${j})`,
+      });
+      const store = element
+        ? [storeElement(kvType, 'kDst', 'storeK', `dBase + c${v}`, rotation.out[0]!), copyElement(kvType, v)]
+        : [`kDst[dBase + c${v}] = ${packVector(kvType, layout, rotation.out)};`, `vDst[dBase + c${v}] = v${v};`];
+      return `if (ok && a${v}) {\n    ${[...lines, rotation.code, ...store].join('\n    ')}\n  }`;
+    })
+    .join('\n  ');
+
+  const code = `${plan.reduction === 'subgroup' ? 'enable subgroups;\n' : ''}${HALF_FLOAT_WGSL}
+${INDEX_RANGE_WGSL}
+${paramsStruct(NORM_ROPE_PARAMS)}
+${declareBindings(bindings)}
+${elementReader('weightAt', 'weights', plan.weightType)}
+${elementReader('cosSinAt', 'cosSin', plan.cacheType)}
+${indexReader('positionAt', 'positions', plan.positionType)}
+${scatter ? indexReader('slotAt', 'slots', plan.slotType!) : ''}
+${rowElementReader('kvAt', 'kv', kvType, layout)}
+${element && kvType !== 'f32' ? `${halfStorer('storeK', 'kDst')}\n${halfStorer('storeV', 'vDst')}` : ''}
+
+const ROW_VECS = ${layout.rowVecs}u;
+const ROWS_PER_GROUP = ${plan.workgroupSize / G}u;
+${plan.reduction === 'workgroup' ? `var<workgroup> partial: array<f32, ${plan.workgroupSize}>;` : ''}
+
+@compute @workgroup_size(${plan.workgroupSize})
+fn main(${ENTRY_BUILTINS}) {
+  ${LINEAR_WORKGROUP}
+  let laneInRow = lane % ${G}u;
+  let row = linearWorkgroup * ROWS_PER_GROUP + lane / ${G}u;
+  let live = row < params.rows;
+  let r = select(0u, row, live);
+  let h = r % params.heads;
+  let tl = r / params.heads;
+  let l = tl % params.layers;
+  let t = tl / params.layers;
+  let position = positionAt(t);
+  let positionOk = indexBelow(position, params.positionBelow);
+  if (live && laneInRow == 0u && !positionOk) { atomicMax(&flags[params.positionFlag], 0xffffffffu - t); }
+  ${
+    scatter
+      ? `let slot = slotAt(t);
+  let skipped = indexIsNegative(slot);
+  let slotOk = indexBelow(slot, params.slotBelow);
+  if (live && laneInRow == 0u && !skipped && !slotOk) { atomicMax(&flags[params.slotFlag], 0xffffffffu - t); }
+  let ok = live && positionOk && slotOk;
+  let destToken = select(0u, slot.x, slotOk);`
+      : `let ok = live && positionOk;
+  let destToken = t;`
+  }
+  let csBase = ${plan.ropeSource === 'cache' ? 'select(0u, position.x, positionOk)' : 't'} * ${R}u;
+  let wBase = l * ${D}u;
+  let kRow = (t * params.layers + l) * 2u * params.heads + h;
+  let kElemBase = kRow * ${D}u;
+  let kBase = kRow * ROW_VECS;
+  let vBase = kBase + params.heads * ROW_VECS;
+  let dBase = l * params.destLayerStride + (destToken * params.heads + h) * ROW_VECS;
+  ${loads}
+  var sumSquares = 0.0;
+  ${squares}
+  ${reduce}
+  let eps = ${plan.epsInWeights ? 'bitcast<f32>(weights[params.epsWordOffset + l])' : 'eps[l]'};
+  let inv = inverseSqrt(sumSquares / ${D}.0 + eps);
+  ${writes}
+}
+`;
+  return { code, bindings: bindings.map(({ name, access }) => ({ name, access })), params: NORM_ROPE_PARAMS };
+
+  function copyElement(dtype: NormRopePlan['kvType'], v: number): string {
+    // V is copied as raw bits: the source word's half goes to the destination's half.
+    if (dtype === 'f32') return `vDst[dBase + c${v}] = kv[vBase + c${v}];`;
+    return `storeV(dBase + c${v}, kv[(vBase + c${v}) >> 1u] >> (((vBase + c${v}) & 1u) * 16u));`;
+  }
+}

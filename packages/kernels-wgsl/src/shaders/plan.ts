@@ -1,0 +1,245 @@
+/**
+ * Every kernel-shape decision in one place: vector width, lanes per head row,
+ * workgroup size, how a row's sum of squares is reduced, GEMM tiles. A plan is
+ * plain data; its key names the pipeline in the cache, so two calls that plan
+ * the same kernel share one compiled pipeline.
+ */
+import type { FloatDType, IndexDType } from '@kvkit/contracts';
+import { elementBytes } from './common.wgsl.js';
+
+/** What the device offers that changes how kernels are built. */
+export interface DeviceCaps {
+  /** `subgroups` is enabled and its lanes are laid out in order within a workgroup (checked at start-up). */
+  readonly subgroups: boolean;
+  /** The smallest subgroup any pipeline may get; a row reduced within a subgroup must fit in it. */
+  readonly subgroupMinSize: number;
+  readonly maxWorkgroupStorageBytes: number;
+  readonly maxInvocationsPerWorkgroup: number;
+  /** Storage buffers one kernel may bind (8 by default in WebGPU; most GPUs offer more). */
+  readonly maxStorageBuffersPerStage: number;
+}
+
+export type RopeStyle = 'neox' | 'gptj';
+
+/**
+ * How one head row of D elements is read: as vectors of 1, 2 or 4 u32 words
+ * (f32 bits, or two halves per word), or element by element where a 16-bit
+ * row does not start on a word boundary (odd D).
+ */
+export interface RowLayout {
+  readonly access: 'vector' | 'element';
+  /** u32 words per vector (1 in element access, where a "vector" is one element). */
+  readonly vecWords: 1 | 2 | 4;
+  /** Elements per vector. */
+  readonly elements: number;
+  /** Vectors per head row. */
+  readonly rowVecs: number;
+}
+
+export function rowLayout(dtype: FloatDType, D: number): RowLayout {
+  const rowBytes = D * elementBytes(dtype);
+  if (rowBytes % 4 !== 0) return { access: 'element', vecWords: 1, elements: 1, rowVecs: D };
+  const words = rowBytes / 4;
+  const vecWords = words % 4 === 0 ? 4 : words % 2 === 0 ? 2 : 1;
+  return { access: 'vector', vecWords, elements: (vecWords * 4) / elementBytes(dtype), rowVecs: words / vecWords };
+}
+
+/**
+ * Where the rotation partner of an element lives: in the same vector (gptj),
+ * in the vector R/2 elements away (neox with R/2 a whole number of vectors),
+ * or anywhere (read element by element).
+ */
+export type PartnerMode = 'local' | 'chunk' | 'element';
+
+export function partnerMode(style: RopeStyle, R: number, layout: RowLayout): PartnerMode {
+  if (layout.access === 'element') return 'element';
+  if (style === 'gptj') return layout.elements % 2 === 0 ? 'local' : 'element';
+  return (R / 2) % layout.elements === 0 ? 'chunk' : 'element';
+}
+
+function nextPowerOfTwo(n: number): number {
+  let p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+/**
+ * Defaults of the choices below, in one object so a benchmark can compare
+ * variants in one run (plans, and so pipeline keys, follow it).
+ */
+export const tuning = {
+  /** Invocations per workgroup of the norm + RoPE kernel (128 beat 256 and 512 on the H200 at T = 32768: 87% vs 80% of copy). */
+  normRopeWorkgroup: 128,
+  /** Invocations per workgroup of the RoPE-only and table kernels. */
+  rowWorkgroup: 256,
+  /** Lanes that share one head row, at most this many: beyond it each lane takes several vectors. */
+  maxLanesPerRow: 32,
+  /** K step of the GEMM tile, halved until two buffers fit in workgroup memory (8 beat 16 on the H200: 57% vs 46% of the FMA ceiling). */
+  gemmTileK: 8,
+};
+
+/** Where the cos/sin values of a token come from: the cache row at its position, or a per-token table row. */
+export type RopeSource = 'cache' | 'tokenTable';
+
+export interface NormRopeRequest {
+  readonly kvType: FloatDType;
+  readonly weightType: FloatDType;
+  readonly cacheType: FloatDType;
+  readonly positionType: IndexDType;
+  /** Pool scatter (materializeInto) reads slots of this dtype; dense outputs need none. */
+  readonly slotType: IndexDType | undefined;
+  readonly D: number;
+  readonly R: number;
+  readonly style: RopeStyle;
+  readonly ropeSource: RopeSource;
+  /** eps words follow the weights in one buffer (the materializer's), freeing a binding. */
+  readonly epsInWeights: boolean;
+}
+
+export interface NormRopePlan extends NormRopeRequest {
+  readonly kernel: 'normRope';
+  readonly layout: RowLayout;
+  readonly partner: PartnerMode;
+  /** Lanes per head row (a power of two), vectors per lane, and how their partial sums meet. */
+  readonly lanesPerRow: number;
+  readonly vecsPerLane: number;
+  readonly reduction: 'none' | 'subgroup' | 'workgroup';
+  readonly workgroupSize: number;
+}
+
+export function planNormRope(caps: DeviceCaps, r: NormRopeRequest): NormRopePlan {
+  const layout = rowLayout(r.kvType, r.D);
+  const lanesPerRow = Math.min(nextPowerOfTwo(layout.rowVecs), tuning.maxLanesPerRow);
+  const reduction = lanesPerRow === 1 ? 'none' : caps.subgroups && lanesPerRow <= caps.subgroupMinSize ? 'subgroup' : 'workgroup';
+  return {
+    ...r,
+    kernel: 'normRope',
+    layout,
+    partner: partnerMode(r.style, r.R, layout),
+    lanesPerRow,
+    vecsPerLane: Math.ceil(layout.rowVecs / lanesPerRow),
+    reduction,
+    workgroupSize: Math.max(lanesPerRow, Math.min(tuning.normRopeWorkgroup, caps.maxInvocationsPerWorkgroup)),
+  };
+}
+
+export interface RopeRowsRequest {
+  readonly dtype: FloatDType;
+  readonly D: number;
+  readonly R: number;
+  readonly style: RopeStyle;
+  /** 'q': rotate into a dense output; 'kv': rotate K into kRot and the pool, copy V into the pool at slots; 'all': both in one dispatch. */
+  readonly kind: 'q' | 'kv' | 'all';
+  readonly slotType: IndexDType | undefined;
+}
+
+export interface RopeRowsPlan extends RopeRowsRequest {
+  readonly kernel: 'ropeRows';
+  readonly layout: RowLayout;
+  readonly partner: PartnerMode;
+  /** One invocation per rotation pair of vectors (neox, whole vectors apart) instead of one per vector. */
+  readonly pairs: boolean;
+  readonly workgroupSize: number;
+}
+
+/** Invocations per head row of a RoPE-only plan. */
+export function ropeRowUnits(plan: RopeRowsPlan): number {
+  const E = plan.layout.elements;
+  return plan.pairs ? plan.R / 2 / E + (plan.D - plan.R) / E : plan.layout.rowVecs;
+}
+
+/** Storage bindings of the one-dispatch RoPE + scatter kernel (q, k, v, cos/sin, slots, qRot, kRot, two pools, flags). */
+export const ROPE_ALL_BINDINGS = 10;
+
+export function planRopeRows(caps: DeviceCaps, r: RopeRowsRequest): RopeRowsPlan {
+  const layout = rowLayout(r.dtype, r.D);
+  const partner = partnerMode(r.style, r.R, layout);
+  return { ...r, kernel: 'ropeRows', layout, partner, pairs: partner === 'chunk', workgroupSize: Math.min(tuning.rowWorkgroup, caps.maxInvocationsPerWorkgroup) };
+}
+
+export interface RopeTablePlan {
+  readonly kernel: 'ropeTable';
+  readonly positionType: IndexDType;
+  readonly workgroupSize: number;
+}
+
+export function planRopeTable(caps: DeviceCaps, positionType: IndexDType): RopeTablePlan {
+  return { kernel: 'ropeTable', positionType, workgroupSize: Math.min(tuning.rowWorkgroup, caps.maxInvocationsPerWorkgroup) };
+}
+
+export interface GemmPlan {
+  readonly kernel: 'gemm';
+  readonly dtype: FloatDType;
+  /** Rows of C per workgroup tile (16 threads down, tileM / 16 rows each). */
+  readonly tileM: number;
+  /** Columns of C per workgroup tile (16 threads across, 8 columns each). */
+  readonly tileN: number;
+  /** K step held in workgroup memory per tile, double-buffered. */
+  readonly tileK: number;
+  /** Rows of A and W start on 16-byte boundaries: one vec4<u32> load per 16 bytes; else element loads. */
+  readonly vectorLoads: boolean;
+  /** Split-K: write f32 partial sums, added and rounded by the reduce kernel. */
+  readonly partial: boolean;
+}
+
+export interface GemmReducePlan {
+  readonly kernel: 'gemmReduce';
+  readonly dtype: FloatDType;
+  readonly workgroupSize: number;
+}
+
+/** Workgroups a GEMM should have to fill a large GPU; fewer tiles than this split K. */
+const GEMM_TARGET_WORKGROUPS = 512;
+/** Each split keeps at least this many K steps, so the extra pass stays small. */
+const GEMM_MIN_STEPS_PER_SPLIT = 8;
+
+/** How many ways to split K, and the K length of a split (a whole number of tile steps). */
+export function gemmSplits(plan: GemmPlan, shape: { M: number; N: number; K: number }): { splits: number; kPerSplit: number } {
+  const tiles = Math.ceil(shape.M / plan.tileM) * Math.ceil(shape.N / plan.tileN);
+  const steps = Math.ceil(shape.K / plan.tileK);
+  let splits = Math.min(32, Math.ceil(GEMM_TARGET_WORKGROUPS / tiles), Math.floor(steps / GEMM_MIN_STEPS_PER_SPLIT));
+  if (tiles >= GEMM_TARGET_WORKGROUPS || splits < 2) return { splits: 1, kPerSplit: steps * plan.tileK };
+  const kPerSplit = Math.ceil(steps / splits) * plan.tileK;
+  splits = Math.ceil(shape.K / kPerSplit);
+  return { splits, kPerSplit };
+}
+
+export function planGemmReduce(caps: DeviceCaps, dtype: FloatDType): GemmReducePlan {
+  return { kernel: 'gemmReduce', dtype, workgroupSize: Math.min(256, caps.maxInvocationsPerWorkgroup) };
+}
+
+export function planGemm(caps: DeviceCaps, dtype: FloatDType, shape: { T: number; K: number }, partial = false): GemmPlan {
+  const tileN = 128;
+  // Few tokens: a short tile, so a decode-sized call does not pay for 128 rows.
+  const tileM = shape.T <= 16 ? 16 : shape.T <= 32 ? 32 : shape.T <= 64 ? 64 : 128;
+  let tileK = tuning.gemmTileK;
+  while (tileK > 4 && 2 * tileK * (tileM + tileN) * 4 > caps.maxWorkgroupStorageBytes) tileK /= 2;
+  return { kernel: 'gemm', dtype, tileM, tileN, tileK, vectorLoads: (shape.K * elementBytes(dtype)) % 16 === 0 && tileK % (16 / elementBytes(dtype)) === 0, partial };
+}
+
+export interface CopyPlan {
+  readonly kernel: 'copy';
+  readonly workgroupSize: number;
+  readonly vectorsPerInvocation: number;
+}
+
+export interface FmaPlan {
+  readonly kernel: 'fma';
+  readonly workgroupSize: number;
+  readonly steps: number;
+}
+
+export function planCopy(caps: DeviceCaps, vectorsPerInvocation: number): CopyPlan {
+  return { kernel: 'copy', workgroupSize: Math.min(256, caps.maxInvocationsPerWorkgroup), vectorsPerInvocation };
+}
+
+export function planFma(caps: DeviceCaps): FmaPlan {
+  return { kernel: 'fma', workgroupSize: Math.min(256, caps.maxInvocationsPerWorkgroup), steps: 1024 };
+}
+
+export type KernelPlan = NormRopePlan | RopeRowsPlan | RopeTablePlan | GemmPlan | GemmReducePlan | CopyPlan | FmaPlan;
+
+/** The pipeline cache key of a plan: every field that shapes the generated WGSL. */
+export function planKey(plan: KernelPlan): string {
+  return JSON.stringify(plan);
+}

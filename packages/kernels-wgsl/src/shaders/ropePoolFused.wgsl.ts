@@ -1,0 +1,187 @@
+/**
+ * RoPE without a norm, one invocation per vector of a head row (SEMANTICS.md §3).
+ * The query part rotates every query head into qRot; the key part rotates
+ * every key head into kRot and, for tokens with a slot in the pool, into
+ * kPool, and copies the value head into vPool bit for bit. Negative slots
+ * skip the token; a slot at or past the pool is recorded in the flag words
+ * and not written. cos/sin come from a per-token table (ropeTable.wgsl.ts),
+ * row n for token n.
+ *
+ * Kind 'all' runs both parts in one dispatch (10 storage bindings, where the
+ * device allows them); 'q' and 'kv' split them over two dispatches.
+ */
+import { ENTRY_BUILTINS, HALF_FLOAT_WGSL, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP, paramsStruct } from './common.wgsl.js';
+import type { RopeRowsPlan } from './plan.js';
+import { halfStorer, packVector, rotateVector, rowElementReader, storeElement, vectorType, vectorValues } from './rowCode.js';
+import { declareBindings } from './source.js';
+import type { KernelSource } from './source.js';
+
+/** `rows` counts every head row of the dispatch; `queryHeads` is Hq in kind 'all' (rows then run q heads, then k heads, per token). */
+export const ROPE_ROWS_PARAMS = ['rows', 'queryHeads', 'keyHeads', 'slotBelow', 'slotFlag'] as const;
+
+export function ropeRowsShader(plan: RopeRowsPlan): KernelSource {
+  const { layout, R, dtype } = plan;
+  const element = layout.access === 'element';
+  const halves = element && dtype !== 'f32';
+  const rowType = element ? 'u32' : vectorType(layout);
+  const dstType = halves ? 'array<atomic<u32>>' : `array<${rowType}>`;
+  const withQ = plan.kind !== 'kv';
+  const withK = plan.kind !== 'q';
+  const read = (name: string) => ({ name, access: 'read' as const, type: `array<${rowType}>` });
+  const write = (name: string) => ({ name, access: 'read_write' as const, type: dstType });
+  const bindings = [
+    ...(withQ ? [read('q')] : []),
+    ...(withK ? [read('k'), read('v')] : []),
+    { name: 'cosSin', access: 'read' as const, type: 'array<f32>' },
+    ...(withK ? [{ name: 'slots', access: 'read' as const, type: 'array<u32>' }] : []),
+    ...(withQ ? [write('qRot')] : []),
+    ...(withK ? [write('kRot'), write('kPool'), write('vPool'), { name: 'flags', access: 'read_write' as const, type: 'array<atomic<u32>>' }] : []),
+  ];
+
+  /** The statements of one part: rotate this invocation's vector of `src` into `dst` (and the pools for keys). */
+  const part = (src: 'q' | 'k', dst: 'qRot' | 'kRot', heads: string): string => {
+    const isKey = src === 'k';
+    const p = `${src}_`;
+    const xs = vectorValues(dtype, layout, 'x');
+    const rotation = rotateVector({
+      style: plan.style,
+      partner: plan.partner,
+      layout,
+      R,
+      values: xs.map((_, k) => `${p}y${k}`),
+      vector: 'c',
+      prefix: p,
+      partnerValue: (i, out) => `let ${out} = ${src}At(elemBase + ${i});`,
+      partnerVector: (vector, prefix) => ({ code: `let ${prefix}raw = ${src}[base + ${vector}];`, values: vectorValues(dtype, layout, `${prefix}raw`) }),
+      cosSin: (j, which) => `cosSin[csBase + ${which === 0 ? '' : `${R / 2}u + `}${j}]`,
+    });
+    const lines = [
+      `let base = (n * ${heads} + h) * ROW_VECS;`,
+      `let elemBase = (n * ${heads} + h) * ${plan.D}u;`,
+      element ? `let x = ${src}At(base + c);` : `let x = ${src}[base + c];`,
+      ...xs.map((x, k) => `let ${p}y${k} = ${x};`),
+      rotation.code,
+    ];
+    if (isKey) {
+      lines.push(
+        'let slot = slotAt(n);',
+        'let slotOk = indexBelow(slot, params.slotBelow);',
+        'if (h == 0u && c == 0u && !indexIsNegative(slot) && !slotOk) { atomicMax(&flags[params.slotFlag], 0xffffffffu - n); }',
+        'let poolBase = (select(0u, slot.x, slotOk) * params.keyHeads + h) * ROW_VECS;',
+      );
+    }
+    if (element) {
+      lines.push(storeElement(dtype, dst, `store_${dst}`, 'base + c', rotation.out[0]!));
+      if (isKey) {
+        const e = 'base + c';
+        lines.push(
+          'if (slotOk) {',
+          `  ${storeElement(dtype, 'kPool', 'store_kPool', 'poolBase + c', rotation.out[0]!)}`,
+          dtype === 'f32' ? '  vPool[poolBase + c] = v[base + c];' : `  store_vPool(poolBase + c, v[(${e}) >> 1u] >> (((${e}) & 1u) * 16u));`,
+          '}',
+        );
+      }
+    } else {
+      lines.push(`let packed = ${packVector(dtype, layout, rotation.out)};`, `${dst}[base + c] = packed;`);
+      if (isKey) lines.push('if (slotOk) {', '  kPool[poolBase + c] = packed;', '  vPool[poolBase + c] = v[base + c];', '}');
+    }
+    return lines.join('\n    ');
+  };
+
+  /**
+   * Pair layout (neox with R/2 a whole number of vectors): an invocation owns
+   * a vector and its rotation partner R/2 elements on, loads each once and
+   * reads their shared cos/sin once; past R, a vector is copied as it is.
+   */
+  const pairPart = (src: 'q' | 'k', dst: 'qRot' | 'kRot', heads: string): string => {
+    const isKey = src === 'k';
+    const E = layout.elements;
+    const halfVecs = R / 2 / E;
+    const xs = vectorValues(dtype, layout, 'x');
+    const ps = vectorValues(dtype, layout, 'xp');
+    const lines = [
+      `let base = (n * ${heads} + h) * ROW_VECS;`,
+      `let paired = u < ${halfVecs}u;`,
+      `let c = select(${R / E}u + u - ${halfVecs}u, u, paired);`,
+      `let x = ${src}[base + c];`,
+    ];
+    if (isKey) {
+      lines.push(
+        'let slot = slotAt(n);',
+        'let slotOk = indexBelow(slot, params.slotBelow);',
+        'if (h == 0u && u == 0u && !indexIsNegative(slot) && !slotOk) { atomicMax(&flags[params.slotFlag], 0xffffffffu - n); }',
+        'let poolBase = (select(0u, slot.x, slotOk) * params.keyHeads + h) * ROW_VECS;',
+      );
+    }
+    const rotate = [
+      `let pc = c + ${halfVecs}u;`,
+      `let xp = ${src}[base + pc];`,
+      `let j0 = csBase + c * ${E}u;`,
+      ...xs.flatMap((_, k) => [`let cs${k} = cosSin[j0 + ${k}u];`, `let sn${k} = cosSin[j0 + ${R / 2 + k}u];`]),
+      `let lo = ${packVector(dtype, layout, xs.map((x, k) => `${x} * cs${k} - ${ps[k]} * sn${k}`))};`,
+      `let hi = ${packVector(dtype, layout, xs.map((x, k) => `${ps[k]} * cs${k} + ${x} * sn${k}`))};`,
+      `${dst}[base + c] = lo;`,
+      `${dst}[base + pc] = hi;`,
+      ...(isKey ? ['if (slotOk) {', '  kPool[poolBase + c] = lo;', '  kPool[poolBase + pc] = hi;', '  vPool[poolBase + c] = v[base + c];', '  vPool[poolBase + pc] = v[base + pc];', '}'] : []),
+    ];
+    const copy = [`${dst}[base + c] = x;`, ...(isKey ? ['if (slotOk) {', '  kPool[poolBase + c] = x;', '  vPool[poolBase + c] = v[base + c];', '}'] : [])];
+    lines.push(`if (paired) {\n      ${rotate.join('\n      ')}\n    } else {\n      ${copy.join('\n      ')}\n    }`);
+    return lines.join('\n    ');
+  };
+  const body = plan.pairs ? pairPart : part;
+  const units = plan.pairs ? R / 2 / layout.elements + (plan.D - R) / layout.elements : layout.rowVecs;
+
+  const storers = halves ? [...(withQ ? ['qRot'] : []), ...(withK ? ['kRot', 'kPool', 'vPool'] : [])].map((a) => halfStorer(`store_${a}`, a)) : [];
+  const dispatch =
+    plan.kind === 'all'
+      ? `let unitsPerToken = params.queryHeads + params.keyHeads;
+  let n = row / unitsPerToken;
+  let csBase = n * ${R}u;
+  let unit = row % unitsPerToken;
+  if (unit < params.queryHeads) {
+    let h = unit;
+    ${body('q', 'qRot', 'params.queryHeads')}
+  } else {
+    let h = unit - params.queryHeads;
+    ${body('k', 'kRot', 'params.keyHeads')}
+  }`
+      : plan.kind === 'q'
+        ? `let n = row / params.queryHeads;
+  let csBase = n * ${R}u;
+  let h = row % params.queryHeads;
+  {
+    ${body('q', 'qRot', 'params.queryHeads')}
+  }`
+        : `let n = row / params.keyHeads;
+  let csBase = n * ${R}u;
+  let h = row % params.keyHeads;
+  {
+    ${body('k', 'kRot', 'params.keyHeads')}
+  }`;
+
+  const code = `${HALF_FLOAT_WGSL}
+${INDEX_RANGE_WGSL}
+${paramsStruct(ROPE_ROWS_PARAMS)}
+${declareBindings(bindings)}
+${withQ ? rowElementReader('qAt', 'q', dtype, layout) : ''}
+${withK ? rowElementReader('kAt', 'k', dtype, layout) : ''}
+${withK ? indexReader('slotAt', 'slots', plan.slotType ?? 'i32') : ''}
+${storers.join('\n')}
+
+const ROW_VECS = ${layout.rowVecs}u;
+/** Invocations per head row: one per vector, or (pair layout) one per rotation pair plus one per vector past R. */
+const UNITS = ${units}u;
+
+@compute @workgroup_size(${plan.workgroupSize})
+fn main(${ENTRY_BUILTINS}) {
+  ${LINEAR_WORKGROUP}
+  let id = linearWorkgroup * ${plan.workgroupSize}u + lane;
+  let row = id / UNITS;
+  if (row >= params.rows) { return; }
+  let u = id % UNITS;
+  let c = u;
+  ${dispatch}
+}
+`;
+  return { code, bindings: bindings.map(({ name, access }) => ({ name, access })), params: ROPE_ROWS_PARAMS };
+}

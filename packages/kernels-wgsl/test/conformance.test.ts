@@ -1,0 +1,15 @@
+import { defineConformanceSuite, defineValidationSuite } from '@kvkit/conformance';
+import { describe, it } from 'vitest';
+import { createWebGpuBackend, probeWebGpu } from '../src/index.js';
+
+const probe = await probeWebGpu();
+
+if (probe.ok) {
+  defineConformanceSuite('webgpu', () => createWebGpuBackend(), { dtypes: ['f32', 'f16', 'bf16'] });
+  defineValidationSuite('webgpu', () => createWebGpuBackend());
+} else {
+  console.warn(`kernels-wgsl: conformance skipped, no WebGPU adapter here: ${probe.reason}`);
+  describe.skip(`webgpu conformance (skipped: no WebGPU adapter: ${probe.tried})`, () => {
+    it('needs an adapter', () => {});
+  });
+}

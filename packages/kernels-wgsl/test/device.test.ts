@@ -1,0 +1,108 @@
+import { isContractError } from '@kvkit/errors-catalog';
+import { describe, expect, it } from 'vitest';
+import { createWebGpuBackend, webGpuBackendStats } from '../src/index.js';
+import { findAdapter, KERNEL_TOGGLES } from '../src/runtime/adapter.js';
+
+describe('no WebGPU adapter', () => {
+  it('is KV050, with how to get one, when the WebGPU entry point has no adapter', async () => {
+    const error = await createWebGpuBackend({ gpu: { requestAdapter: async () => null } }).catch((e: unknown) => e);
+    expect(isContractError(error)).toBe(true);
+    expect(error).toMatchObject({ code: 'KV050', op: 'createWebGpuBackend' });
+    expect((error as Error).message).toMatch(/returned null/);
+    expect((error as Error).message).toMatch(/chromium|SwiftShader/);
+  });
+
+  it('is KV050, not a crash, when requestAdapter itself throws', async () => {
+    const gpu = {
+      requestAdapter: async () => {
+        throw new Error('WebGPU is disabled');
+      },
+    };
+    await expect(createWebGpuBackend({ gpu })).rejects.toMatchObject({ code: 'KV050', message: expect.stringContaining('WebGPU is disabled') });
+  });
+});
+
+const found = await findAdapter({}, KERNEL_TOGGLES);
+
+describe.skipIf(!found.ok)(`a device passed in and then lost${found.ok ? '' : ' (skipped: no WebGPU adapter)'}`, () => {
+  async function ownDevice(): Promise<GPUDevice> {
+    if (!found.ok) throw new Error(found.reason);
+    // A fresh adapter per device: an adapter gives one device only.
+    const again = await findAdapter({}, KERNEL_TOGGLES);
+    if (!again.ok) throw new Error(again.reason);
+    return again.adapter.requestDevice();
+  }
+
+  it('runs on the caller’s device, and backend.dispose() leaves that device usable', async () => {
+    const device = await ownDevice();
+    const backend = await createWebGpuBackend({ device });
+    const t = backend.tensor('f32', [3], [1, 2, 3]);
+    expect(Array.from((await backend.read(t)) as Float32Array)).toEqual([1, 2, 3]);
+    backend.dispose();
+    expect(t.disposed).toBe(true);
+    const buffer = device.createBuffer({ size: 16, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    await buffer.mapAsync(GPUMapMode.READ);
+    buffer.unmap();
+    device.destroy();
+  });
+
+  it('after device.destroy(), every call throws KV051 at once: tensor, ops, read, sync', async () => {
+    const device = await ownDevice();
+    const backend = await createWebGpuBackend({ device });
+    const kept = backend.tensor('f32', [4], [1, 2, 3, 4]);
+    const rope = {
+      q: backend.tensor('f32', [2, 1, 4], [1, 2, 3, 4, 5, 6, 7, 8]),
+      k: backend.tensor('f32', [2, 1, 4], [1, 2, 3, 4, 5, 6, 7, 8]),
+      v: backend.tensor('f32', [2, 1, 4], [1, 2, 3, 4, 5, 6, 7, 8]),
+      positions: backend.tensor('i32', [2], [0, 1]),
+      slots: backend.tensor('i32', [2], [1, 0]),
+      kPool: backend.empty('f32', [2, 1, 4]),
+      vPool: backend.empty('f32', [2, 1, 4]),
+      headDim: 4,
+      numQoHeads: 1,
+      numKvHeads: 1,
+      ropeBase: 10000,
+    };
+    const materializer = { kvWeight: backend.tensor('f32', [1, 4, 4], new Float32Array(16).fill(0.5)), kNormWeight: backend.tensor('f32', [1, 2], [1, 1]), eps: 1e-6, numKvHeads: 1, headDim: 2, ropeBase: 10000 };
+    expect(() => backend.ropePoolFused(rope)).not.toThrow();
+    device.destroy();
+    expect(() => backend.tensor('f32', [2], [1, 2])).toThrow(expect.objectContaining({ code: 'KV051', op: 'tensor' }));
+    expect(() => backend.empty('bf16', [2])).toThrow(expect.objectContaining({ code: 'KV051' }));
+    expect(() => backend.ropePoolFused(rope)).toThrow(expect.objectContaining({ code: 'KV051', op: 'ropePoolFused' }));
+    expect(() => backend.createKvMaterializer(materializer)).toThrow(
+      expect.objectContaining({ code: 'KV051', op: 'createKvMaterializer' }),
+    );
+    await expect(backend.read(kept)).rejects.toMatchObject({ code: 'KV051', op: 'read' });
+    await expect(backend.sync()).rejects.toMatchObject({ code: 'KV051', op: 'sync', message: expect.stringContaining('destroyed by its owner') });
+    backend.dispose();
+  });
+
+  it('a read in flight when the device goes away rejects with KV051 instead of hanging', async () => {
+    const device = await ownDevice();
+    const backend = await createWebGpuBackend({ device });
+    const t = backend.tensor('f32', [1 << 16], new Float32Array(1 << 16).fill(2));
+    const pending = backend.read(t);
+    device.destroy();
+    const outcome = await pending.then(
+      (data) => ({ data }),
+      (error: unknown) => ({ error }),
+    );
+    // Either the copy finished before the loss, or the read says why it cannot.
+    if ('error' in outcome) expect(outcome.error).toMatchObject({ code: 'KV051' });
+    else expect((outcome.data as Float32Array)[5]).toBe(2);
+    backend.dispose();
+  });
+});
+
+describe.skipIf(!found.ok)(`a backend's own device${found.ok ? '' : ' (skipped: no WebGPU adapter)'}`, () => {
+  it('dispose() destroys its buffers: tensors read as disposed and calls on them throw KV003', async () => {
+    const backend = await createWebGpuBackend();
+    const t = backend.tensor('i64', [2], [5n, -7n]);
+    expect(Array.from((await backend.read(t)) as BigInt64Array)).toEqual([5n, -7n]);
+    expect(webGpuBackendStats(backend).liveBuffers).toBeGreaterThan(0);
+    backend.dispose();
+    expect(t.disposed).toBe(true);
+    await expect(backend.read(t)).rejects.toMatchObject({ code: 'KV003' });
+    expect(webGpuBackendStats(backend).liveBuffers).toBe(0);
+  });
+});
