@@ -54,20 +54,6 @@ if (found.length === 0) {
 const ceilings: Ceiling[] = [];
 const rows: ResultRow[] = [];
 const notes: string[] = [];
-for (const { name, make } of found) {
-  const profiler = await make();
-  try {
-    const run = await runBackend(profiler, log);
-    ceilings.push(...run.ceilings);
-    rows.push(...run.rows);
-    notes.push(...run.notes);
-  } catch (e) {
-    notes.push(`${name}: the run stopped: ${e instanceof Error ? e.message : String(e)}`);
-    log(`${name}: the run stopped: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
-  } finally {
-    profiler.backend.dispose();
-  }
-}
 if (values.peers) {
   const peers = JSON.parse(readFileSync(values.peers, 'utf8')) as Pick<BenchResults, 'ceilings' | 'rows' | 'notes'>;
   ceilings.push(...peers.ceilings);
@@ -76,13 +62,33 @@ if (values.peers) {
 }
 
 const date = new Date().toISOString().slice(0, 10);
-const results: BenchResults = { schema: 1, date, gpu, driver, notes, ceilings, rows };
 const file = `${date}-${gpu.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '')}`;
 const here = dirname(fileURLToPath(import.meta.url));
 const dirs = [values.results ?? join(here, '..', 'results'), ...(values.out ? [values.out] : [])];
-for (const dir of dirs) {
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, `${file}.json`), `${JSON.stringify(results, null, 2)}\n`);
-  writeFileSync(join(dir, `${file}.md`), markdownTable(results));
+/** Written after every backend, so a run cut short still leaves what it measured. */
+const save = (): BenchResults => {
+  const results: BenchResults = { schema: 1, date, gpu, driver, notes, ceilings, rows };
+  for (const dir of dirs) {
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, `${file}.json`), `${JSON.stringify(results, null, 2)}\n`);
+    writeFileSync(join(dir, `${file}.md`), markdownTable(results));
+  }
+  return results;
+};
+
+for (const { name, make } of found) {
+  const profiler = await make();
+  try {
+    const run = await runBackend(profiler, log);
+    ceilings.unshift(...run.ceilings);
+    rows.unshift(...run.rows);
+    notes.push(...run.notes);
+  } catch (e) {
+    notes.push(`${name}: the run stopped: ${e instanceof Error ? e.message : String(e)}`);
+    log(`${name}: the run stopped: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
+  } finally {
+    profiler.backend.dispose();
+  }
+  save();
 }
-log(`\n${markdownTable(results)}\nwritten: ${dirs.map((d) => join(d, `${file}.json`)).join(', ')}`);
+log(`\n${markdownTable(save())}\nwritten: ${dirs.map((d) => join(d, `${file}.json`)).join(', ')}`);

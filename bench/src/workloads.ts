@@ -18,6 +18,24 @@ export function copiesFor(bytes: number): number {
 
 /** Random values in [-1, 1) (never zeros: the plan measures on random data), from a seeded xorshift. */
 export function randomFloats(n: number, seed: number): Float32Array {
+  return randomSource(n, seed).slice();
+}
+
+let pool = new Float32Array(0);
+
+/**
+ * A window of one shared random pool, grown on demand: generating hundreds of
+ * millions of values per tensor would cost more than the measurements. Tensor
+ * uploads copy it, so windows may overlap.
+ */
+function randomSource(n: number, seed: number): Float32Array {
+  const slack = 4096;
+  if (pool.length < n + slack) pool = generate(Math.max(n + slack, 2 * pool.length), 0x9e3779b9);
+  const offset = (seed * 7919) % slack;
+  return pool.subarray(offset, offset + n);
+}
+
+function generate(n: number, seed: number): Float32Array {
   const out = new Float32Array(n);
   let x = seed >>> 0 || 1;
   for (let i = 0; i < n; i++) {
@@ -62,7 +80,7 @@ export function normRopeWorkload(backend: Backend, s: NormRopeShape, copies: num
   const kNormWeight = keep(backend.tensor('bf16', [s.L, s.D], randomFloats(s.L * s.D, 7)));
   const eps = keep(backend.tensor('f32', [s.L], new Float32Array(s.L).fill(1e-6)));
   const sets = Array.from({ length: copies }, (_, i) => ({
-    kv: keep(backend.tensor('bf16', [s.T, s.L, 2 * s.H * s.D], randomFloats(s.T * s.L * 2 * s.H * s.D, 11 + i))),
+    kv: keep(backend.tensor('bf16', [s.T, s.L, 2 * s.H * s.D], randomSource(s.T * s.L * 2 * s.H * s.D, 11 + i))),
     positions: keep(backend.tensor('i32', [s.T], positionsFor(s.T, CACHE_ROWS, i))),
     kOut: keep(backend.empty('bf16', [s.L, s.T, s.H, s.D])),
     vOut: keep(backend.empty('bf16', [s.L, s.T, s.H, s.D])),
@@ -102,9 +120,9 @@ export function ropePoolWorkload(backend: Backend, s: RopePoolShape, copies: num
   const slots = new Int32Array(s.N);
   for (let n = 0; n < s.N; n++) slots[n] = (n * 7919) % s.N; // a permutation: 7919 is prime and never divides N
   const sets = Array.from({ length: copies }, (_, i) => ({
-    q: keep(backend.tensor('bf16', [s.N, s.Hq, s.D], randomFloats(s.N * s.Hq * s.D, 21 + i))),
-    k: keep(backend.tensor('bf16', [s.N, s.H, s.D], randomFloats(s.N * s.H * s.D, 41 + i))),
-    v: keep(backend.tensor('bf16', [s.N, s.H, s.D], randomFloats(s.N * s.H * s.D, 61 + i))),
+    q: keep(backend.tensor('bf16', [s.N, s.Hq, s.D], randomSource(s.N * s.Hq * s.D, 21 + i))),
+    k: keep(backend.tensor('bf16', [s.N, s.H, s.D], randomSource(s.N * s.H * s.D, 41 + i))),
+    v: keep(backend.tensor('bf16', [s.N, s.H, s.D], randomSource(s.N * s.H * s.D, 61 + i))),
     positions: keep(backend.tensor('i32', [s.N], positionsFor(s.N, CACHE_ROWS, i))),
     slots: keep(backend.tensor('i32', [s.N], slots)),
     kPool: keep(backend.empty('bf16', [s.N, s.H, s.D])),
@@ -147,7 +165,7 @@ export function materializeWorkload(backend: Backend, s: MaterializeShape, copie
   const cache = keep(backend.tensor('f32', [CACHE_ROWS, s.R], cosSinCache(CACHE_ROWS, s.R)));
   const m = backend.createKvMaterializer({ kvWeight, kNormWeight, eps: 1e-6, numKvHeads: s.H, headDim: s.D, rotaryDim: s.R, cosSinCache: cache });
   const sets = Array.from({ length: copies }, (_, i) => ({
-    ctxHidden: keep(backend.tensor('bf16', [s.T, s.hidden], randomFloats(s.T * s.hidden, 81 + i))),
+    ctxHidden: keep(backend.tensor('bf16', [s.T, s.hidden], randomSource(s.T * s.hidden, 81 + i))),
     positions: keep(backend.tensor('i32', [s.T], positionsFor(s.T, CACHE_ROWS, i))),
   }));
   let next = 0;

@@ -26,8 +26,16 @@ await build({
   target: 'node20',
   external: ['webgpu', 'koffi'],
   alias: { vitest: join(here, 'src', 'vitest-on-node-test.ts') },
-  // Bundled CommonJS dependencies (fast-check) may call require().
-  banner: { js: "import { createRequire as __kvkitRequire } from 'node:module'; const require = __kvkitRequire(import.meta.url);" },
+  // Bundled CommonJS dependencies (fast-check, the TypeScript compiler) may call require() and read __filename.
+  banner: {
+    js: [
+      "import { createRequire as __kvkitRequire } from 'node:module';",
+      "import { fileURLToPath as __kvkitPath } from 'node:url';",
+      'const require = __kvkitRequire(import.meta.url);',
+      'const __filename = __kvkitPath(import.meta.url);',
+      "const __dirname = __filename.slice(0, __filename.lastIndexOf('/'));",
+    ].join(' '),
+  },
   logLevel: 'warning',
 });
 

@@ -20,7 +20,7 @@ suites() { grep -E "^ℹ (tests|pass|fail|cancelled|skipped)" "$OUT/$1.log" | tr
 
 step conformance "${CONFORMANCE_S:-200}" node --test-reporter=spec .device/bundle/conformance.mjs cuda webgpu
 suites conformance
-step catalog-examples 60 node --test-reporter=spec .device/bundle/catalog-examples.mjs
+step catalog-examples "${EXAMPLES_S:-60}" node --test-reporter=spec .device/bundle/catalog-examples.mjs
 suites catalog-examples
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 for tool in memcheck racecheck; do
@@ -29,6 +29,6 @@ for tool in memcheck racecheck; do
 done
 # SGLang's Triton kernel is someone else's code: measured only where a copy was placed in the ignored .peers/.
 peer=(); [[ -f .peers/fused_kv_materialize.py ]] && peer=(--sglang .peers/fused_kv_materialize.py)
-step peers 120 env PYTHONUNBUFFERED=1 python3 bench/peers/torch_peers.py --out "$OUT/peers.json" "${peer[@]}"
+step peers "${PEERS_S:-120}" env PYTHONUNBUFFERED=1 python3 bench/peers/torch_peers.py --out "$OUT/peers.json" "${peer[@]}"
 step bench "${BENCH_S:-240}" node .device/bundle/bench.mjs --peers "$OUT/peers.json" --results "$OUT"
 tail -c 6000 "$OUT/bench.log"

@@ -18,11 +18,4 @@ const scope = () => ({
 });
 const noAdapter = found.ok ? {} : { skipReason: `no WebGPU adapter here (${found.tried})` };
 
-defineCatalogExamples('webgpu', { codes: ['KV050', 'KV051'], scope, ...noAdapter });
-// Running a software adapter out of memory would run the host out of memory first.
-const software = found.ok && found.software;
-defineCatalogExamples('webgpu', {
-  codes: ['KV054'],
-  scope,
-  ...(software ? { skipReason: 'the adapter here is software (SwiftShader); the example runs on GPU hardware' } : noAdapter),
-});
+defineCatalogExamples('webgpu', { scope, ...noAdapter });

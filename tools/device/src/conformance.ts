@@ -6,8 +6,9 @@
  * GEMM, plus the CUDA-only checks of its package's tests.
  */
 import { defineConformanceSuite, defineValidationSuite } from '@kvkit/conformance';
-import { createCudaBackend, cudaBackendInfo } from '@kvkit/kernels-cuda';
 import { createWebGpuBackend } from '@kvkit/kernels-wgsl';
+// From the package's sources, like its checks: one module instance, so the checks recognise the backends made here.
+import { createCudaBackend, cudaBackendInfo } from '../../../packages/kernels-cuda/src/index.js';
 import { defineCudaChecks } from '../../../packages/kernels-cuda/test/cudaChecks.js';
 
 const suites: Record<string, () => Promise<void>> = {
