@@ -1,35 +1,45 @@
 import type { Backend } from '@kvkit/contracts';
+import { isContractError } from '@kvkit/errors-catalog';
 import { createCpuBackend } from '@kvkit/kernels-cpu';
-import { probeCuda } from '@kvkit/kernels-cuda';
-import { probeWebGpu } from '@kvkit/kernels-wgsl';
+import { createCudaBackend } from '@kvkit/kernels-cuda';
+import { createWebGpuBackend, probeWebGpu } from '@kvkit/kernels-wgsl';
 
 export interface BackendReport {
   readonly kind: 'cuda' | 'webgpu' | 'cpu';
-  /** What was found on this machine. */
+  /** What was found on this machine, or why the backend could not start. */
   readonly found: string;
-  /** Whether this release runs kvkit's ops there. */
-  readonly runsOps: boolean;
+  readonly started: boolean;
+}
+
+/** Why a backend did not start: its coded message, first sentence only. */
+function why(e: unknown): string {
+  if (isContractError(e)) return `${e.code}: ${e.message.replace(/^\[KV\d{3}\] \w+: /, '').split('. ')[0]}`;
+  return e instanceof Error ? e.message : String(e);
 }
 
 /**
- * Looks for every backend, best first (CUDA, WebGPU, then the CPU
- * reference), and picks the best one whose package runs the ops.
+ * Starts the best backend found, best first: CUDA, then WebGPU (a GPU, or
+ * SwiftShader where there is none), then the CPU reference. Each that does
+ * not start says why, with its code.
  */
 export async function chooseBackend(): Promise<{ backend: Backend; reports: BackendReport[] }> {
-  const cuda = probeCuda();
-  const gpu = await probeWebGpu();
-  const reports: BackendReport[] = [
-    {
-      kind: 'cuda',
-      found: cuda.ok ? cuda.devices.map((d) => `${d.name} (sm_${d.computeCapability.replace('.', '')})`).join(', ') : cuda.reason,
-      runsOps: false,
-    },
-    {
-      kind: 'webgpu',
-      found: gpu.ok ? `${gpu.description}${gpu.software ? ' (software)' : ''}` : gpu.reason,
-      runsOps: false,
-    },
-    { kind: 'cpu', found: 'reference backend, f64 accumulation', runsOps: true },
-  ];
-  return { backend: createCpuBackend(), reports };
+  const reports: BackendReport[] = [];
+  try {
+    const backend = await createCudaBackend();
+    reports.push({ kind: 'cuda', found: backend.label, started: true });
+    return { backend, reports };
+  } catch (e) {
+    reports.push({ kind: 'cuda', found: why(e), started: false });
+  }
+  const probe = await probeWebGpu({ powerPreference: 'high-performance' });
+  try {
+    const backend = await createWebGpuBackend({ powerPreference: 'high-performance' });
+    reports.push({ kind: 'webgpu', found: probe.ok ? `${probe.description}${probe.software ? ' (software, SwiftShader)' : ''}` : backend.label, started: true });
+    return { backend, reports };
+  } catch (e) {
+    reports.push({ kind: 'webgpu', found: why(e), started: false });
+  }
+  const backend = createCpuBackend();
+  reports.push({ kind: 'cpu', found: 'reference backend, f64 accumulation', started: true });
+  return { backend, reports };
 }

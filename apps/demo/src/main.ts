@@ -15,8 +15,8 @@ const dtype = 'bf16';
 
 const { backend, reports } = await chooseBackend();
 console.log('kvkit demo: materialise a draft model\'s K/V for every layer\n\nbackends found:');
-for (const r of reports) console.log(`  ${r.kind.padEnd(7)} ${r.runsOps ? 'runs kvkit ops   ' : 'no kvkit ops yet  '} ${r.found}`);
-console.log(`using: ${backend.label}, the best backend here that runs kvkit's ops\n`);
+for (const r of reports) console.log(`  ${r.kind.padEnd(7)} ${r.started ? 'started   ' : 'not here  '} ${r.found}`);
+console.log(`using: ${backend.label}, the best backend found here\n`);
 
 const { layers: L, kvHeads: H, headDim: D, hidden } = model;
 const m = backend.createKvMaterializer({
