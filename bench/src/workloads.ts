@@ -21,7 +21,7 @@ export function randomFloats(n: number, seed: number): Float32Array {
   return randomSource(n, seed).slice();
 }
 
-let pool = new Float32Array(0);
+let pool: Float32Array = new Float32Array(0);
 
 /**
  * A window of one shared random pool, grown on demand: generating hundreds of
