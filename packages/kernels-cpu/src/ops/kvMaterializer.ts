@@ -5,6 +5,7 @@ import type {
   KvMaterializerMaterializeIntoChecked,
   MaterializerKernels,
 } from '@kvkit/contracts';
+import { deliverLayerViews } from '@kvkit/contracts';
 import { ContractError } from '@kvkit/errors-catalog';
 import type { Readable } from '../math/rmsNorm.js';
 import { fillCosSinRow, ropeFrequencies } from '../math/rope.js';
@@ -105,19 +106,12 @@ class CpuKvMaterializer implements MaterializerKernels {
     const v = this.#workspace(this.#v, T, L * this.#H * this.#D, nested);
     this.#run(args, proj, k, v, T, undefined);
     const shape = Object.freeze([T, this.#H, this.#D]);
-    const writeLayerKv = args.writeLayerKv as (layer: number, k: CpuTensor, v: CpuTensor) => unknown;
     this.#busy = true;
     try {
-      for (let l = 0; l < L; l++) {
-        const kView = new CpuTensor(this.#backend, this.#dtype, shape, k.subarray(l * perLayer, (l + 1) * perLayer), l);
-        const vView = new CpuTensor(this.#backend, this.#dtype, shape, v.subarray(l * perLayer, (l + 1) * perLayer), l);
-        try {
-          writeLayerKv(l, kView, vView);
-        } finally {
-          kView.dispose();
-          vView.dispose();
-        }
-      }
+      deliverLayerViews(L, args.writeLayerKv, (l) => [
+        new CpuTensor(this.#backend, this.#dtype, shape, k.subarray(l * perLayer, (l + 1) * perLayer), l),
+        new CpuTensor(this.#backend, this.#dtype, shape, v.subarray(l * perLayer, (l + 1) * perLayer), l),
+      ]);
     } finally {
       this.#busy = nested;
     }

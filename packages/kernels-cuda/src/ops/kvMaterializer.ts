@@ -5,6 +5,7 @@ import type {
   KvMaterializerMaterializeIntoChecked,
   MaterializerKernels,
 } from '@kvkit/contracts';
+import { deliverLayerViews } from '@kvkit/contracts';
 import { ContractError } from '@kvkit/errors-catalog';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
 import { CudaTensor, ELEMENT_BYTES } from '../runtime/cudaTensor.js';
@@ -116,19 +117,12 @@ class CudaKvMaterializer implements MaterializerKernels {
       // K rows normed and rotated in place, or into the K workspace; V rows stay as projected.
       this.#normRope(args, kv.ptr, rules, { kOut: k.ptr, vOut: 0, outLayerStride: (inPlace ? 2 : 1) * perLayer });
       const shape = Object.freeze([T, H, D]);
-      const writeLayerKv = args.writeLayerKv as (layer: number, k: CudaTensor, v: CudaTensor) => unknown;
       this.#busy = true;
       try {
-        for (let l = 0; l < L; l++) {
-          const kView = new CudaTensor(kernels, this.#dtype, shape, k, { byteOffset: (inPlace ? 2 * l : l) * perLayer * es, layer: l });
-          const vView = new CudaTensor(kernels, this.#dtype, shape, kv, { byteOffset: (2 * l + 1) * perLayer * es, layer: l });
-          try {
-            writeLayerKv(l, kView, vView);
-          } finally {
-            kView.dispose();
-            vView.dispose();
-          }
-        }
+        deliverLayerViews(L, args.writeLayerKv, (l) => [
+          new CudaTensor(kernels, this.#dtype, shape, k, { byteOffset: (inPlace ? 2 * l : l) * perLayer * es, layer: l }),
+          new CudaTensor(kernels, this.#dtype, shape, kv, { byteOffset: (2 * l + 1) * perLayer * es, layer: l }),
+        ]);
       } finally {
         this.#busy = nested;
       }

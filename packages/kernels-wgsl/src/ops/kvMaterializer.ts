@@ -6,6 +6,7 @@ import type {
   KvMaterializerMaterializeIntoChecked,
   MaterializerKernels,
 } from '@kvkit/contracts';
+import { deliverLayerViews } from '@kvkit/contracts';
 import { ContractError } from '@kvkit/errors-catalog';
 import { align } from '../runtime/gpuRuntime.js';
 import type { BufferRange, DeviceStorage } from '../runtime/gpuRuntime.js';
@@ -118,20 +119,13 @@ class WgslKvMaterializer implements MaterializerKernels {
     const vOut = this.#workspace(this.#vOut, T, layerBytes * L, nested, fresh, op);
     try {
       this.#run(args, { kDst: kOut.range(0, layerBytes * L), vDst: vOut.range(0, layerBytes * L) }, layerBytes, undefined, nested, fresh, op);
-      const writeLayerKv = args.writeLayerKv as (layer: number, k: GpuTensor, v: GpuTensor) => unknown;
       const shape = Object.freeze([T, H, D]);
       this.#busy = true;
       try {
-        for (let l = 0; l < L; l++) {
-          const kView = new GpuTensor(this.#k, this.#dtype, shape, kOut, l * layerBytes, { layer: l, ownsStorage: false });
-          const vView = new GpuTensor(this.#k, this.#dtype, shape, vOut, l * layerBytes, { layer: l, ownsStorage: false });
-          try {
-            writeLayerKv(l, kView, vView);
-          } finally {
-            kView.dispose();
-            vView.dispose();
-          }
-        }
+        deliverLayerViews(L, args.writeLayerKv, (l) => [
+          new GpuTensor(this.#k, this.#dtype, shape, kOut, l * layerBytes, { layer: l, ownsStorage: false }),
+          new GpuTensor(this.#k, this.#dtype, shape, vOut, l * layerBytes, { layer: l, ownsStorage: false }),
+        ]);
       } finally {
         this.#busy = nested;
       }
