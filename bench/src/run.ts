@@ -70,54 +70,29 @@ export async function runBackend(p: Profiler, log: (line: string) => void): Prom
   );
 
   const copy = ceiling(p.copyCeiling);
-  for (const s of normRopeShapes) {
-    const bytes = normRopeBytes(s, CACHE_ROWS);
-    const w = normRopeWorkload(p.backend, s, copiesFor(bytes));
+  /** Times one memory-bound op on one shape and records it as a fraction of the copy ceiling. */
+  const measureBandwidth = async (op: 'fusedNormRopeStacked' | 'ropePoolFused', shape: Readonly<Record<string, number>>, bytes: number, w: Workload, extra: Partial<ResultRow>) => {
     const t = await p.time(w.enqueue, repsFor(bytes));
     w.dispose();
     const gbs = bytes / t.medianUs / 1e3;
-    rows.push({
-      op: 'fusedNormRopeStacked',
-      impl: p.impl,
-      dtype: 'bf16',
-      shape: { ...s },
-      us: t.medianUs,
-      bytes,
-      flops: 0,
-      gbs,
-      tflops: null,
-      ceiling: p.copyCeiling,
-      fraction: gbs / copy,
+    rows.push({ op, impl: p.impl, dtype: 'bf16', shape, us: t.medianUs, bytes, flops: 0, gbs, tflops: null, ceiling: p.copyCeiling, fraction: gbs / copy, ...extra, method: t.method });
+    const dims = Object.entries(shape).map(([k, v]) => `${k}=${v}`).join(' ');
+    log(`${p.impl}: ${op} ${dims}: ${t.medianUs.toFixed(2)} µs, ${gbs.toFixed(0)} GB/s (${((100 * gbs) / copy).toFixed(1)}% of copy)`);
+  };
+  for (const s of normRopeShapes) {
+    const bytes = normRopeBytes(s, CACHE_ROWS);
+    await measureBandwidth('fusedNormRopeStacked', { ...s }, bytes, normRopeWorkload(p.backend, s, copiesFor(bytes)), {
       ...(s.T >= 4096 ? { target: targets.bandwidth } : {}),
       ...(s.T === 16 && targets.smallTokensUs ? { targetUs: targets.smallTokensUs } : {}),
       checkError: fusedError,
-      method: t.method,
     });
-    log(`${p.impl}: fusedNormRopeStacked L=${s.L} H=${s.H} D=${s.D} R=${s.R} T=${s.T}: ${t.medianUs.toFixed(2)} µs, ${gbs.toFixed(0)} GB/s (${((100 * gbs) / copy).toFixed(1)}% of copy)`);
   }
   for (const s of ropePoolShapes) {
     const bytes = ropePoolBytes(s);
-    const w = ropePoolWorkload(p.backend, s, copiesFor(bytes));
-    const t = await p.time(w.enqueue, repsFor(bytes));
-    w.dispose();
-    const gbs = bytes / t.medianUs / 1e3;
-    rows.push({
-      op: 'ropePoolFused',
-      impl: p.impl,
-      dtype: 'bf16',
-      shape: { ...s },
-      us: t.medianUs,
-      bytes,
-      flops: 0,
-      gbs,
-      tflops: null,
-      ceiling: p.copyCeiling,
-      fraction: gbs / copy,
+    await measureBandwidth('ropePoolFused', { ...s }, bytes, ropePoolWorkload(p.backend, s, copiesFor(bytes)), {
       ...(s.N >= 4096 ? { target: targets.bandwidth } : {}),
       checkError: poolError,
-      method: t.method,
     });
-    log(`${p.impl}: ropePoolFused N=${s.N} Hq=${s.Hq} H=${s.H} D=${s.D} R=${s.R}: ${t.medianUs.toFixed(2)} µs, ${gbs.toFixed(0)} GB/s (${((100 * gbs) / copy).toFixed(1)}% of copy)`);
   }
   for (const s of materializeShapes) {
     const flops = projectionFlops(s);

@@ -47,8 +47,13 @@ function generate(n: number, seed: number): Float32Array {
   return out;
 }
 
-/** Row p: cos(p·f_j) for j < R/2, then sin(p·f_j), f_j = base^(-2j/R). */
+const caches = new Map<string, Float32Array>();
+
+/** Row p: cos(p·f_j) for j < R/2, then sin(p·f_j), f_j = base^(-2j/R); built once per size (uploads copy it). */
 export function cosSinCache(rows: number, R: number, base = 10000): Float32Array {
+  const key = `${rows} ${R} ${base}`;
+  const made = caches.get(key);
+  if (made) return made;
   const half = R / 2;
   const cache = new Float32Array(rows * R);
   for (let p = 0; p < rows; p++) {
@@ -58,6 +63,7 @@ export function cosSinCache(rows: number, R: number, base = 10000): Float32Array
       cache[p * R + half + j] = Math.sin(angle);
     }
   }
+  caches.set(key, cache);
   return cache;
 }
 
