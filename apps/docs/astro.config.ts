@@ -1,5 +1,5 @@
 import starlight from '@astrojs/starlight';
-import { allOps } from '@kvkit/contracts';
+import { allOps } from '@kvkit/contracts/dsl';
 import { catalog } from '@kvkit/errors-catalog';
 import { defineConfig } from 'astro/config';
 import { sidebar } from './src/site/sidebar';

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { allOps } from '@kvkit/contracts';
+import { allOps } from '@kvkit/contracts/dsl';
 import { catalog } from '@kvkit/errors-catalog';
 import { describe, expect, inject, it } from 'vitest';
 import { isCallOf } from '../src/site/ops.js';

@@ -1,4 +1,5 @@
-import { allErrors, numel } from '@kvkit/contracts';
+import { numel } from '@kvkit/contracts';
+import { allErrors } from '@kvkit/contracts/dsl';
 import { isContractError } from '@kvkit/errors-catalog';
 import type { Backend } from '@kvkit/contracts';
 import fc from 'fast-check';

@@ -1,22 +1,15 @@
-export type { Arg, ContractFile, DimExpr, DTypeRule, ErrorDecl, OpDecl, OutputDecl, Rule, Step, TensorArg } from './dsl/declare.js';
+/**
+ * `@kvkit/contracts`: what a user of kvkit types against: tensors, dtypes, the
+ * typed op signatures and the public `Backend`. Backend authors import
+ * `@kvkit/contracts/backend`; generators and docs `@kvkit/contracts/dsl`.
+ */
 export type {
   CreateKvMaterializerFn,
   FusedNormRopeStackedFn,
   KvMaterializer,
   RopePoolFusedFn,
 } from './generated/signatures.js';
-export type {
-  CreateKvMaterializerChecked,
-  FusedNormRopeStackedChecked,
-  KvMaterializerMaterializeChecked,
-  KvMaterializerMaterializeIntoChecked,
-  RopePoolFusedChecked,
-} from './generated/validators.js';
-export { allErrors, allOps } from './ops/index.js';
-export { defineBackend } from './runtime/backend.js';
-export type { Backend, BackendKernels, MaterializerKernels } from './runtime/backend.js';
-export type { DeviceCheck, Inherited, ValidationContext } from './runtime/call.js';
-export { deliverLayerViews } from './runtime/layerViews.js';
-export { DTYPES, FLOAT_DTYPES, INDEX_DTYPES, isTensor, LAYER_VIEW, numel, TENSOR_OWNER } from './tensor.js';
-export type { BackendKind, DType, FloatDType, IndexDType, OwnedTensor, ReadResult, Shape, Tensor, TensorData } from './tensor.js';
+export type { Backend } from './runtime/backend.js';
+export { DTYPES, FLOAT_DTYPES, INDEX_DTYPES, numel } from './tensor.js';
+export type { BackendKind, DType, FloatDType, IndexDType, ReadResult, Shape, Tensor, TensorData } from './tensor.js';
 export type { Check, ContractViolation } from './types/check.js';

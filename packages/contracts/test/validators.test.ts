@@ -1,7 +1,8 @@
 import { ContractError } from '@kvkit/errors-catalog';
 import { describe, expect, it } from 'vitest';
-import { defineBackend, TENSOR_OWNER } from '../src/index.js';
-import type { BackendKernels, DType, OwnedTensor, Shape } from '../src/index.js';
+import { defineBackend, TENSOR_OWNER } from '../src/backend/index.js';
+import type { BackendKernels, OwnedTensor } from '../src/backend/index.js';
+import type { DType, Shape } from '../src/index.js';
 
 /**
  * The validator layer alone, in front of kernels that only record what

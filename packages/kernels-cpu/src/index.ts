@@ -1,4 +1,4 @@
-import { defineBackend } from '@kvkit/contracts';
+import { defineBackend } from '@kvkit/contracts/backend';
 import type { Backend } from '@kvkit/contracts';
 import { CpuKernels } from './runtime/cpuKernels.js';
 import type { CpuBackendStats } from './runtime/cpuKernels.js';

@@ -76,7 +76,7 @@ describe('packed packages, installed alone', () => {
 
   it('@kvkit/contracts alone gives the Backend type and its compile-time checks', () => {
     const dir = install('@kvkit/contracts', {
-      'use.mjs': `import { allOps, allErrors } from '@kvkit/contracts'; console.log(allOps.length, Object.keys(allErrors).length);`,
+      'use.mjs': `import { allOps, allErrors } from '@kvkit/contracts/dsl'; console.log(allOps.length, Object.keys(allErrors).length);`,
       'types.ts': `import type { Backend, Tensor } from '@kvkit/contracts';
         export function normRope(b: Backend, kv: Tensor<'f16', readonly [number, 3, 64]>): Tensor<'f16', readonly [3, number, 4, 8]> {
           const args = { kv, kNormWeight: b.tensor('f16', [3, 8]), eps: b.tensor('f32', [3]), cosSinCache: b.tensor('f32', [64, 8]), positions: b.tensor('i64', [0] as number[]), numKvHeads: 4, headDim: 8, rotaryDim: 8 } as const;

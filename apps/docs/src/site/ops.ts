@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import type { Arg, DTypeRule, OpDecl, Step, TensorArg } from '@kvkit/contracts';
+import type { Arg, DTypeRule, OpDecl, Step, TensorArg } from '@kvkit/contracts/dsl';
 import { repoRoot } from './paths.js';
 
 

@@ -1,4 +1,4 @@
-import type { OpDecl } from '@kvkit/contracts';
+import type { OpDecl } from '@kvkit/contracts/dsl';
 import type { CatalogEntry } from '@kvkit/errors-catalog';
 import { benchmarksPath, errorPath, lookupPath, opPath } from './routes.js';
 

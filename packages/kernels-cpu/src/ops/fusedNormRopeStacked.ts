@@ -1,4 +1,4 @@
-import type { FusedNormRopeStackedChecked } from '@kvkit/contracts';
+import type { FusedNormRopeStackedChecked } from '@kvkit/contracts/backend';
 import { rmsNormInPlace } from '../math/rmsNorm.js';
 import type { Readable } from '../math/rmsNorm.js';
 import { rotateInPlace } from '../math/rope.js';

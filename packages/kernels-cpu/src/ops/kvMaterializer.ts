@@ -1,11 +1,6 @@
-import type {
-  CreateKvMaterializerChecked,
-  DType,
-  KvMaterializerMaterializeChecked,
-  KvMaterializerMaterializeIntoChecked,
-  MaterializerKernels,
-} from '@kvkit/contracts';
-import { deliverLayerViews } from '@kvkit/contracts';
+import type { DType } from '@kvkit/contracts';
+import type { CreateKvMaterializerChecked, KvMaterializerMaterializeChecked, KvMaterializerMaterializeIntoChecked, MaterializerKernels } from '@kvkit/contracts/backend';
+import { deliverLayerViews } from '@kvkit/contracts/backend';
 import { ContractError } from '@kvkit/errors-catalog';
 import type { Readable } from '../math/rmsNorm.js';
 import { fillCosSinRow, ropeFrequencies } from '../math/rope.js';

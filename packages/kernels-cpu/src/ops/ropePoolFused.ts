@@ -1,4 +1,4 @@
-import type { RopePoolFusedChecked } from '@kvkit/contracts';
+import type { RopePoolFusedChecked } from '@kvkit/contracts/backend';
 import { fillCosSinRow, ropeFrequencies, rotateInPlace } from '../math/rope.js';
 import type { RopeStyle } from '../math/rope.js';
 import type { CpuKernels } from '../runtime/cpuKernels.js';

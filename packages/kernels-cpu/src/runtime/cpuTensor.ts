@@ -1,5 +1,6 @@
-import { LAYER_VIEW, TENSOR_OWNER } from '@kvkit/contracts';
-import type { DType, OwnedTensor, Shape } from '@kvkit/contracts';
+import { LAYER_VIEW, TENSOR_OWNER } from '@kvkit/contracts/backend';
+import type { DType, Shape } from '@kvkit/contracts';
+import type { OwnedTensor } from '@kvkit/contracts/backend';
 
 /** f32 as Float32Array, f16 and bf16 as their bit patterns, i32 and i64 as themselves. */
 export type Storage = Float32Array | Uint16Array | Int32Array | BigInt64Array;

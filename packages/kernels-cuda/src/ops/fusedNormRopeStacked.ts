@@ -1,4 +1,5 @@
-import type { FloatDType, FusedNormRopeStackedChecked } from '@kvkit/contracts';
+import type { FloatDType } from '@kvkit/contracts';
+import type { FusedNormRopeStackedChecked } from '@kvkit/contracts/backend';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
 import type { CudaTensor } from '../runtime/cudaTensor.js';
 import { boundCheck, launchNormRope, tokenMajorLayout } from './normRope.js';

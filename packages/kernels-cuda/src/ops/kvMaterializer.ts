@@ -1,11 +1,6 @@
-import type {
-  CreateKvMaterializerChecked,
-  FloatDType,
-  KvMaterializerMaterializeChecked,
-  KvMaterializerMaterializeIntoChecked,
-  MaterializerKernels,
-} from '@kvkit/contracts';
-import { deliverLayerViews } from '@kvkit/contracts';
+import type { FloatDType } from '@kvkit/contracts';
+import type { CreateKvMaterializerChecked, KvMaterializerMaterializeChecked, KvMaterializerMaterializeIntoChecked, MaterializerKernels } from '@kvkit/contracts/backend';
+import { deliverLayerViews } from '@kvkit/contracts/backend';
 import { ContractError } from '@kvkit/errors-catalog';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
 import { CudaTensor, ELEMENT_BYTES } from '../runtime/cudaTensor.js';

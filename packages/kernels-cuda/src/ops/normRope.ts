@@ -1,4 +1,5 @@
-import type { DeviceCheck, FloatDType } from '@kvkit/contracts';
+import type { FloatDType } from '@kvkit/contracts';
+import type { DeviceCheck } from '@kvkit/contracts/backend';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
 import { ELEMENT_BYTES } from '../runtime/cudaTensor.js';
 import type { SlotClaims } from '../runtime/slotOwners.js';

@@ -1,4 +1,5 @@
-import type { FloatDType, RopePoolFusedChecked } from '@kvkit/contracts';
+import type { FloatDType } from '@kvkit/contracts';
+import type { RopePoolFusedChecked } from '@kvkit/contracts/backend';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
 import type { CudaTensor } from '../runtime/cudaTensor.js';
 import { ropePoolKernel } from '../runtime/kernelNames.js';

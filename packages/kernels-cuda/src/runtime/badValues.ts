@@ -1,4 +1,4 @@
-import type { DeviceCheck } from '@kvkit/contracts';
+import type { DeviceCheck } from '@kvkit/contracts/backend';
 import { ContractError } from '@kvkit/errors-catalog';
 import type { CudaContext } from './context.js';
 import type { DeviceBuffer } from './memory.js';

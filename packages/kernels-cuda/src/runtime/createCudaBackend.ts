@@ -1,4 +1,4 @@
-import { defineBackend } from '@kvkit/contracts';
+import { defineBackend } from '@kvkit/contracts/backend';
 import type { Backend } from '@kvkit/contracts';
 import { CudaContext } from './context.js';
 import { CublasLt } from './cublasLt.js';

@@ -1,16 +1,6 @@
 import { numel } from '@kvkit/contracts';
-import type {
-  BackendKernels,
-  CreateKvMaterializerChecked,
-  DType,
-  FloatDType,
-  FusedNormRopeStackedChecked,
-  MaterializerKernels,
-  OwnedTensor,
-  RopePoolFusedChecked,
-  Shape,
-  TensorData,
-} from '@kvkit/contracts';
+import type { DType, FloatDType, Shape, TensorData } from '@kvkit/contracts';
+import type { BackendKernels, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked } from '@kvkit/contracts/backend';
 import { decodeHalves, encodeBf16, encodeF16 } from '../numerics/halfFloats.js';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';

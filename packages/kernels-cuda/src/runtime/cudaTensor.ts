@@ -1,5 +1,6 @@
-import { LAYER_VIEW, TENSOR_OWNER } from '@kvkit/contracts';
-import type { DType, OwnedTensor, Shape } from '@kvkit/contracts';
+import { LAYER_VIEW, TENSOR_OWNER } from '@kvkit/contracts/backend';
+import type { DType, Shape } from '@kvkit/contracts';
+import type { OwnedTensor } from '@kvkit/contracts/backend';
 import type { DeviceBuffer } from './memory.js';
 
 /** What a tensor asks of the backend that made it. */

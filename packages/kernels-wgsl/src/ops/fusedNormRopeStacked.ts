@@ -1,4 +1,5 @@
-import type { FloatDType, FusedNormRopeStackedChecked, IndexDType } from '@kvkit/contracts';
+import type { FloatDType, IndexDType } from '@kvkit/contracts';
+import type { FusedNormRopeStackedChecked } from '@kvkit/contracts/backend';
 import { bytesPerElement } from '../runtime/gpuTensor.js';
 import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
 import { launchNormRope } from './launch.js';

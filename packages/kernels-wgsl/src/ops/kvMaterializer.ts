@@ -1,12 +1,6 @@
-import type {
-  CreateKvMaterializerChecked,
-  FloatDType,
-  IndexDType,
-  KvMaterializerMaterializeChecked,
-  KvMaterializerMaterializeIntoChecked,
-  MaterializerKernels,
-} from '@kvkit/contracts';
-import { deliverLayerViews } from '@kvkit/contracts';
+import type { FloatDType, IndexDType } from '@kvkit/contracts';
+import type { CreateKvMaterializerChecked, KvMaterializerMaterializeChecked, KvMaterializerMaterializeIntoChecked, MaterializerKernels } from '@kvkit/contracts/backend';
+import { deliverLayerViews } from '@kvkit/contracts/backend';
 import { ContractError } from '@kvkit/errors-catalog';
 import { align } from '../runtime/gpuRuntime.js';
 import type { BufferRange, DeviceStorage } from '../runtime/gpuRuntime.js';

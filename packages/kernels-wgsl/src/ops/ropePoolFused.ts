@@ -1,4 +1,5 @@
-import type { FloatDType, IndexDType, RopePoolFusedChecked } from '@kvkit/contracts';
+import type { FloatDType, IndexDType } from '@kvkit/contracts';
+import type { RopePoolFusedChecked } from '@kvkit/contracts/backend';
 import type { DeviceStorage } from '../runtime/gpuRuntime.js';
 import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
 import { ROPE_ALL_BINDINGS } from '../shaders/plan.js';

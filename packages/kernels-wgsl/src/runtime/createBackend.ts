@@ -1,4 +1,4 @@
-import { defineBackend } from '@kvkit/contracts';
+import { defineBackend } from '@kvkit/contracts/backend';
 import type { Backend } from '@kvkit/contracts';
 import { ContractError } from '@kvkit/errors-catalog';
 import type { DeviceCaps } from '../shaders/plan.js';

@@ -9,7 +9,8 @@
  * tensors are never written after creation, and the call keeps its storage
  * alive until then).
  */
-import type { DeviceCheck, IndexDType } from '@kvkit/contracts';
+import type { IndexDType } from '@kvkit/contracts';
+import type { DeviceCheck } from '@kvkit/contracts/backend';
 import { ContractError } from '@kvkit/errors-catalog';
 import type { BufferRange, DeviceStorage, GpuRuntime } from './gpuRuntime.js';
 import type { GpuTensor } from './gpuTensor.js';

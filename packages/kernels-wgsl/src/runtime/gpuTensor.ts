@@ -1,5 +1,6 @@
-import { LAYER_VIEW, TENSOR_OWNER } from '@kvkit/contracts';
-import type { DType, OwnedTensor, Shape } from '@kvkit/contracts';
+import { LAYER_VIEW, TENSOR_OWNER } from '@kvkit/contracts/backend';
+import type { DType, Shape } from '@kvkit/contracts';
+import type { OwnedTensor } from '@kvkit/contracts/backend';
 import type { BufferRange, DeviceStorage } from './gpuRuntime.js';
 
 /** Bytes per element on the device: f16/bf16 pack two per u32 word, i64 is two words (low first). */

@@ -1,14 +1,5 @@
-import type {
-  BackendKernels,
-  CreateKvMaterializerChecked,
-  DType,
-  FusedNormRopeStackedChecked,
-  MaterializerKernels,
-  OwnedTensor,
-  RopePoolFusedChecked,
-  Shape,
-  TensorData,
-} from '@kvkit/contracts';
+import type { DType, Shape, TensorData } from '@kvkit/contracts';
+import type { BackendKernels, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked } from '@kvkit/contracts/backend';
 import { ContractError } from '@kvkit/errors-catalog';
 import { packHalves, unpackHalves } from '../numerics/halfFloats.js';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
