@@ -1,4 +1,5 @@
 import type { FloatDType } from '@kvkit/contracts';
+import { ropeAngles, writeCosSinRows } from '@kvkit/contracts/backend';
 
 /**
  * Deterministic test data: a small seeded PRNG, random values that are never
@@ -82,23 +83,10 @@ export function epsPerLayer(L: number): Float32Array {
   return Float32Array.from({ length: L }, (_, l) => choices[l % choices.length]!);
 }
 
-/** RoPE frequencies f_j = base^(-2j/R) for j < R/2, in f64. */
-export function ropeFrequencies(rotaryDim: number, ropeBase: number): Float64Array {
-  const half = rotaryDim / 2;
-  return Float64Array.from({ length: half }, (_, j) => ropeBase ** ((-2 * j) / rotaryDim));
-}
-
-/** `[P, R]` cache in f64: row p is cos(p*f_0..f_{R/2-1}) then sin(p*f_0..f_{R/2-1}). */
+/** `[P, R]` cache in f64: row p is cos(p*f_0..f_{R/2-1}) then sin(p*f_0..f_{R/2-1}), f from the backend layer. */
 export function buildCosSinCache(rows: number, rotaryDim: number, ropeBase: number): Float64Array {
-  const f = ropeFrequencies(rotaryDim, ropeBase);
-  const half = rotaryDim / 2;
   const out = new Float64Array(rows * rotaryDim);
-  for (let p = 0; p < rows; p++) {
-    for (let j = 0; j < half; j++) {
-      out[p * rotaryDim + j] = Math.cos(p * f[j]!);
-      out[p * rotaryDim + half + j] = Math.sin(p * f[j]!);
-    }
-  }
+  writeCosSinRows(out, 0, rows, ropeAngles({ ropeBase, rotaryDim }));
   return out;
 }
 

@@ -7,7 +7,6 @@ export {
   patternValues,
   randomPositive,
   randomValues,
-  ropeFrequencies,
   Rng,
   roundToBf16,
   roundToDType,

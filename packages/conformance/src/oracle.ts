@@ -1,11 +1,12 @@
-import { ropeFrequencies } from './data.js';
+import { ropeAngles } from '@kvkit/contracts/backend';
 import type { RopeStyle } from './cases.js';
 
 /**
  * SEMANTICS.md's formulas in f64, written here from the page and not from
  * any backend: the check that does not trust the reference (for the CPU
- * backend in f32 the reference is the code under test). Inputs are the
- * values a backend holds, read back; outputs are unrounded.
+ * backend in f32 the reference is the code under test). The one shared piece
+ * is f_j, from the backend layer (its own tests hold it to the formula).
+ * Inputs are the values a backend holds, read back; outputs are unrounded.
  */
 
 /** Indices (a, b) of the j-th rotated pair of a head. */
@@ -73,7 +74,7 @@ export function anglesAt(p: number, a: { R: number; cosSinCache?: ArrayLike<numb
       sin[j] = a.cosSinCache[p * a.R + half + j]!;
     }
   } else {
-    const f = ropeFrequencies(a.R, a.ropeBase!);
+    const f = ropeAngles({ ropeBase: a.ropeBase!, rotaryDim: a.R }).frequencies;
     for (let j = 0; j < half; j++) {
       cos[j] = Math.cos(p * f[j]!);
       sin[j] = Math.sin(p * f[j]!);

@@ -237,6 +237,26 @@ export const validationCases: readonly ValidationCase[] = [
     call: (fx) => into(fx, { positions: fx.index('i64', [T], [0, P, 1, 2]) }),
   },
 
+  // KV028: a position at or past 2^31, the bound of every materializer (device-side value).
+  {
+    code: 'KV028',
+    op: 'KvMaterializer.materialize',
+    name: 'positions[2] = 2^31 with ropeBase (i64)',
+    arg: 'positions',
+    mentions: [`positions[2] = ${2 ** 31}`],
+    deferred: { mayWrite: nothing },
+    call: (fx) => fx.baseMaterializer.materialize(fx.ctxHidden, fx.index('i64', [T], [0, 1, 2 ** 31, 3]), noop),
+  },
+  {
+    code: 'KV028',
+    op: 'KvMaterializer.materializeInto',
+    name: 'positions[1] = 2^40 with ropeBase, slots fine',
+    arg: 'positions',
+    mentions: [`positions[1] = ${2 ** 40}`, `${2 ** 31}`],
+    deferred: { mayWrite: poolRowsExcept(VALID.slots4, [1], true) },
+    call: (fx) => fx.baseMaterializer.materializeInto(fx.intoArgs({ positions: fx.index('i64', [T], [0, 2 ** 40, 1, 2]) })),
+  },
+
   // KV018: kOut and vOut the same tensor.
   { code: 'KV018', op: 'fusedNormRopeStacked', name: 'kOut === vOut', arg: 'kOut', mentions: ['vOut'], dims: BOUND.fusedAll, call: (fx) => fused(fx, { vOut: fx.kOut }) },
 

@@ -80,7 +80,7 @@ function stepCode(s: Step): string[] {
     case 'distinct':
       return [`c.distinct(${JSON.stringify(s.names)}, ${s.names[0]}, ${s.names[1]}, ${q(s.code)});`];
     case 'values':
-      return [`c.values(${q(s.name)}, ${s.name}, ${JSON.stringify({ min: s.min, below: s.below, negativeSkips: s.negativeSkips })}, ${q(s.code)});`];
+      return [`c.values(${q(s.name)}, ${s.name}, ${JSON.stringify({ min: s.min, below: s.below, negativeSkips: s.negativeSkips, ceiling: s.ceiling })}, ${q(s.code)});`];
   }
 }
 
@@ -298,6 +298,7 @@ function raisedBy(): Map<string, Set<string>> {
     for (const s of op.steps) {
       const codes = [s.code, (s as TensorArg).rankCode, (s as TensorArg).orNumber?.code];
       if (s.kind === 'int') codes.push(s.even?.code, s.multipleOf?.code);
+      if (s.kind === 'values') codes.push(s.ceiling?.code);
       if (s.kind === 'tensor') codes.push(...TENSOR_IDENTITY, 'oneOf' in s.dtype ? 'KV004' : 'KV005');
       for (const c of codes) if (c) add(c, op.name);
     }
@@ -336,6 +337,7 @@ function argsOf(): Map<string, Set<string>> {
           add(s.even?.code, s.name);
           add(s.multipleOf?.code, s.name);
         }
+        if (s.kind === 'values') add(s.ceiling?.code, s.name);
       }
     }
   }

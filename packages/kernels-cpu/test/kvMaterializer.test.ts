@@ -129,6 +129,7 @@ describe('materialize', () => {
         const { ctxHidden, positions, positionsTensor } = tokens(b, m, T, T * 7 + maxPosition, maxPosition);
         const layers = await materialized((cb) => mat.materialize(ctxHidden, positionsTensor, cb), b);
         const kvValues = (await b.read(b.tensor(dtype, [T, m.L, 2 * m.H * m.D], await projection(b, m, w.kvWeight, ctxHidden, T)))) as Float32Array;
+        // The formula restated on purpose: an oracle apart from the backend layer's ropeFrequencies.
         const angle = (p: number, j: number) => p * 1e6 ** ((-2 * j) / m.R);
         const ref = referenceNormRope({
           ...m,
@@ -367,9 +368,10 @@ describe('materializer bad input', () => {
     const mat = b.createKvMaterializer({ ...w, ropeBase: 10000 });
     const ctxHidden = b.tensor('f32', [3, 4], randn(rng(3), 12));
     expect(thrown(() => mat.materialize(ctxHidden, b.tensor('i32', [3], [0, -1, 0]), () => {})).code).toBe('KV017');
-    // 2^19 rows of R = 8 is where the table stops growing
-    const positions = [2 ** 19, 2 ** 31 + 5, 3];
+    // 2^19 rows of R = 8 is where the table stops growing; 2^31 - 1 is the largest position a materializer takes.
+    const positions = [2 ** 19, 2 ** 31 - 1, 3];
     const layers = await materialized((cb) => mat.materialize(ctxHidden, b.tensor('i64', [3], positions), cb), b);
+    // The formula restated on purpose: an oracle apart from the backend layer's ropeFrequencies.
     const angle = (p: number, j: number) => p * 10000 ** ((-2 * j) / m.R);
     const ref = referenceNormRope({
       ...m,
@@ -383,6 +385,29 @@ describe('materializer bad input', () => {
     });
     expect(layers).toHaveLength(m.L);
     for (const [l, k] of layers) expectMatches(k, layerOf(ref.k, l, 3, m), 'f32', `layer ${l} K`);
+  });
+
+  it('positions at or past 2^31 are KV028 (cache or ropeBase), naming the first bad token; nothing is written', async () => {
+    const b = createCpuBackend();
+    const { cosSinCache: _, ...w } = model(b, m);
+    const mat = b.createKvMaterializer({ ...w, ropeBase: 10000 });
+    const kPool = b.tensor('f32', [2, 4, 1, 8], randn(rng(5), 64));
+    const vPool = b.tensor('f32', [2, 4, 1, 8], randn(rng(6), 64));
+    const before = [await b.read(kPool), await b.read(vPool)];
+    const ctxHidden = b.tensor('f32', [3, 4], randn(rng(7), 12));
+    let calls = 0;
+    const err = thrown(() => mat.materialize(ctxHidden, b.tensor('i64', [3], [7n, 2n ** 31n, 2n ** 40n]), () => (calls += 1)));
+    expect(err.code).toBe('KV028');
+    expect(err.message).toContain('positions[1] = 2147483648');
+    expect(calls).toBe(0);
+    const into = (positions: bigint[]) => () =>
+      mat.materializeInto({ ctxHidden, positions: b.tensor('i64', [3], positions), kPool, vPool, slots: b.tensor('i32', [3], [0, 1, 2]) });
+    expect(thrown(into([2n ** 63n - 1n, 0n, 1n])).code).toBe('KV028');
+    // The first bad token decides, and its value the code: a negative one is KV017.
+    const negative = thrown(into([5n, -1n, 2n ** 35n]));
+    expect([negative.code, negative.message]).toEqual(['KV017', expect.stringContaining('positions[1] = -1')]);
+    expect(thrown(into([5n, 2n ** 35n, -1n])).message).toContain('positions[1] = 34359738368');
+    expect([await b.read(kPool), await b.read(vPool)]).toEqual(before);
   });
 
   it('after dispose (its own or the backend’s) calls throw KV003', () => {

@@ -16,3 +16,11 @@ export type { DeviceCheck, Inherited, ValidationContext } from '../runtime/call.
 export { deliverLayerViews } from '../runtime/layerViews.js';
 export { isTensor, LAYER_VIEW, numel, TENSOR_OWNER } from '../tensor.js';
 export type { OwnedTensor } from '../tensor.js';
+export { MAX_POSITION_BELOW } from '../ops/kvMaterializer.js';
+export { OpCall, OpLifecycle } from './opLifecycle.js';
+export { ropeAngles, ropeFrequencies, writeCosSinRow, writeCosSinRows } from './rope.js';
+export type { RopeAngles, RopeSpec, WritableNumbers } from './rope.js';
+export { breaksValueRule, valueBounds, valueRuleError } from './valueRules.js';
+export type { ValueBounds } from './valueRules.js';
+export { grownCapacity, Workspace } from './workspace.js';
+export type { WorkspaceMemory } from './workspace.js';

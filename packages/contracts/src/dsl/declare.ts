@@ -116,6 +116,8 @@ export interface ValueRule {
   readonly below: DimExpr;
   /** A negative value means "skip this token" and is valid. */
   readonly negativeSkips?: boolean;
+  /** An exclusive bound kept even while `below`'s dim is unbound, raising its own code. */
+  readonly ceiling?: { readonly below: number; readonly code: string };
   readonly code: string;
 }
 

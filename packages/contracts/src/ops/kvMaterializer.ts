@@ -11,7 +11,17 @@ export const kvMaterializerErrors = errors({
   KV025: { title: 'slots is not [T]', message: '{arg} has shape {actual}; expected {expected}, one slot per token of ctxHidden' },
   KV026: { title: 'positions is not a list of T entries', message: '{arg} must be [T], [T, 1] or [1, T]; got shape {actual}' },
   KV027: { title: 'Layer view used after writeLayerKv returned', message: '{arg} is a view of layer {layer} that was valid only during writeLayerKv; copy it inside the callback' },
+  KV028: { title: 'Position at or past 2^31', message: '{arg}[{index}] = {actual} is at or past {expected}, the bound on positions; a position counts tokens of one sequence' },
 });
+
+/**
+ * Positions a materializer accepts are below 2^31, cache or not: real
+ * contexts stay far below it, so a larger i64 position is a bug upstream,
+ * and an f32 angle at such a position has no significant digit left.
+ */
+export const MAX_POSITION_BELOW = 2 ** 31;
+
+const positionValues = values('positions', { min: 0, below: 'P', ceiling: { below: MAX_POSITION_BELOW, code: 'KV028' }, code: 'KV017' });
 
 const dims = { T: 'tokens', L: 'layers', H: 'KV heads', D: 'head dim', R: 'rotary dim', P: 'rows of the cos/sin cache', S: 'slots of a KV pool', hidden: 'model width' };
 
@@ -44,9 +54,9 @@ export const kvMaterializer: ContractFile = {
       errors: kvMaterializerErrors,
       steps: [
         tensor('ctxHidden', { dtype: sameAs('kvWeight'), shape: ['T', 'hidden'], code: 'KV022', doc: 'Hidden states of the context tokens.' }),
-        tensor('positions', { dtype: INDEX, shape: ['T'], flattenable: true, rankCode: 'KV026', code: 'KV023', doc: 'Position of each token; [T, 1] and [1, T] are flattened.' }),
+        tensor('positions', { dtype: INDEX, shape: ['T'], flattenable: true, rankCode: 'KV026', code: 'KV023', doc: 'Position of each token, in [0, 2^31) and below P with a cache; [T, 1] and [1, T] are flattened.' }),
         callback('writeLayerKv', { code: 'KV044', dtypeOf: 'kvWeight', signature: '(layer: number, k: Tensor<DT, readonly [T, H, D]>, v: Tensor<DT, readonly [T, H, D]>) => void', doc: 'Called once per layer with K and V views [T, H, D], valid only during the call.' }),
-        values('positions', { min: 0, below: 'P', code: 'KV017' }),
+        positionValues,
       ],
       outputs: [],
     },
@@ -58,12 +68,12 @@ export const kvMaterializer: ContractFile = {
       errors: kvMaterializerErrors,
       steps: [
         tensor('ctxHidden', { dtype: sameAs('kvWeight'), shape: ['T', 'hidden'], code: 'KV022', doc: 'Hidden states of the context tokens.' }),
-        tensor('positions', { dtype: INDEX, shape: ['T'], flattenable: true, rankCode: 'KV026', code: 'KV023', doc: 'Position of each token; [T, 1] and [1, T] are flattened.' }),
+        tensor('positions', { dtype: INDEX, shape: ['T'], flattenable: true, rankCode: 'KV026', code: 'KV023', doc: 'Position of each token, in [0, 2^31) and below P with a cache; [T, 1] and [1, T] are flattened.' }),
         tensor('kPool', { dtype: sameAs('kvWeight'), shape: ['L', 'S', 'H', 'D'], code: 'KV024', doc: 'K pool of every layer, written in place.' }),
         tensor('vPool', { dtype: sameAs('kvWeight'), shape: ['L', 'S', 'H', 'D'], code: 'KV024', doc: 'V pool of every layer, written in place.' }),
         distinct(['kPool', 'vPool'], 'KV039'),
         tensor('slots', { dtype: INDEX, shape: ['T'], code: 'KV025', doc: 'Pool slot of each token; negative means skip.' }),
-        values('positions', { min: 0, below: 'P', code: 'KV017' }),
+        positionValues,
         values('slots', { below: 'S', negativeSkips: true, code: 'KV038' }),
       ],
       outputs: [],

@@ -1,4 +1,6 @@
 import { ContractError } from '@kvkit/errors-catalog';
+import { breaksValueRule, valueBounds, valueRuleError } from '../backend/valueRules.js';
+import type { ValueBounds } from '../backend/valueRules.js';
 import type { DimExpr, DTypeRule } from '../dsl/declare.js';
 import { evalDim, isDimName } from '../dsl/dims.js';
 import { isTensor, LAYER_VIEW, numel, TENSOR_OWNER } from '../tensor.js';
@@ -21,20 +23,15 @@ export interface Inherited {
 }
 
 /** A value rule left to the device: its bounds resolved, its code and op ready for the error. */
-export interface DeviceCheck {
-  readonly arg: string;
+export interface DeviceCheck extends ValueBounds {
   readonly tensor: OwnedTensor;
-  readonly min: number | undefined;
-  readonly below: number | undefined;
-  readonly negativeSkips: boolean;
-  readonly code: string;
-  readonly op: string;
 }
 
 export interface ValueRuleSpec {
   readonly min?: number;
   readonly below: DimExpr;
   readonly negativeSkips?: boolean;
+  readonly ceiling?: { readonly below: number; readonly code: string };
 }
 
 /** One validation in progress: binds dims as arguments are read and throws the first violation. */
@@ -168,19 +165,14 @@ export class Call {
   /** Checks index values now where the backend holds them on the host; otherwise hands the rule to the device. */
   values(name: string, t: OwnedTensor | undefined, rule: ValueRuleSpec, code: string): void {
     if (t === undefined) return;
-    const below = evalDim(rule.below, this.dims);
-    const min = rule.negativeSkips ? undefined : rule.min;
+    const bounds = valueBounds(this.op, name, rule, evalDim(rule.below, this.dims), code);
     const host = this.ctx.hostValues?.(t);
     if (host === undefined) {
-      this.deviceChecks.push({ arg: name, tensor: t, min, below, negativeSkips: rule.negativeSkips ?? false, code, op: this.op });
+      this.deviceChecks.push({ ...bounds, tensor: t });
       return;
     }
     for (let i = 0; i < host.length; i++) {
-      const v = Number(host[i]);
-      if (rule.negativeSkips && v < 0) continue;
-      if ((min !== undefined && v < min) || (below !== undefined && v >= below)) {
-        this.fail(code, { arg: name, index: i, actual: host[i], expected: below ?? '∞' });
-      }
+      if (breaksValueRule(bounds, host[i]!)) throw valueRuleError(bounds, i, host[i]!, this.dims);
     }
   }
 

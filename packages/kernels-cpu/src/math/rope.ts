@@ -21,21 +21,3 @@ export function rotateInPlace(x: Float64Array, cs: ArrayLike<number>, o: number,
     x[b] = xb * c + xa * s;
   }
 }
-
-/** f_j = base^(-2j/R) for j < R/2, in f64. */
-export function ropeFrequencies(ropeBase: number, rotaryDim: number): Float64Array {
-  const half = rotaryDim / 2;
-  const f = new Float64Array(half);
-  for (let j = 0; j < half; j++) f[j] = ropeBase ** ((-2 * j) / rotaryDim);
-  return f;
-}
-
-/** Writes the cos/sin row of `position` (cos(p·f_j) ‖ sin(p·f_j)) at out[o..o+R), in f64. */
-export function fillCosSinRow(out: Float64Array, o: number, position: number, frequencies: Float64Array): void {
-  const half = frequencies.length;
-  for (let j = 0; j < half; j++) {
-    const angle = position * frequencies[j]!;
-    out[o + j] = Math.cos(angle);
-    out[o + half + j] = Math.sin(angle);
-  }
-}

@@ -1,9 +1,7 @@
 import type { DType } from '@kvkit/contracts';
-import type { CreateKvMaterializerChecked, KvMaterializerMaterializeChecked, KvMaterializerMaterializeIntoChecked, MaterializerKernels } from '@kvkit/contracts/backend';
-import { deliverLayerViews } from '@kvkit/contracts/backend';
-import { ContractError } from '@kvkit/errors-catalog';
+import type { CreateKvMaterializerChecked, KvMaterializerMaterializeChecked, KvMaterializerMaterializeIntoChecked, MaterializerKernels, RopeAngles } from '@kvkit/contracts/backend';
+import { grownCapacity, OpLifecycle, ropeAngles, Workspace, writeCosSinRow, writeCosSinRows } from '@kvkit/contracts/backend';
 import type { Readable } from '../math/rmsNorm.js';
-import { fillCosSinRow, ropeFrequencies } from '../math/rope.js';
 import type { RopeStyle } from '../math/rope.js';
 import type { CpuKernels } from '../runtime/cpuKernels.js';
 import { CpuTensor } from '../runtime/cpuTensor.js';
@@ -14,12 +12,6 @@ import type { CosSinRow } from './fusedNormRopeStacked.js';
 
 /** Past this many table entries (32 MiB of f64) rows are computed per call instead: same values, bounded memory. */
 const MAX_TABLE_ENTRIES = 2 ** 22;
-
-/** One reusable buffer whose capacity, counted in tokens, grows by doubling. */
-interface Workspace {
-  data: Storage | undefined;
-  tokens: number;
-}
 
 export function createKvMaterializer(backend: CpuKernels, args: CreateKvMaterializerChecked): MaterializerKernels {
   return new CpuKvMaterializer(backend, args);
@@ -43,16 +35,15 @@ class CpuKvMaterializer implements MaterializerKernels {
   #eps: Readable;
   #hiddenRow: Float64Array;
   readonly #cosSinRow: CosSinRow;
-  /** ropeBase only: f_j, and a table of cos/sin rows grown by doubling from the positions seen. */
-  readonly #frequencies: Float64Array | undefined;
+  /** ropeBase only: the angles, and a table of cos/sin rows grown by doubling from the positions seen. */
+  readonly #angles: RopeAngles | undefined;
   #table: Float64Array | undefined;
   #tableRows = 0;
-  readonly #proj: Workspace = { data: undefined, tokens: 0 };
-  readonly #k: Workspace = { data: undefined, tokens: 0 };
-  readonly #v: Workspace = { data: undefined, tokens: 0 };
-  /** True while writeLayerKv runs: a nested call then works in fresh buffers instead of overwriting the views. */
-  #busy = false;
-  #disposed = false;
+  /** Workspaces in tokens: the projection [T, L*2*H*D], and K and V [L, T, H, D]. */
+  readonly #proj: Workspace<Storage>;
+  readonly #k: Workspace<Storage>;
+  readonly #v: Workspace<Storage>;
+  readonly #life: OpLifecycle;
 
   constructor(backend: CpuKernels, args: CreateKvMaterializerChecked) {
     this.#backend = backend;
@@ -74,69 +65,61 @@ class CpuKvMaterializer implements MaterializerKernels {
       this.#eps = floatAccess('f32', backend.f32Copy(args.eps));
     }
     this.#hiddenRow = backend.float64(hidden);
+    // Released buffers are left to the garbage collector.
+    const perToken = (elements: number) => new Workspace<Storage>({ allocate: (tokens) => backend.storage(this.#dtype, tokens * elements), release: () => {} });
+    this.#proj = perToken(L * 2 * H * D);
+    this.#k = perToken(L * H * D);
+    this.#v = perToken(L * H * D);
+    this.#life = new OpLifecycle('this KvMaterializer', backend);
     if (args.cosSinCache) {
       const cache = backend.f32Copy(args.cosSinCache);
       this.#cosSinRow = (p, out) => {
         for (let j = 0; j < R; j++) out[j] = cache[p * R + j]!;
       };
     } else {
-      this.#frequencies = ropeFrequencies(args.ropeBase!, R);
+      const angles = ropeAngles({ ropeBase: args.ropeBase!, rotaryDim: R });
+      this.#angles = angles;
       if (args.maxPositionHint !== undefined) this.#growTable(args.maxPositionHint);
       this.#cosSinRow = (p, out) => {
         if (p < this.#tableRows) for (let j = 0; j < R; j++) out[j] = this.#table![p * R + j]!;
-        else fillCosSinRow(out, 0, p, this.#frequencies!);
+        else writeCosSinRow(out, 0, p, angles);
       };
     }
   }
 
   materialize(args: KvMaterializerMaterializeChecked): void {
-    this.#checkLive('KvMaterializer.materialize');
-    const { T } = args.dims;
-    if (T === 0) return;
-    const L = this.#L;
-    const perLayer = T * this.#H * this.#D;
-    const nested = this.#busy;
-    const proj = this.#workspace(this.#proj, T, this.#L * 2 * this.#H * this.#D, nested);
-    const k = this.#workspace(this.#k, T, L * this.#H * this.#D, nested);
-    const v = this.#workspace(this.#v, T, L * this.#H * this.#D, nested);
-    this.#run(args, proj, k, v, T, undefined);
-    const shape = Object.freeze([T, this.#H, this.#D]);
-    this.#busy = true;
-    try {
-      deliverLayerViews(L, args.writeLayerKv, (l) => [
+    this.#life.call('KvMaterializer.materialize', (call) => {
+      const { T } = args.dims;
+      if (T === 0) return;
+      const perLayer = T * this.#H * this.#D;
+      const k = call.take(this.#k, T);
+      const v = call.take(this.#v, T);
+      this.#run(args, call.take(this.#proj, T), k, v, T, undefined);
+      const shape = Object.freeze([T, this.#H, this.#D]);
+      call.deliverLayerViews(this.#L, args.writeLayerKv, (l) => [
         new CpuTensor(this.#backend, this.#dtype, shape, k.subarray(l * perLayer, (l + 1) * perLayer), l),
         new CpuTensor(this.#backend, this.#dtype, shape, v.subarray(l * perLayer, (l + 1) * perLayer), l),
       ]);
-    } finally {
-      this.#busy = nested;
-    }
+    });
   }
 
   materializeInto(args: KvMaterializerMaterializeIntoChecked): void {
-    this.#checkLive('KvMaterializer.materializeInto');
-    const { T, S } = args.dims;
-    if (T === 0) return;
-    const proj = this.#workspace(this.#proj, T, this.#L * 2 * this.#H * this.#D, this.#busy);
-    const kPool = this.#backend.own(args.kPool);
-    const vPool = this.#backend.own(args.vPool);
-    this.#run(args, proj, kPool.data, vPool.data, S, this.#backend.own(args.slots).data);
+    this.#life.call('KvMaterializer.materializeInto', (call) => {
+      const { T, S } = args.dims;
+      if (T === 0) return;
+      const kPool = this.#backend.own(args.kPool);
+      const vPool = this.#backend.own(args.vPool);
+      this.#run(args, call.take(this.#proj, T), kPool.data, vPool.data, S, this.#backend.own(args.slots).data);
+    });
   }
 
   dispose(): void {
-    this.#disposed = true;
-    const none = new Float32Array(0);
-    this.#kvWeight = none;
+    if (!this.#life.dispose()) return;
+    this.#kvWeight = new Float32Array(0);
     this.#hiddenRow = new Float64Array(0);
     this.#table = undefined;
     this.#tableRows = 0;
-    for (const w of [this.#proj, this.#k, this.#v]) {
-      w.data = undefined;
-      w.tokens = 0;
-    }
-  }
-
-  #checkLive(op: string): void {
-    if (this.#disposed || this.#backend.disposed) throw new ContractError('KV003', op, { arg: 'this KvMaterializer' });
+    for (const w of [this.#proj, this.#k, this.#v]) w.release();
   }
 
   /** Projection, then the norm + RoPE of fusedNormRopeStacked into [L, rows, H, D] destinations. */
@@ -188,19 +171,9 @@ class CpuKvMaterializer implements MaterializerKernels {
     }
   }
 
-  /** A buffer of at least `tokens` tokens: the kept one (grown by doubling), or a fresh one for a nested call. */
-  #workspace(w: Workspace, tokens: number, perToken: number, nested: boolean): Storage {
-    if (nested) return this.#backend.storage(this.#dtype, tokens * perToken);
-    if (w.data === undefined || w.tokens < tokens) {
-      w.tokens = Math.max(tokens, 2 * w.tokens);
-      w.data = this.#backend.storage(this.#dtype, w.tokens * perToken);
-    }
-    return w.data;
-  }
-
   /** ropeBase only: grows the cos/sin table to cover the largest position of the call. */
   #coverPositions(positions: Storage, T: number): void {
-    if (this.#frequencies === undefined) return;
+    if (this.#angles === undefined) return;
     let largest = -1;
     for (let t = 0; t < T; t++) largest = Math.max(largest, indexAt(positions, t));
     if (largest >= this.#tableRows) this.#growTable(largest);
@@ -209,14 +182,13 @@ class CpuKvMaterializer implements MaterializerKernels {
   #growTable(largestPosition: number): void {
     const R = this.#R;
     const limit = Math.floor(MAX_TABLE_ENTRIES / R);
-    let rows = Math.max(this.#tableRows, 1);
-    while (rows <= largestPosition) rows *= 2;
-    if (this.#tableRows === 0) rows = Math.min(rows, largestPosition + 1);
+    const needed = largestPosition + 1;
+    let rows = this.#tableRows === 0 ? needed : grownCapacity(this.#tableRows, needed);
     rows = Math.min(rows, Math.max(limit, this.#tableRows));
     if (rows <= this.#tableRows) return;
     const table = this.#backend.float64(rows * R);
     if (this.#table) table.set(this.#table);
-    for (let p = this.#tableRows; p < rows; p++) fillCosSinRow(table, p * R, p, this.#frequencies!);
+    writeCosSinRows(table, this.#tableRows, rows - this.#tableRows, this.#angles!);
     this.#table = table;
     this.#tableRows = rows;
   }

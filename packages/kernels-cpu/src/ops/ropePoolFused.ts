@@ -1,5 +1,6 @@
 import type { RopePoolFusedChecked } from '@kvkit/contracts/backend';
-import { fillCosSinRow, ropeFrequencies, rotateInPlace } from '../math/rope.js';
+import { ropeAngles, writeCosSinRow } from '@kvkit/contracts/backend';
+import { rotateInPlace } from '../math/rope.js';
 import type { RopeStyle } from '../math/rope.js';
 import type { CpuKernels } from '../runtime/cpuKernels.js';
 import { floatAccess, indexAt } from '../runtime/floatAccess.js';
@@ -14,7 +15,7 @@ export function ropePoolFused(backend: CpuKernels, args: RopePoolFusedChecked) {
   const qRot = backend.allocate(dtype, [N, Hq, D]);
   const kRot = backend.allocate(dtype, [N, H, D]);
   const positions = backend.own(args.positions).data;
-  const frequencies = ropeFrequencies(args.ropeBase, R);
+  const angles = ropeAngles({ ropeBase: args.ropeBase, rotaryDim: R });
   const cs = cosSinScratch(R);
   const rope = { D, R, style: args.ropeStyle, cs };
   const qIn = floatAccess(dtype, q.data);
@@ -22,7 +23,7 @@ export function ropePoolFused(backend: CpuKernels, args: RopePoolFusedChecked) {
   const qOut = floatAccess(dtype, qRot.data);
   const kOut = floatAccess(dtype, kRot.data);
   for (let n = 0; n < N; n++) {
-    fillCosSinRow(cs, 0, indexAt(positions, n), frequencies);
+    writeCosSinRow(cs, 0, indexAt(positions, n), angles);
     rotateHeads(qIn, qOut, n * Hq * D, Hq, rope);
     rotateHeads(kIn, kOut, n * H * D, H, rope);
   }

@@ -1,7 +1,6 @@
 import type { FloatDType } from '@kvkit/contracts';
 import type { CreateKvMaterializerChecked, KvMaterializerMaterializeChecked, KvMaterializerMaterializeIntoChecked, MaterializerKernels } from '@kvkit/contracts/backend';
-import { deliverLayerViews } from '@kvkit/contracts/backend';
-import { ContractError } from '@kvkit/errors-catalog';
+import { MAX_POSITION_BELOW, OpLifecycle, Workspace } from '@kvkit/contracts/backend';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
 import { CudaTensor, ELEMENT_BYTES } from '../runtime/cudaTensor.js';
 import type { DeviceBuffer } from '../runtime/memory.js';
@@ -9,12 +8,6 @@ import type { SlotClaims } from '../runtime/slotOwners.js';
 import { boundCheck, claimSlots, launchNormRope, layerMajorLayout, normRopeVectorPath } from './normRope.js';
 import type { Angles, BoundCheck } from './normRope.js';
 import { Projection } from './projection.js';
-
-/** A reusable device buffer whose capacity, counted in tokens, grows by doubling. */
-interface Workspace {
-  buffer: DeviceBuffer | undefined;
-  tokens: number;
-}
 
 export function createKvMaterializer(kernels: CudaKernels, args: CreateKvMaterializerChecked): MaterializerKernels {
   return new CudaKvMaterializer(kernels, args);
@@ -45,13 +38,11 @@ class CudaKvMaterializer implements MaterializerKernels {
   readonly #eps: DeviceBuffer;
   readonly #angles: Angles;
   readonly #projection: Projection;
-  /** The projection, [L, 2, T, H, D]. */
-  readonly #kv: Workspace = { buffer: undefined, tokens: 0 };
+  /** The projection, [L, 2, T, H, D], in tokens. */
+  readonly #kv: Workspace<DeviceBuffer>;
   /** Normed K, [L, T, H, D], only for head dims the in-place kernel does not take. */
-  readonly #k: Workspace = { buffer: undefined, tokens: 0 };
-  /** True while writeLayerKv runs: a nested call then works in fresh buffers instead of overwriting the views. */
-  #busy = false;
-  #disposed = false;
+  readonly #k: Workspace<DeviceBuffer>;
+  readonly #life: OpLifecycle;
 
   constructor(kernels: CudaKernels, args: CreateKvMaterializerChecked) {
     const op = 'createKvMaterializer';
@@ -86,6 +77,13 @@ class CudaKvMaterializer implements MaterializerKernels {
     }
     // kvWeight [L, 2*H*D, hidden] is [L, 2, H*D, hidden]: 2L blocks of H*D rows.
     this.#projection = new Projection(kernels, this.#dtype, L * 2 * H * D, hidden, 2 * L);
+    const es = ELEMENT_BYTES[this.#dtype];
+    // A released buffer is freed in stream order: reads already enqueued still see it.
+    const workspace = (bytesPerToken: number) =>
+      new Workspace<DeviceBuffer>({ allocate: (tokens, callOp) => kernels.cx.alloc(tokens * bytesPerToken, callOp), release: (b) => b.release() });
+    this.#kv = workspace(L * 2 * H * D * es);
+    this.#k = workspace(L * H * D * es);
+    this.#life = new OpLifecycle('this KvMaterializer', kernels);
   }
 
   #hold(buffer: DeviceBuffer): DeviceBuffer {
@@ -94,62 +92,44 @@ class CudaKvMaterializer implements MaterializerKernels {
   }
 
   materialize(args: KvMaterializerMaterializeChecked): void {
-    const op = 'KvMaterializer.materialize';
-    this.#checkLive(op);
-    const { T } = args.dims;
-    if (T === 0) return;
-    const kernels = this.#kernels;
-    kernels.cx.makeCurrent();
-    const { L, H, D } = this;
-    const es = ELEMENT_BYTES[this.#dtype];
-    const nested = this.#busy;
-    const perLayer = T * H * D;
-    const kv = this.#workspace(this.#kv, T, L * 2 * H * D * es, nested, op);
-    const inPlace = normRopeVectorPath(this.#dtype, D, this.#R, this.#gptj, [kv.ptr, this.#kNormWeight.ptr]);
-    const k = inPlace ? kv : this.#workspace(this.#k, T, L * H * D * es, nested, op);
-    try {
-      const rules = this.#project(args, kv.ptr, op);
+    this.#life.call('KvMaterializer.materialize', (call) => {
+      const { T } = args.dims;
+      if (T === 0) return;
+      const kernels = this.#kernels;
+      kernels.cx.makeCurrent();
+      const { L, H, D } = this;
+      const es = ELEMENT_BYTES[this.#dtype];
+      const perLayer = T * H * D;
+      const kv = call.take(this.#kv, T);
+      const inPlace = normRopeVectorPath(this.#dtype, D, this.#R, this.#gptj, [kv.ptr, this.#kNormWeight.ptr]);
+      const k = inPlace ? kv : call.take(this.#k, T);
+      const rules = this.#project(args, kv.ptr, call.op);
       // K rows normed and rotated in place, or into the K workspace; V rows stay as projected.
       this.#normRope(args, kv.ptr, rules, { kOut: k.ptr, vOut: 0, outLayerStride: (inPlace ? 2 : 1) * perLayer });
       const shape = Object.freeze([T, H, D]);
-      this.#busy = true;
-      try {
-        deliverLayerViews(L, args.writeLayerKv, (l) => [
-          new CudaTensor(kernels, this.#dtype, shape, k, { byteOffset: (inPlace ? 2 * l : l) * perLayer * es, layer: l }),
-          new CudaTensor(kernels, this.#dtype, shape, kv, { byteOffset: (2 * l + 1) * perLayer * es, layer: l }),
-        ]);
-      } finally {
-        this.#busy = nested;
-      }
-    } finally {
-      // A nested call's buffers are freed in stream order: reads enqueued from its callback still see them.
-      if (nested) for (const b of inPlace ? [kv] : [kv, k]) b.release();
-    }
+      call.deliverLayerViews(L, args.writeLayerKv, (l) => [
+        new CudaTensor(kernels, this.#dtype, shape, k, { byteOffset: (inPlace ? 2 * l : l) * perLayer * es, layer: l }),
+        new CudaTensor(kernels, this.#dtype, shape, kv, { byteOffset: (2 * l + 1) * perLayer * es, layer: l }),
+      ]);
+    });
   }
 
   materializeInto(args: KvMaterializerMaterializeIntoChecked): void {
-    const op = 'KvMaterializer.materializeInto';
-    this.#checkLive(op);
-    const { T, S } = args.dims;
-    if (T === 0) return;
-    const kernels = this.#kernels;
-    kernels.cx.makeCurrent();
-    const es = ELEMENT_BYTES[this.#dtype];
-    const { L, H, D } = this;
-    const nested = this.#busy;
-    const kv = this.#workspace(this.#kv, T, L * 2 * H * D * es, nested, op);
-    try {
+    this.#life.call('KvMaterializer.materializeInto', (call) => {
+      const { T, S } = args.dims;
+      if (T === 0) return;
+      const kernels = this.#kernels;
+      kernels.cx.makeCurrent();
+      const kv = call.take(this.#kv, T);
       const slotTensor = kernels.own(args.slots);
       const positionRule = this.#positionRule(args);
       // Checks are numbered in the contract's order: positions, then slots.
       const slots = { ptr: slotTensor.ptr, areI64: slotTensor.dtype === 'i64', rule: boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: S }) };
       // The claims need only the slots: enqueued ahead of the projection, they are done by the time the pools are written.
-      const claims = claimSlots(kernels, slots, T, op);
-      this.#projection.run(kernels.own(args.ctxHidden).ptr, this.#kvWeight.ptr, kv.ptr, T, op);
-      this.#normRope(args, kv.ptr, positionRule, { kOut: kernels.own(args.kPool).ptr, vOut: kernels.own(args.vPool).ptr, outLayerStride: S * H * D, slots, claims });
-    } finally {
-      if (nested) kv.release();
-    }
+      const claims = claimSlots(kernels, slots, T, call.op);
+      this.#projection.run(kernels.own(args.ctxHidden).ptr, this.#kvWeight.ptr, kv.ptr, T, call.op);
+      this.#normRope(args, kv.ptr, positionRule, { kOut: kernels.own(args.kPool).ptr, vOut: kernels.own(args.vPool).ptr, outLayerStride: S * this.#H * this.#D, slots, claims });
+    });
   }
 
   get L(): number {
@@ -163,7 +143,7 @@ class CudaKvMaterializer implements MaterializerKernels {
   }
 
   #positionRule(args: KvMaterializerMaterializeChecked | KvMaterializerMaterializeIntoChecked): BoundCheck {
-    return boundCheck(this.#kernels, args.deviceChecks, 'positions', args.dims, { min: 0, below: this.#P ?? Infinity });
+    return boundCheck(this.#kernels, args.deviceChecks, 'positions', args.dims, { min: 0, below: this.#P ?? MAX_POSITION_BELOW });
   }
 
   /** Numbers the position check, then enqueues the projection into `kv` ([L, 2, T, H, D]). */
@@ -211,32 +191,12 @@ class CudaKvMaterializer implements MaterializerKernels {
     );
   }
 
-  /** A buffer for at least `tokens` tokens: the kept one (grown by doubling), or a fresh one for a nested call. */
-  #workspace(w: Workspace, tokens: number, bytesPerToken: number, nested: boolean, op: string): DeviceBuffer {
-    const cx = this.#kernels.cx;
-    if (nested) return cx.alloc(tokens * bytesPerToken, op);
-    if (w.buffer === undefined || w.tokens < tokens) {
-      w.buffer?.release();
-      w.tokens = Math.max(tokens, 2 * w.tokens);
-      w.buffer = cx.alloc(w.tokens * bytesPerToken, op);
-    }
-    return w.buffer;
-  }
-
-  #checkLive(op: string): void {
-    if (this.#disposed || this.#kernels.disposed) throw new ContractError('KV003', op, { arg: 'this KvMaterializer' });
-  }
-
   dispose(): void {
-    if (this.#disposed) return;
-    this.#disposed = true;
+    if (!this.#life.dispose()) return;
     if (this.#kernels.disposed) return;
     this.#projection.dispose();
-    for (const w of [this.#kv, this.#k]) {
-      w.buffer?.release();
-      w.buffer = undefined;
-      w.tokens = 0;
-    }
+    this.#kv.release();
+    this.#k.release();
     for (const b of this.#held.splice(0)) b.release();
   }
 }

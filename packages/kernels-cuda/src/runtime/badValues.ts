@@ -1,5 +1,6 @@
 import type { DeviceCheck } from '@kvkit/contracts/backend';
-import { ContractError } from '@kvkit/errors-catalog';
+import { valueRuleError } from '@kvkit/contracts/backend';
+import type { ContractError } from '@kvkit/errors-catalog';
 import type { CudaContext } from './context.js';
 import type { DeviceBuffer } from './memory.js';
 
@@ -14,7 +15,7 @@ const RECORD_BYTES = 24;
  * cache, slots inside the pool). Each enqueued check gets a number; kernels
  * keep the smallest (check, token) that broke its rule, with its value, in
  * one small device record. sync() reads and clears the record and throws the
- * same ContractError the CPU backend throws at once.
+ * ContractError the host check throws (valueRuleError).
  */
 export class BadValues {
   readonly #cx: CudaContext;
@@ -87,6 +88,6 @@ export class BadValues {
     const raw = new DataView(view).getBigInt64(8, true);
     // The same value types the host check reports: a bigint for i64 tensors, a number for i32.
     const actual = check.tensor.dtype === 'i64' ? raw : Number(raw);
-    return new ContractError(check.code, check.op, { arg: check.arg, index: token, actual, expected: check.below ?? '∞' }, { ...dims[words[1]!] });
+    return valueRuleError(check, token, actual, dims[words[1]!]!);
   }
 }

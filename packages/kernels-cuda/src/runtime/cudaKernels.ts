@@ -1,6 +1,7 @@
 import { numel } from '@kvkit/contracts';
 import type { DType, FloatDType, Shape, TensorData } from '@kvkit/contracts';
 import type { BackendKernels, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked } from '@kvkit/contracts/backend';
+import { ropeAngles } from '@kvkit/contracts/backend';
 import { decodeHalves, encodeBf16, encodeF16 } from '../numerics/halfFloats.js';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';
@@ -134,7 +135,7 @@ export class CudaKernels implements BackendKernels {
     if (found) throw found;
   }
 
-  /** f_j = ropeBase^(-2j/R), computed in f64 and stored as f32, uploaded once per (ropeBase, R). */
+  /** f_j (contracts' ropeAngles), computed in f64 and stored as f32, uploaded once per (ropeBase, R). */
   ropeFrequencies(ropeBase: number, R: number, op: string): number {
     let byRotary = this.#frequencies.get(ropeBase);
     if (!byRotary) {
@@ -143,8 +144,7 @@ export class CudaKernels implements BackendKernels {
     }
     const known = byRotary.get(R);
     if (known) return known.ptr;
-    const host = new Float32Array(R / 2);
-    for (let j = 0; j < R / 2; j++) host[j] = ropeBase ** ((-2 * j) / R);
+    const host = Float32Array.from(ropeAngles({ ropeBase, rotaryDim: R }).frequencies);
     const buffer = this.cx.alloc(host.byteLength, op);
     this.cx.upload(buffer.ptr, host, op);
     byRotary.set(R, buffer);

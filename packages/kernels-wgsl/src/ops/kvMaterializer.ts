@@ -1,7 +1,7 @@
 import type { FloatDType, IndexDType } from '@kvkit/contracts';
 import type { CreateKvMaterializerChecked, KvMaterializerMaterializeChecked, KvMaterializerMaterializeIntoChecked, MaterializerKernels } from '@kvkit/contracts/backend';
-import { deliverLayerViews } from '@kvkit/contracts/backend';
-import { ContractError } from '@kvkit/errors-catalog';
+import { MAX_POSITION_BELOW, OpLifecycle, Workspace } from '@kvkit/contracts/backend';
+import type { OpCall } from '@kvkit/contracts/backend';
 import { align } from '../runtime/gpuRuntime.js';
 import type { BufferRange, DeviceStorage } from '../runtime/gpuRuntime.js';
 import { bytesPerElement, GpuTensor } from '../runtime/gpuTensor.js';
@@ -15,12 +15,6 @@ const VIEW_ALIGN = 256;
 
 export function createKvMaterializer(k: WebGpuKernels, args: CreateKvMaterializerChecked): MaterializerKernels {
   return new WgslKvMaterializer(k, args);
-}
-
-/** One reusable buffer whose capacity, counted in tokens, grows by doubling. */
-interface Workspace {
-  storage: DeviceStorage | undefined;
-  tokens: number;
 }
 
 /**
@@ -42,20 +36,17 @@ class WgslKvMaterializer implements MaterializerKernels {
   readonly #weightType: FloatDType;
   readonly #cacheType: FloatDType;
   readonly #ropeSource: RopeSource;
-  /** Rows of the cache; undefined with ropeBase (positions then need only be >= 0). */
-  readonly #cacheRows: number | undefined;
   readonly #kvWeight: DeviceStorage;
   readonly #normWeights: DeviceStorage;
   readonly #epsWordOffset: number;
   readonly #cosSin: DeviceStorage | undefined;
   readonly #turns: BufferRange | undefined;
-  readonly #proj: Workspace = { storage: undefined, tokens: 0 };
-  readonly #kOut: Workspace = { storage: undefined, tokens: 0 };
-  readonly #vOut: Workspace = { storage: undefined, tokens: 0 };
-  readonly #table: Workspace = { storage: undefined, tokens: 0 };
-  /** True while writeLayerKv runs: a nested call then works in fresh buffers instead of overwriting the views. */
-  #busy = false;
-  #disposed = false;
+  /** Workspaces in tokens: the projection, K and V (layers padded), and the ropeBase cos/sin rows. */
+  readonly #proj: Workspace<DeviceStorage>;
+  readonly #kOut: Workspace<DeviceStorage>;
+  readonly #vOut: Workspace<DeviceStorage>;
+  readonly #table: Workspace<DeviceStorage>;
+  readonly #life: OpLifecycle;
 
   constructor(k: WebGpuKernels, args: CreateKvMaterializerChecked) {
     this.#k = k;
@@ -65,6 +56,14 @@ class WgslKvMaterializer implements MaterializerKernels {
     this.#ropeStyle = args.ropeStyle;
     const op = 'createKvMaterializer';
     const runtime = k.runtime;
+    const workspace = (bytesFor: (tokens: number) => number) =>
+      new Workspace<DeviceStorage>({ allocate: (tokens, callOp) => k.storage(bytesFor(tokens), 'kvkit materializer workspace', callOp), release: (s) => s.release() });
+    const elementBytes = bytesPerElement(this.#dtype);
+    this.#proj = workspace((tokens) => tokens * L * 2 * H * D * elementBytes);
+    this.#kOut = workspace((tokens) => layerBytes(tokens, H * D * elementBytes) * L);
+    this.#vOut = workspace((tokens) => layerBytes(tokens, H * D * elementBytes) * L);
+    this.#table = workspace((tokens) => tokens * R * 4);
+    this.#life = new OpLifecycle('this KvMaterializer', k);
 
     const kvWeight = k.own(args.kvWeight);
     this.#kvWeight = k.storage(kvWeight.byteLength, 'kvkit kvWeight', op);
@@ -88,7 +87,6 @@ class WgslKvMaterializer implements MaterializerKernels {
     if (args.cosSinCache) {
       const cache = k.own(args.cosSinCache);
       this.#cacheType = cache.dtype as FloatDType;
-      this.#cacheRows = cache.shape[0]!;
       this.#cosSin = k.storage(cache.byteLength, 'kvkit cos/sin cache', op);
       runtime.copy(cache.storage.buffer, cache.byteOffset, this.#cosSin.buffer, 0, align(cache.byteLength, 4));
       this.#ropeSource = 'cache';
@@ -102,62 +100,40 @@ class WgslKvMaterializer implements MaterializerKernels {
 
   materialize(args: KvMaterializerMaterializeChecked): void {
     const op = 'KvMaterializer.materialize';
-    this.#checkLive(op);
-    const { T } = args.dims;
-    if (T === 0) return;
-    const [L, H, D] = [this.#L, this.#H, this.#D];
-    const nested = this.#busy;
-    const fresh: DeviceStorage[] = [];
-    const layerBytes = align(T * H * D * bytesPerElement(this.#dtype), VIEW_ALIGN);
-    const kOut = this.#workspace(this.#kOut, T, layerBytes * L, nested, fresh, op);
-    const vOut = this.#workspace(this.#vOut, T, layerBytes * L, nested, fresh, op);
-    try {
-      this.#run(args, { kDst: kOut.range(0, layerBytes * L), vDst: vOut.range(0, layerBytes * L) }, layerBytes, undefined, nested, fresh, op);
+    this.#k.assertLive(op);
+    this.#life.call(op, (call) => {
+      const { T } = args.dims;
+      if (T === 0) return;
+      const [L, H, D] = [this.#L, this.#H, this.#D];
+      const perLayer = layerBytes(T, H * D * bytesPerElement(this.#dtype));
+      const kOut = call.take(this.#kOut, T);
+      const vOut = call.take(this.#vOut, T);
+      this.#run(args, { kDst: kOut.range(0, perLayer * L), vDst: vOut.range(0, perLayer * L) }, perLayer, undefined, call);
       const shape = Object.freeze([T, H, D]);
-      this.#busy = true;
-      try {
-        deliverLayerViews(L, args.writeLayerKv, (l) => [
-          new GpuTensor(this.#k, this.#dtype, shape, kOut, l * layerBytes, { layer: l, ownsStorage: false }),
-          new GpuTensor(this.#k, this.#dtype, shape, vOut, l * layerBytes, { layer: l, ownsStorage: false }),
-        ]);
-      } finally {
-        this.#busy = nested;
-      }
-    } finally {
-      for (const s of fresh) s.release();
-    }
+      call.deliverLayerViews(L, args.writeLayerKv, (l) => [
+        new GpuTensor(this.#k, this.#dtype, shape, kOut, l * perLayer, { layer: l, ownsStorage: false }),
+        new GpuTensor(this.#k, this.#dtype, shape, vOut, l * perLayer, { layer: l, ownsStorage: false }),
+      ]);
+    });
   }
 
   materializeInto(args: KvMaterializerMaterializeIntoChecked): void {
     const op = 'KvMaterializer.materializeInto';
-    this.#checkLive(op);
-    const { T, S } = args.dims;
-    if (T === 0) return;
-    const fresh: DeviceStorage[] = [];
-    try {
+    this.#k.assertLive(op);
+    this.#life.call(op, (call) => {
+      const { T, S } = args.dims;
+      if (T === 0) return;
       const poolLayerBytes = S * this.#H * this.#D * bytesPerElement(this.#dtype);
-      this.#run(args, { kDst: this.#k.own(args.kPool).range, vDst: this.#k.own(args.vPool).range }, poolLayerBytes, this.#k.own(args.slots), this.#busy, fresh, op);
-    } finally {
-      for (const s of fresh) s.release();
-    }
+      this.#run(args, { kDst: this.#k.own(args.kPool).range, vDst: this.#k.own(args.vPool).range }, poolLayerBytes, this.#k.own(args.slots), call);
+    });
   }
 
   dispose(): void {
-    if (this.#disposed) return;
-    this.#disposed = true;
+    if (!this.#life.dispose()) return;
     this.#kvWeight.release();
     this.#normWeights.release();
     this.#cosSin?.release();
-    for (const w of [this.#proj, this.#kOut, this.#vOut, this.#table]) {
-      w.storage?.release();
-      w.storage = undefined;
-      w.tokens = 0;
-    }
-  }
-
-  #checkLive(op: string): void {
-    this.#k.assertLive(op);
-    if (this.#disposed || this.#k.disposed) throw new ContractError('KV003', op, { arg: 'this KvMaterializer' });
+    for (const w of [this.#proj, this.#kOut, this.#vOut, this.#table]) w.release();
   }
 
   /** The projection GEMM, the cos/sin table (ropeBase), then norm + RoPE into the destinations. */
@@ -166,29 +142,28 @@ class WgslKvMaterializer implements MaterializerKernels {
     dst: { kDst: BufferRange; vDst: BufferRange },
     destLayerBytes: number,
     slots: GpuTensor | undefined,
-    nested: boolean,
-    fresh: DeviceStorage[],
-    op: string,
+    call: OpCall,
   ): void {
     const k = this.#k;
     const { T } = args.dims;
     const [L, H, D, R] = [this.#L, this.#H, this.#D, this.#R];
     const N = L * 2 * H * D;
     const projBytes = T * N * bytesPerElement(this.#dtype);
-    const proj = this.#workspace(this.#proj, T, projBytes, nested, fresh, op).range(0, projBytes);
+    const proj = call.take(this.#proj, T).range(0, projBytes);
     const ctxHidden = k.own(args.ctxHidden);
     launchGemm(k, this.#dtype, { a: ctxHidden.range, w: this.#kvWeight.range(0, this.#kvWeight.byteLength), c: proj }, { M: T, N, K: this.#hidden });
 
     const positions = k.own(args.positions);
     let cosSin: BufferRange;
     if (this.#ropeSource === 'tokenTable') {
-      cosSin = this.#workspace(this.#table, T, T * R * 4, nested, fresh, op).range(0, T * R * 4);
+      cosSin = call.take(this.#table, T).range(0, T * R * 4);
       launchRopeTable(k, positions.dtype as IndexDType, { positions: positions.range, turnsPerPosition: this.#turns!, table: cosSin }, T, R);
     } else {
       cosSin = this.#cosSin!.range(0, this.#cosSin!.byteLength);
     }
 
-    const rules = [args.deviceChecks.find((c) => c.arg === 'positions'), ...(slots ? [args.deviceChecks.find((c) => c.arg === 'slots')] : [])];
+    const positionRule = args.deviceChecks.find((c) => c.arg === 'positions');
+    const rules = [positionRule, ...(slots ? [args.deviceChecks.find((c) => c.arg === 'slots')] : [])];
     const { flags, words } = k.checks.reserve(rules, args.dims);
     launchNormRope(
       k,
@@ -217,7 +192,8 @@ class WgslKvMaterializer implements MaterializerKernels {
         tokens: T,
         layers: L,
         heads: H,
-        positionBelow: this.#cacheRows ?? 2 ** 31,
+        // The contract's bound ([0, P) with a cache, [0, 2^31) with ropeBase), never more than a u32 holds.
+        positionBelow: positionRule?.below ?? MAX_POSITION_BELOW,
         slotBelow: args.dims.S ?? 0,
         destLayerBytes,
         flagWords: words,
@@ -226,19 +202,9 @@ class WgslKvMaterializer implements MaterializerKernels {
     );
   }
 
-  /** A buffer for `tokens` tokens of `bytes`: the kept one (grown by doubling), or a fresh one for a nested call. */
-  #workspace(w: Workspace, tokens: number, bytes: number, nested: boolean, fresh: DeviceStorage[], op: string): DeviceStorage {
-    if (nested) {
-      const s = this.#k.storage(bytes, 'kvkit materializer workspace', op);
-      fresh.push(s);
-      return s;
-    }
-    if (w.storage === undefined || w.tokens < tokens || w.storage.byteLength < bytes) {
-      const grownTokens = Math.max(tokens, 2 * w.tokens);
-      w.storage?.release();
-      w.storage = this.#k.storage(Math.ceil((bytes * grownTokens) / tokens), 'kvkit materializer workspace', op);
-      w.tokens = grownTokens;
-    }
-    return w.storage;
-  }
+}
+
+/** Bytes of one layer of a [T, H, D] workspace, padded so each layer's view binds on its own. */
+function layerBytes(tokens: number, bytesPerToken: number): number {
+  return align(tokens * bytesPerToken, VIEW_ALIGN);
 }

@@ -3,6 +3,7 @@
  * cache, size the grid, record the dispatch. The ops decide what to bind.
  */
 import type { FloatDType, IndexDType } from '@kvkit/contracts';
+import type { RopeAngles } from '@kvkit/contracts/backend';
 import type { BufferRange } from '../runtime/gpuRuntime.js';
 import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
 import { normRopeShader } from '../shaders/fusedNormRopeStacked.wgsl.js';
@@ -16,7 +17,7 @@ export interface NormRopeLaunch {
   readonly tokens: number;
   readonly layers: number;
   readonly heads: number;
-  /** Exclusive bound of valid positions: P for a cache, 2^31 for a per-token table. */
+  /** Exclusive bound of valid positions: the contract's, P for a cache (or 2^31 with ropeBase in the materializer). */
   readonly positionBelow: number;
   /** Pool slots (scatter), or 0. */
   readonly slotBelow: number;
@@ -98,8 +99,7 @@ export function launchGemm(k: WebGpuKernels, dtype: FloatDType, ranges: { a: Buf
   k.runtime.dispatch(reduce, { partial, c: ranges.c }, { words, elements, splits }, Math.ceil(words / reducePlan.workgroupSize));
 }
 
-/** f_j / 2π for j < R/2, f_j = base^(-2j/R), computed in f64 and rounded once to f32. */
-export function turnsPerPosition(ropeBase: number, rotaryDim: number): Float32Array {
-  const half = rotaryDim / 2;
-  return Float32Array.from({ length: half }, (_, j) => ropeBase ** ((-2 * j) / rotaryDim) / (2 * Math.PI));
+/** f_j / 2π for j < R/2 (the shader keeps angles in turns), divided in f64 and rounded once to f32. */
+export function turnsPerPosition(angles: RopeAngles): Float32Array {
+  return Float32Array.from(angles.frequencies, (f) => f / (2 * Math.PI));
 }

@@ -1,5 +1,6 @@
 import type { FloatDType, IndexDType } from '@kvkit/contracts';
 import type { RopePoolFusedChecked } from '@kvkit/contracts/backend';
+import { ropeAngles } from '@kvkit/contracts/backend';
 import type { DeviceStorage } from '../runtime/gpuRuntime.js';
 import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
 import { ROPE_ALL_BINDINGS } from '../shaders/plan.js';
@@ -17,7 +18,7 @@ export function turnsBuffer(k: WebGpuKernels, ropeBase: number, rotaryDim: numbe
   const key = `${ropeBase}/${rotaryDim}`;
   let s = byKey.get(key);
   if (!s) {
-    const turns = turnsPerPosition(ropeBase, rotaryDim);
+    const turns = turnsPerPosition(ropeAngles({ ropeBase, rotaryDim }));
     s = k.storage(turns.byteLength, 'kvkit rope frequencies', 'ropePoolFused', undefined, true);
     new Float32Array(s.buffer.getMappedRange()).set(turns);
     s.buffer.unmap();

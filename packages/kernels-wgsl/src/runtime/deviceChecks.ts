@@ -4,14 +4,15 @@
  * it and raises the word to 0xffffffff − t with atomicMax, so the word ends
  * up naming the first bad token. `collect()` (run by sync) reads the words of
  * every call since the last sync, in call order, and turns the first raised
- * one into the same ContractError the CPU backend throws: the index comes
+ * one into the ContractError the host check throws (valueRuleError): the index comes
  * from the flag word, the value from the index tensor at that index (index
  * tensors are never written after creation, and the call keeps its storage
  * alive until then).
  */
 import type { IndexDType } from '@kvkit/contracts';
 import type { DeviceCheck } from '@kvkit/contracts/backend';
-import { ContractError } from '@kvkit/errors-catalog';
+import { valueRuleError } from '@kvkit/contracts/backend';
+import type { ContractError } from '@kvkit/errors-catalog';
 import type { BufferRange, DeviceStorage, GpuRuntime } from './gpuRuntime.js';
 import type { GpuTensor } from './gpuTensor.js';
 
@@ -97,7 +98,7 @@ export class DeviceChecks {
         const size = p.dtype === 'i64' ? 8 : 4;
         const raw = await runtime.readBytes(op, p.values.buffer, p.valuesOffset + index * size, size);
         const actual = p.dtype === 'i64' ? new BigInt64Array(raw)[0]! : new Int32Array(raw)[0]!;
-        return new ContractError(p.check.code, p.check.op, { arg: p.check.arg, index, actual, expected: p.check.below ?? '∞' }, p.dims);
+        return valueRuleError(p.check, index, actual, p.dims);
       }
       return undefined;
     } finally {

@@ -1,5 +1,6 @@
 import type { DType, Shape, TensorData } from '@kvkit/contracts';
 import type { BackendKernels, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked } from '@kvkit/contracts/backend';
+import { Workspace } from '@kvkit/contracts/backend';
 import { ContractError } from '@kvkit/errors-catalog';
 import { packHalves, unpackHalves } from '../numerics/halfFloats.js';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
@@ -38,8 +39,8 @@ export class WebGpuKernels implements BackendKernels {
   readonly #ownsDevice: boolean;
   readonly #live = new Set<DeviceStorage>();
   #created = 0;
-  /** Scratch every op may use between its own dispatches (the GPU runs them in order), grown by doubling. */
-  readonly #scratch = new Map<string, DeviceStorage>();
+  /** Scratch every op may use between its own dispatches (the GPU runs them in order), in bytes, grown by doubling. */
+  readonly #scratch = new Map<string, Workspace<DeviceStorage>>();
   /** Freed buffers of fully-overwritten op outputs, by byte size, for the next output of that size. */
   readonly #recycled = new Map<number, { buffer: GPUBuffer; id: number }[]>();
   #recycledBytes = 0;
@@ -134,12 +135,12 @@ export class WebGpuKernels implements BackendKernels {
 
   /** A per-op scratch buffer of at least `bytes`, kept and grown by doubling. */
   scratch(name: string, bytes: number): DeviceStorage {
-    const held = this.#scratch.get(name);
-    if (held && held.byteLength >= bytes) return held;
-    held?.release();
-    const s = this.storage(Math.max(bytes, 2 * (held?.byteLength ?? 0)), `kvkit ${name}`, name);
-    this.#scratch.set(name, s);
-    return s;
+    let held = this.#scratch.get(name);
+    if (!held) {
+      held = new Workspace({ allocate: (capacity, op) => this.storage(capacity, `kvkit ${name}`, op), release: (s) => s.release() });
+      this.#scratch.set(name, held);
+    }
+    return held.take(bytes, name);
   }
 
   own(t: OwnedTensor): GpuTensor {
@@ -212,7 +213,7 @@ export class WebGpuKernels implements BackendKernels {
     if (this.disposed) return;
     this.disposed = true;
     this.checks.destroy();
-    for (const s of this.#scratch.values()) s.release();
+    for (const w of this.#scratch.values()) w.release();
     this.#scratch.clear();
     for (const s of [...this.#live]) s.buffer.destroy();
     this.#live.clear();
