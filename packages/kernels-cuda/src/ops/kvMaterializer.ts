@@ -7,6 +7,7 @@ import { CudaTensor, ELEMENT_BYTES } from '../runtime/cudaTensor.js';
 import type { DeviceBuffer } from '../runtime/memory.js';
 import type { SlotClaims } from '../runtime/slotOwners.js';
 import { boundCheck, claimSlots, launchNormRope, layerMajorLayout, normRopeVectorPath } from './normRope.js';
+import type { PoolSlots } from './normRope.js';
 import type { Angles, BoundCheck } from './normRope.js';
 import { Projection } from './projection.js';
 
@@ -105,7 +106,7 @@ class CudaKvMaterializer implements MaterializerKernels {
     const nested = this.#busy;
     const perLayer = T * H * D;
     const kv = this.#workspace(this.#kv, T, L * 2 * H * D * es, nested, op);
-    const inPlace = normRopeVectorPath(this.#dtype, D, this.#R, this.#gptj, [kv.ptr, this.#kNormWeight.ptr]);
+    const inPlace = normRopeVectorPath(this.#dtype, D, this.#R, this.#gptj, [kv.ptr, this.#kNormWeight.ptr], { tokens: T, headRows: L * H });
     const k = inPlace ? kv : this.#workspace(this.#k, T, L * H * D * es, nested, op);
     try {
       const rules = this.#project(args, kv.ptr, op);
@@ -142,7 +143,7 @@ class CudaKvMaterializer implements MaterializerKernels {
       const slotTensor = kernels.own(args.slots);
       const positionRule = this.#positionRule(args);
       // Checks are numbered in the contract's order: positions, then slots.
-      const slots = { ptr: slotTensor.ptr, areI64: slotTensor.dtype === 'i64', rule: boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: S }) };
+      const slots = { ptr: slotTensor.ptr, areI64: slotTensor.dtype === 'i64', rule: boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: S }), duplicates: args.duplicates.slots };
       // The claims need only the slots: enqueued ahead of the projection, they are done by the time the pools are written.
       const claims = claimSlots(kernels, slots, T, op);
       this.#projection.run(kernels.own(args.ctxHidden).ptr, this.#kvWeight.ptr, kv.ptr, T, op);
@@ -178,7 +179,7 @@ class CudaKvMaterializer implements MaterializerKernels {
     args: KvMaterializerMaterializeChecked | KvMaterializerMaterializeIntoChecked,
     kv: number,
     positionRule: BoundCheck,
-    out: { kOut: number; vOut: number; outLayerStride: number; slots?: { ptr: number; areI64: boolean; rule: BoundCheck }; claims?: SlotClaims },
+    out: { kOut: number; vOut: number; outLayerStride: number; slots?: PoolSlots; claims?: SlotClaims },
   ): void {
     const { T } = args.dims;
     const positions = this.#kernels.own(args.positions);

@@ -1,6 +1,7 @@
 import type { FloatDType, IndexDType } from '@kvkit/contracts';
 import type { CreateKvMaterializerChecked, KvMaterializerMaterializeChecked, KvMaterializerMaterializeIntoChecked, MaterializerKernels } from '@kvkit/contracts/backend';
 import { deliverLayerViews } from '@kvkit/contracts/backend';
+import type { DuplicateRule } from '@kvkit/contracts/backend';
 import { ContractError } from '@kvkit/errors-catalog';
 import { align } from '../runtime/gpuRuntime.js';
 import type { BufferRange, DeviceStorage } from '../runtime/gpuRuntime.js';
@@ -136,7 +137,8 @@ class WgslKvMaterializer implements MaterializerKernels {
     const fresh: DeviceStorage[] = [];
     try {
       const poolLayerBytes = S * this.#H * this.#D * bytesPerElement(this.#dtype);
-      this.#run(args, { kDst: this.#k.own(args.kPool).range, vDst: this.#k.own(args.vPool).range }, poolLayerBytes, this.#k.own(args.slots), this.#busy, fresh, op);
+      const slots = { tensor: this.#k.own(args.slots), duplicates: args.duplicates.slots };
+      this.#run(args, { kDst: this.#k.own(args.kPool).range, vDst: this.#k.own(args.vPool).range }, poolLayerBytes, slots, this.#busy, fresh, op);
     } finally {
       for (const s of fresh) s.release();
     }
@@ -165,7 +167,7 @@ class WgslKvMaterializer implements MaterializerKernels {
     args: KvMaterializerMaterializeChecked | KvMaterializerMaterializeIntoChecked,
     dst: { kDst: BufferRange; vDst: BufferRange },
     destLayerBytes: number,
-    slots: GpuTensor | undefined,
+    slots: { tensor: GpuTensor; duplicates: DuplicateRule } | undefined,
     nested: boolean,
     fresh: DeviceStorage[],
     op: string,
@@ -190,6 +192,7 @@ class WgslKvMaterializer implements MaterializerKernels {
 
     const rules = [args.deviceChecks.find((c) => c.arg === 'positions'), ...(slots ? [args.deviceChecks.find((c) => c.arg === 'slots')] : [])];
     const { flags, words } = k.checks.reserve(rules, args.dims);
+    const ownedSlots = slots && k.slotOwners.resolve(slots.tensor, T, args.dims.S ?? 0, slots.duplicates, op);
     launchNormRope(
       k,
       {
@@ -197,7 +200,7 @@ class WgslKvMaterializer implements MaterializerKernels {
         weightType: this.#weightType,
         cacheType: this.#cacheType,
         positionType: positions.dtype as IndexDType,
-        slotType: slots?.dtype as IndexDType | undefined,
+        slotType: slots?.tensor.dtype as IndexDType | undefined,
         D,
         R,
         style: this.#ropeStyle,
@@ -209,7 +212,7 @@ class WgslKvMaterializer implements MaterializerKernels {
         weights: this.#normWeights.range(0, this.#normWeights.byteLength),
         cosSin,
         positions: positions.range,
-        ...(slots ? { slots: slots.range } : {}),
+        ...(ownedSlots ? { slots: ownedSlots } : {}),
         ...dst,
         flags,
       },
