@@ -209,36 +209,7 @@ export async function checkAllSlotsSkipped(backend: Backend, dtype: FloatDType, 
   }
 }
 
-/** Two tokens naming one slot: that row is one token's row, never a mix of both (SEMANTICS.md §3). */
-export async function checkDuplicateSlot(backend: Backend, dtype: FloatDType): Promise<void> {
-  const s = new Scope(backend);
-  const checks = new Checks(`ropePoolFused with two tokens on one slot [${dtype}]`);
-  try {
-    const [N, Hq, H, D, S] = [3, 2, 2, 8, 4];
-    const rng = new Rng(seedOf('duplicate slot'));
-    const v = s.float(dtype, [N, H, D], randomValues(rng, N * H * D));
-    const kPool = s.float(dtype, [S, H, D], patternValues(S * H * D));
-    const vPool = s.float(dtype, [S, H, D], patternValues(S * H * D, 9));
-    const out = ropePoolOnce(s, rng, dtype, { N, Hq, H, D }, { v, positions: s.index('i32', [N], [3, 9, 4]), slots: s.index('i32', [N], [1, 1, 2]), kPool, vPool });
-    await backend.sync();
-    const [kRot, vIn, kAfter, vAfter] = await Promise.all([readFloats(backend, out.kRot), readFloats(backend, v), readFloats(backend, kPool), readFloats(backend, vPool)]);
-    const row = H * D;
-    const same = (a: Float32Array, b: Float32Array) => a.length === b.length && a.every((x, i) => Object.is(x, b[i]));
-    const kRow = gatherRows(kAfter, [1], row);
-    const vRow = gatherRows(vAfter, [1], row);
-    checks.that(
-      same(kRow, gatherRows(kRot, [0], row)) || same(kRow, gatherRows(kRot, [1], row)),
-      'kPool row 1 is neither token 0 nor token 1 of kRot (a mix, or something else)',
-    );
-    checks.that(same(vRow, gatherRows(vIn, [0], row)) || same(vRow, gatherRows(vIn, [1], row)), 'vPool row 1 is neither token 0 nor token 1 of v');
-    checks.exact('kPool row 2 vs kRot of token 2', gatherRows(kAfter, [2], row), gatherRows(kRot, [2], row));
-    checks.done();
-  } finally {
-    s.dispose();
-  }
-}
-
-interface MaterializerSetup {
+export interface MaterializerSetup {
   readonly L: number;
   readonly H: number;
   readonly D: number;
@@ -294,7 +265,7 @@ export async function checkIdentityProjection(backend: Backend, dtype: FloatDTyp
 }
 
 /** Builds a materializer on random weights; `rope` and `eps` vary between the two that are compared. */
-function materializerOn(s: Scope, dtype: FloatDType, setup: MaterializerSetup, rope: Record<string, unknown>, eps: Tensor | number, seed: string) {
+export function materializerOn(s: Scope, dtype: FloatDType, setup: MaterializerSetup, rope: Record<string, unknown>, eps: Tensor | number, seed: string) {
   const rng = new Rng(seedOf(seed));
   const { L, H, D, R, hidden } = setup;
   return untyped(s.backend).createKvMaterializer({
@@ -309,7 +280,7 @@ function materializerOn(s: Scope, dtype: FloatDType, setup: MaterializerSetup, r
 }
 
 /** Reads every layer of one materialize call, concatenated `[L, T, H, D]`. */
-async function materializeAll(backend: Backend, m: ReturnType<typeof materializerOn>, ctx: Tensor, positions: Tensor): Promise<{ k: Float32Array; v: Float32Array }> {
+export async function materializeAll(backend: Backend, m: ReturnType<typeof materializerOn>, ctx: Tensor, positions: Tensor): Promise<{ k: Float32Array; v: Float32Array }> {
   const layers = collectLayers(backend, m, ctx, positions);
   await backend.sync();
   const ks = await Promise.all(layers.map((x) => x.kData));

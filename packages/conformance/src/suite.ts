@@ -4,7 +4,6 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { fusedNormRopeStackedCases, kvMaterializerCases, ropePoolFusedCases } from './cases.js';
 import {
   checkAllSlotsSkipped,
-  checkDuplicateSlot,
   checkIdentityProjection,
   checkMaterializerAgreements,
   checkPositionZeroIsNormOnly,
@@ -15,6 +14,7 @@ import {
   checkZeroTokens,
 } from './invariants.js';
 import { runFusedCase, runMaterializerCase, runRopePoolCase } from './run-cases.js';
+import { CONTESTED_SHAPES, checkContestedSlotsMaterializeInto, checkContestedSlotsRopePool } from './contestedSlots.js';
 
 export interface ConformanceOptions {
   /** Storage dtypes to run every case in; all three by default. */
@@ -71,6 +71,16 @@ export function defineConformanceSuite(name: string, create: () => Backend | Pro
       }
     });
 
+    describe('contested slots: the last token of each slot writes it, whole', () => {
+      for (const dtype of dtypes) {
+        for (const shape of CONTESTED_SHAPES) {
+          const at = `H=${shape.H} D=${shape.D}, slots ${shape.slotDType}`;
+          it(`ropePoolFused, ${at} [${dtype}]`, () => checkContestedSlotsRopePool(both()[0], dtype, shape), CASE_TIMEOUT_MS);
+          it(`materializeInto, ${at} [${dtype}]`, () => checkContestedSlotsMaterializeInto(both()[0], dtype, shape), CASE_TIMEOUT_MS);
+        }
+      }
+    });
+
     describe('invariants (no reference)', () => {
       for (const dtype of dtypes) {
         for (const style of ['neox', 'gptj'] as const) {
@@ -82,7 +92,6 @@ export function defineConformanceSuite(name: string, create: () => Backend | Pro
         for (const slotDType of ['i32', 'i64'] as const) {
           it(`negative slots (${slotDType}) leave both pools untouched [${dtype}]`, () => checkAllSlotsSkipped(both()[0], dtype, slotDType), CASE_TIMEOUT_MS);
         }
-        it(`two tokens on one slot: the row is one of them, never a mix [${dtype}]`, () => checkDuplicateSlot(both()[0], dtype), CASE_TIMEOUT_MS);
         it(`materialize with an identity kvWeight equals fusedNormRopeStacked [${dtype}]`, () => checkIdentityProjection(both()[0], dtype), CASE_TIMEOUT_MS);
         it(`materializer: ropeBase = built cache, eps number = tensor, positions shapes agree, materializeInto = materialize [${dtype}]`, () => checkMaterializerAgreements(both()[0], dtype), CASE_TIMEOUT_MS);
         it(`T = 0: empty outputs, no callback, no pool row touched [${dtype}]`, () => checkZeroTokens(both()[0], dtype), CASE_TIMEOUT_MS);

@@ -408,9 +408,9 @@ export const validationCases: readonly ValidationCase[] = [
   { code: 'KV044', op: 'fusedNormRopeStacked', name: 'the arguments are a number', arg: 'arguments', call: (fx) => untyped(fx.backend).fusedNormRopeStacked(42) },
   { code: 'KV044', op: 'ropePoolFused', name: 'the arguments are positional', arg: 'arguments', call: (fx) => (untyped(fx.backend).ropePoolFused as (...a: unknown[]) => unknown)('q', 'k') },
 
-  // KV045: a tensor too large to index with 32-bit integers, refused before any memory is reserved.
+  // KV045: a tensor larger than the backend holds (sized past any device's memory, so every backend refuses it), before any memory is reserved.
   { code: 'KV045', op: 'empty', name: 'shape [2^40]', mentions: ['1099511627776'], call: (fx) => fx.backend.empty('f32', [2 ** 40]) },
-  { code: 'KV045', op: 'tensor', name: 'shape [65536, 65536]', call: (fx) => fx.backend.tensor('bf16', [65536, 65536], []) },
+  { code: 'KV045', op: 'tensor', name: 'shape [2^20, 2^20]', mentions: ['bf16'], call: (fx) => fx.backend.tensor('bf16', [2 ** 20, 2 ** 20], []) },
 ];
 
 /** The seeds of shared/seeds/, by number: each must have at least one case. */

@@ -80,7 +80,7 @@ function stepCode(s: Step): string[] {
     case 'distinct':
       return [`c.distinct(${JSON.stringify(s.names)}, ${s.names[0]}, ${s.names[1]}, ${q(s.code)});`];
     case 'values':
-      return [`c.values(${q(s.name)}, ${s.name}, ${JSON.stringify({ min: s.min, below: s.below, negativeSkips: s.negativeSkips, ceiling: s.ceiling })}, ${q(s.code)});`];
+      return [`c.values(${q(s.name)}, ${s.name}, ${JSON.stringify({ min: s.min, below: s.below, negativeSkips: s.negativeSkips, ceiling: s.ceiling, duplicates: s.duplicates })}, ${q(s.code)});`];
   }
 }
 
@@ -111,6 +111,7 @@ function validatorsFile(): string {
     const args = op.steps.filter(isArg);
     const certain = certainDims(op);
     const dimFields = Object.keys(op.dims).map((d) => `readonly ${d}${certain.has(d) ? '' : '?'}: number`);
+    const duplicates = op.steps.flatMap((s) => (s.kind === 'values' && s.duplicates ? [`readonly ${s.name}: ${q(s.duplicates)}`] : []));
     out.push(
       `/** The arguments of \`${op.name}\` after validation: defaults applied, dims bound. */`,
       `export interface ${checkedName(op)} {`,
@@ -119,13 +120,14 @@ function validatorsFile(): string {
       '  readonly dtypes: Readonly<Record<string, DType>>;',
       '  /** Value rules the backend must enforce on the device (empty where the values were on the host). */',
       '  readonly deviceChecks: readonly DeviceCheck[];',
+      ...(duplicates.length ? ['  /** How tokens naming one value of each destination index tensor resolve (the contract\'s rule, for every backend). */', `  readonly duplicates: { ${duplicates.join('; ')} };`] : []),
       '}',
       '',
       `export function ${validatorName(op)}(raw: unknown, ctx: ValidationContext${op.inherits ? ', inherited: Inherited' : ''}): ${checkedName(op)} {`,
       `  const c = new Call(${q(op.name)}, ctx${op.inherits ? ', inherited' : ''});`,
       `  const a = c.args(raw, ${JSON.stringify(args.map((x) => x.name))}, 'KV043');`,
       ...op.steps.flatMap(stepCode).map((l) => `  ${l}`),
-      `  return { ${args.map((x) => x.name).join(', ')}, dims: c.dims as ${checkedName(op)}['dims'], dtypes: c.dtypes, deviceChecks: c.deviceChecks } as ${checkedName(op)};`,
+      `  return { ${args.map((x) => x.name).join(', ')}, dims: c.dims as ${checkedName(op)}['dims'], dtypes: c.dtypes, deviceChecks: c.deviceChecks${duplicates.length ? `, duplicates: c.duplicates as ${checkedName(op)}['duplicates']` : ''} } as ${checkedName(op)};`,
       '}',
       '',
     );

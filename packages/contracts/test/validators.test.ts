@@ -9,13 +9,16 @@ import type { DType, Shape } from '../src/index.js';
  * reaches them: a rejected call must reach nothing, an accepted one must
  * arrive with its dims bound and its defaults applied.
  */
-function recordingBackend(opts: { label?: string; valuesOnHost?: boolean } = {}) {
+function recordingBackend(opts: { label?: string; valuesOnHost?: boolean; tensorLimit?: BackendKernels['tensorLimit'] } = {}) {
   const calls: { op: string; args: any }[] = [];
+  const made: Shape[] = [];
   const kernels: BackendKernels = {
     kind: 'cpu',
     label: opts.label ?? 'test backend',
     hostValues: opts.valuesOnHost ? (t) => (t as unknown as { data: number[] }).data : undefined,
+    ...(opts.tensorLimit ? { tensorLimit: opts.tensorLimit } : {}),
     tensor(dtype: DType, shape: Shape, data) {
+      made.push(shape);
       const t = { dtype, shape, backend: 'cpu', disposed: false, data: data ?? [], [TENSOR_OWNER]: kernels } as any;
       t.dispose = () => {
         t.disposed = true;
@@ -42,7 +45,7 @@ function recordingBackend(opts: { label?: string; valuesOnHost?: boolean } = {})
     sync: async () => {},
     dispose: () => {},
   };
-  return { backend: defineBackend(kernels), calls };
+  return { backend: defineBackend(kernels), calls, made };
 }
 
 function thrown(f: () => unknown): ContractError {
@@ -152,5 +155,49 @@ describe('generated validators', () => {
     expect(thrown(() => backend.createKvMaterializer(args)).message).toContain('got neither');
     const both = { ...args, ropeBase: 1e4, cosSinCache: backend.tensor('f32', [8, 8]) };
     expect(thrown(() => backend.createKvMaterializer(both)).message).toContain('got cosSinCache and ropeBase');
+  });
+
+  it('hand pool-writing kernels the contract\'s rule for tokens naming one slot', () => {
+    const { backend, calls } = recordingBackend();
+    const [N, H, D, S] = [3, 2, 8, 4];
+    backend.ropePoolFused({
+      q: backend.tensor('f16', [N, H, D]),
+      k: backend.tensor('f16', [N, H, D]),
+      v: backend.tensor('f16', [N, H, D]),
+      positions: backend.tensor('i32', [N]),
+      slots: backend.tensor('i32', [N]),
+      kPool: backend.tensor('f16', [S, H, D]),
+      vPool: backend.tensor('f16', [S, H, D]),
+      numQoHeads: H,
+      numKvHeads: H,
+      headDim: D,
+      ropeBase: 10000,
+    });
+    const m = backend.createKvMaterializer({ kvWeight: backend.tensor('f16', [1, 2 * H * D, 16]), kNormWeight: backend.tensor('f16', [1, D]), eps: 1e-6, numKvHeads: H, headDim: D, ropeBase: 1e4 });
+    m.materializeInto({ ctxHidden: backend.tensor('f16', [N, 16]), positions: backend.tensor('i64', [N]), kPool: backend.tensor('f16', [1, S, H, D]), vPool: backend.tensor('f16', [1, S, H, D]), slots: backend.tensor('i64', [N]) });
+    expect(calls.find((c) => c.op === 'ropePoolFused')!.args.duplicates).toEqual({ slots: 'last' });
+    expect(calls.find((c) => c.op === 'materializeInto')!.args.duplicates).toEqual({ slots: 'last' });
+  });
+});
+
+describe('tensor creation', () => {
+  it('asks the backend for its limit and names it in KV045, reserving nothing', () => {
+    const { backend, made } = recordingBackend({
+      label: 'small backend',
+      tensorLimit: (dtype) => ({ elements: dtype === 'f32' ? 1000 : 2000, reason: 'its buffers hold 4000 bytes' }),
+    });
+    backend.empty('bf16', [20, 100]);
+    const e = thrown(() => backend.empty('f32', [2, 501]));
+    expect(e.code).toBe('KV045');
+    expect(e.message).toContain('f32 tensor of shape [2, 501] (1002 elements) is more than small backend holds in one: at most 1000 elements (its buffers hold 4000 bytes)');
+    expect(thrown(() => backend.tensor('bf16', [2001], [])).code).toBe('KV045');
+    expect(made).toEqual([[20, 100]]);
+  });
+
+  it('holds 2^31 - 1 elements where the backend states no limit', () => {
+    const { backend } = recordingBackend();
+    backend.empty('f32', [2 ** 31 - 1]);
+    const e = thrown(() => backend.empty('i64', [2 ** 16, 2 ** 15]));
+    expect(e.message).toContain('at most 2147483647 elements (elements are indexed with 32-bit signed integers)');
   });
 });

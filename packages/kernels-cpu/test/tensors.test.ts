@@ -18,6 +18,17 @@ describe('createCpuBackend', () => {
   });
 });
 
+describe('the largest tensor', () => {
+  it('is what one typed array holds, 2^32 elements of any dtype: KV045 past it, before anything is allocated', () => {
+    const backend = createCpuBackend();
+    for (const dtype of ['f32', 'bf16', 'i64'] as const) {
+      const e = thrown(() => backend.empty(dtype, [2 ** 16, 2 ** 16 + 1]));
+      expect(e.code).toBe('KV045');
+      expect(e.message).toContain(`${dtype} tensor of shape [65536, 65537] (4295032832 elements) is more than ${backend.label} holds in one: at most 4294967296 elements (each tensor is one JavaScript typed array`);
+    }
+  });
+});
+
 describe('tensors', () => {
   it('read returns a fresh copy of the right typed array for each dtype', async () => {
     const backend = createCpuBackend();

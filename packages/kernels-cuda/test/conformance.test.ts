@@ -3,6 +3,7 @@ import { describe } from 'vitest';
 import { createCudaBackend } from '../src/index.js';
 import { defineCudaChecks } from './cudaChecks.js';
 import { gpu } from './helpers.js';
+import { defineLargePoolChecks } from './largePools.js';
 
 const why = gpu.ok ? '' : ` (skipped: ${gpu.reason})`;
 
@@ -12,4 +13,5 @@ describe.skipIf(!gpu.ok)(`cuda on a GPU${why}`, () => {
   // The package's own GEMM (tensor cores for f16/bf16, FMA for f32), where cuBLASLt would otherwise run.
   defineConformanceSuite('cuda, package GEMM', () => createCudaBackend({ gemm: 'kvkit' }));
   defineCudaChecks(() => createCudaBackend());
+  defineLargePoolChecks(() => createCudaBackend());
 });

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { planRows, ROW_KERNEL_SHAPES } from '../src/ops/rowTiles.js';
+import { planRows, ROW_KERNEL_SHAPES, VECTOR_PATH_MAX_ROWS } from '../src/ops/rowTiles.js';
 import type { RowKernel, RowLaunch } from '../src/ops/rowTiles.js';
 import { packageRoot } from './helpers.js';
 
@@ -150,3 +150,16 @@ describe('the vector kernels as built', () => {
     }
   });
 });
+
+describe('launches past the 32-bit unit walk', () => {
+  it('take the element-by-element kernel from 2^31 rows on, whose counters are 64-bit', () => {
+    const shape = { kernel: 'normRope' as const, dtype: 'bf16' as const, headDim: 128, rotaryDim: 128, gptj: false, vectorAddresses: [0, 256], multiprocessors: 132 };
+    const headRows = 32;
+    const fits = Math.floor(VECTOR_PATH_MAX_ROWS / headRows);
+    expect(planRows({ ...shape, tokens: fits, headRows }).path).toBe('nv1');
+    const past = planRows({ ...shape, tokens: fits + 1, headRows });
+    expect(past.path).toBe('any');
+    expect(past.grid).toBeLessThanOrEqual(132 * 32);
+  });
+});
+

@@ -106,3 +106,31 @@ describe.skipIf(!found.ok)(`a backend's own device${found.ok ? '' : ' (skipped: 
     expect(webGpuBackendStats(backend).liveBuffers).toBe(0);
   });
 });
+
+describe.skipIf(!found.ok)(`the largest tensor${found.ok ? '' : ' (skipped: no WebGPU adapter)'}`, () => {
+  it('is the device binding size, named in KV045 per dtype, and nothing is allocated past it', async () => {
+    const backend = await createWebGpuBackend();
+    try {
+      const before = webGpuBackendStats(backend).buffersCreated;
+      const limits: Record<string, number> = {};
+      for (const [dtype, bytes] of [['f32', 4], ['bf16', 2], ['i64', 8]] as const) {
+        let message = '';
+        try {
+          backend.empty(dtype, [2 ** 20, 2 ** 16]); // 2^36 elements: past any device's binding
+        } catch (e) {
+          expect(isContractError(e)).toBe(true);
+          message = (e as Error).message;
+        }
+        const found = /at most (\d+) elements \(this device binds at most (\d+) bytes: its (maxStorageBufferBindingSize|maxBufferSize)\)/.exec(message);
+        expect(found, message).not.toBeNull();
+        expect(Number(found![1])).toBe(Math.floor(Number(found![2]) / bytes));
+        limits[dtype] = Number(found![2]);
+      }
+      expect(new Set(Object.values(limits)).size).toBe(1);
+      expect(webGpuBackendStats(backend).buffersCreated).toBe(before);
+    } finally {
+      backend.dispose();
+    }
+  });
+});
+

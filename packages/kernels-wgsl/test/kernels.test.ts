@@ -149,11 +149,45 @@ withDevice(`ropePoolFused across head dims and both dispatch layouts${skipNote}`
     try {
       const before = webGpuBackendStats(small).dispatches;
       await ropePoolAgainstCpu(small, 'bf16', { N: 6, Hq: 4, H: 2, D: 16, R: 16, style: 'neox', S: 8 });
-      // cos/sin table, query part, key part.
-      expect(webGpuBackendStats(small).dispatches - before).toBe(3);
+      // cos/sin table, the slot ownership pass (claim, resolve), query part, key part.
+      expect(webGpuBackendStats(small).dispatches - before).toBe(5);
     } finally {
       small.dispose();
       device.destroy();
+    }
+  });
+});
+
+withDevice(`the slot ownership pass${skipNote}`, () => {
+  it('leaves its owner table clear after each call: a lower token owns a slot a higher one owned a call before', async () => {
+    const [H, D, S] = [2, 8, 4];
+    const rng = new Rng(41);
+    const call = (slots: number[]) => {
+      const N = slots.length;
+      const [kPool, vPool] = [gpu.tensor('f32', [S, H, D], randomValues(rng, S * H * D)), gpu.tensor('f32', [S, H, D], randomValues(rng, S * H * D))];
+      const v = gpu.tensor('f32', [N, H, D], randomValues(rng, N * H * D));
+      const out = ops(gpu).ropePoolFused({
+        q: gpu.tensor('f32', [N, H, D], randomValues(rng, N * H * D)),
+        k: gpu.tensor('f32', [N, H, D], randomValues(rng, N * H * D)),
+        v,
+        positions: gpu.tensor('i32', [N], Int32Array.from(slots, (_, n) => n)),
+        slots: gpu.tensor('i32', [N], Int32Array.from(slots)),
+        kPool,
+        vPool,
+        numQoHeads: H,
+        numKvHeads: H,
+        headDim: D,
+        ropeBase: 10000,
+      });
+      return { kPool, vPool, v, kRot: out.kRot };
+    };
+    call([0, 0, 0, 0, 0, 0, 3]);
+    const second = call([0, 1, 3]);
+    const [kPool, vPool, kRot, v] = await Promise.all([second.kPool, second.vPool, second.kRot, second.v].map((t) => readFloats(gpu, t)));
+    const row = H * D;
+    for (const [slot, n] of [[0, 0], [1, 1], [3, 2]] as const) {
+      expectClose(`kPool row ${slot}`, kPool!.subarray(slot * row, (slot + 1) * row), kRot!.subarray(n * row, (n + 1) * row), 'bit-exact');
+      expectClose(`vPool row ${slot}`, vPool!.subarray(slot * row, (slot + 1) * row), v!.subarray(n * row, (n + 1) * row), 'bit-exact');
     }
   });
 });

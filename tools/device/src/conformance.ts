@@ -3,13 +3,15 @@
  * command line, as `node:test` tests:
  *   node .device/bundle/conformance.mjs cuda webgpu
  * `cuda` runs with cuBLASLt where it loads and again with the package's own
- * GEMM, plus the CUDA-only checks of its package's tests.
+ * GEMM, plus the CUDA-only checks of its package's tests (pools past 2^31
+ * elements among them).
  */
 import { defineConformanceSuite, defineValidationSuite } from '@kvkit/conformance';
 import { createWebGpuBackend } from '@kvkit/kernels-wgsl';
 // From the package's sources, like its checks: one module instance, so the checks recognise the backends made here.
 import { createCudaBackend, cudaBackendInfo } from '../../../packages/kernels-cuda/src/index.js';
 import { defineCudaChecks } from '../../../packages/kernels-cuda/test/cudaChecks.js';
+import { defineLargePoolChecks } from '../../../packages/kernels-cuda/test/largePools.js';
 
 const suites: Record<string, () => Promise<void>> = {
   cuda: async () => {
@@ -20,6 +22,7 @@ const suites: Record<string, () => Promise<void>> = {
     defineValidationSuite('cuda', () => createCudaBackend());
     defineConformanceSuite('cuda, package GEMM', () => createCudaBackend({ gemm: 'kvkit' }));
     defineCudaChecks(() => createCudaBackend());
+    defineLargePoolChecks(() => createCudaBackend());
   },
   webgpu: async () => {
     const probe = await createWebGpuBackend({ powerPreference: 'high-performance' });

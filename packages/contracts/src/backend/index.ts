@@ -12,8 +12,10 @@ export type {
 } from '../generated/validators.js';
 export { defineBackend } from '../runtime/backend.js';
 export type { BackendKernels, MaterializerKernels } from '../runtime/backend.js';
+export type { DuplicateRule } from '../dsl/declare.js';
 export type { DeviceCheck, Inherited, ValidationContext } from '../runtime/call.js';
 export { deliverLayerViews } from '../runtime/layerViews.js';
+export type { TensorLimit } from '../runtime/tensors.js';
 export { isTensor, LAYER_VIEW, numel, TENSOR_OWNER } from '../tensor.js';
 export type { OwnedTensor } from '../tensor.js';
 export { MAX_POSITION_BELOW } from '../ops/kvMaterializer.js';

@@ -106,6 +106,13 @@ export interface DistinctRule {
   readonly code: string;
 }
 
+/**
+ * Which of the tokens naming one slot in a call writes it: 'last' is the
+ * highest token index, as a loop over the tokens in order leaves it. That
+ * token's rows land whole (every head, both pools); the others write none.
+ */
+export type DuplicateRule = 'last';
+
 /** A rule on the values of an index tensor: checked on the host where they live there, on the device otherwise. */
 export interface ValueRule {
   readonly kind: 'values';
@@ -118,6 +125,8 @@ export interface ValueRule {
   readonly negativeSkips?: boolean;
   /** An exclusive bound kept even while `below`'s dim is unbound, raising its own code. */
   readonly ceiling?: { readonly below: number; readonly code: string };
+  /** Values are destinations (pool slots): several tokens naming one resolve by this rule, never to a mix. */
+  readonly duplicates?: DuplicateRule;
   readonly code: string;
 }
 

@@ -20,7 +20,7 @@ export const tensorErrors = errors({
   KV042: { title: 'Data not representable in the dtype', message: 'data[{index}] = {actual} is not representable as {expected}' },
   KV043: { title: 'Unknown argument', message: '{arg} is not an argument of {op}; expected one of {expected}' },
   KV044: { title: 'Argument of the wrong kind', message: '{arg} must be {expected}; got {actual}' },
-  KV045: { title: 'Tensor too large', message: 'shape {actual} holds {count} elements; one tensor holds at most {expected}' },
+  KV045: { title: 'Tensor too large', message: '{dtype} tensor of shape {actual} ({count} elements) is more than {backend} holds in one: at most {expected} elements ({reason})' },
 });
 
 /** Every call a GPU backend runs can meet a lost device or a failing driver call. */

@@ -36,13 +36,13 @@ export const ropePoolFused: ContractFile = {
         tensor('k', { dtype: sameAs('q'), shape: ['N', 'H', 'D'], rankCode: 'KV030', code: 'KV032', doc: 'Keys.' }),
         tensor('v', { dtype: sameAs('q'), shape: ['N', 'H', 'D'], rankCode: 'KV030', code: 'KV032', doc: 'Values.' }),
         tensor('positions', { dtype: INDEX, shape: ['N'], rankCode: 'KV033', code: 'KV034', doc: 'Position of each token.' }),
-        tensor('slots', { dtype: INDEX, shape: ['N'], rankCode: 'KV033', code: 'KV034', doc: 'Pool slot of each token; negative means skip.' }),
+        tensor('slots', { dtype: INDEX, shape: ['N'], rankCode: 'KV033', code: 'KV034', doc: 'Pool slot of each token; negative means skip. Tokens naming one slot: the last of them writes it (its K and V rows, every head), the others nothing.' }),
         tensor('kPool', { dtype: sameAs('q'), shape: ['S', 'H', 'D'], rankCode: 'KV035', code: 'KV036', doc: 'K pool, written in place.' }),
         tensor('vPool', { dtype: sameAs('q'), shape: ['S', 'H', 'D'], rankCode: 'KV035', code: 'KV036', doc: 'V pool, written in place.' }),
         distinct(['kPool', 'vPool'], 'KV039'),
         // A pool that is also an input would be read while it is written (possible when N == S).
         ...(['q', 'k', 'v'] as const).flatMap((input) => [distinct(['kPool', input], 'KV039'), distinct(['vPool', input], 'KV039')]),
-        values('slots', { below: 'S', negativeSkips: true, code: 'KV038' }),
+        values('slots', { below: 'S', negativeSkips: true, duplicates: 'last', code: 'KV038' }),
       ],
       outputs: [
         { name: 'qRot', dtypeOf: 'q', shape: ['N', 'Hq', 'D'], doc: 'Q after RoPE.' },

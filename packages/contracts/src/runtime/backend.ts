@@ -16,6 +16,7 @@ import type {
 import type { BackendKind, DType, OwnedTensor, ReadResult, Shape, Tensor, TensorData } from '../tensor.js';
 import type { ValidationContext } from './call.js';
 import { validateTensorCreation, validateTensorUse } from './tensors.js';
+import type { TensorLimit } from './tensors.js';
 
 /** The public API every backend exposes (API.md). Ops enqueue and return at once; `sync()` waits and reports device-found errors. */
 export interface Backend {
@@ -44,6 +45,8 @@ export interface BackendKernels {
   readonly label: string;
   /** Host-side values of an index tensor, where the backend keeps them there (value rules then run before any write). */
   hostValues?(t: OwnedTensor): ArrayLike<number | bigint> | undefined;
+  /** The largest tensor of a dtype this backend holds, and why; `tensor()` and `empty()` refuse larger ones with KV045. */
+  tensorLimit?(dtype: DType): TensorLimit;
   tensor(dtype: DType, shape: Shape, data: TensorData | undefined): OwnedTensor;
   read(t: OwnedTensor): Promise<Float32Array | Int32Array | BigInt64Array>;
   fusedNormRopeStacked(args: FusedNormRopeStackedChecked): { kOut: OwnedTensor; vOut: OwnedTensor };
@@ -62,7 +65,7 @@ export interface MaterializerKernels {
 /** The public backend: each call validated against its contract, then handed to the kernels. */
 export function defineBackend(kernels: BackendKernels): Backend {
   const owner: object = kernels;
-  const ctx: ValidationContext = { owner, label: kernels.label, hostValues: kernels.hostValues?.bind(kernels) };
+  const ctx: ValidationContext = { owner, label: kernels.label, hostValues: kernels.hostValues?.bind(kernels), tensorLimit: kernels.tensorLimit?.bind(kernels) };
   const created = (dtype: unknown, shape: unknown, data: unknown, op: 'tensor' | 'empty') => {
     const v = validateTensorCreation(ctx, op, dtype, shape, data);
     return kernels.tensor(v.dtype, v.shape, data as TensorData | undefined);

@@ -1,10 +1,11 @@
 import { ContractError } from '@kvkit/errors-catalog';
 import { breaksValueRule, valueBounds, valueRuleError } from '../backend/valueRules.js';
 import type { ValueBounds } from '../backend/valueRules.js';
-import type { DimExpr, DTypeRule } from '../dsl/declare.js';
+import type { DimExpr, DTypeRule, DuplicateRule } from '../dsl/declare.js';
 import { evalDim, isDimName } from '../dsl/dims.js';
 import { isTensor, LAYER_VIEW, numel, TENSOR_OWNER } from '../tensor.js';
 import type { DType, OwnedTensor, Shape } from '../tensor.js';
+import type { TensorLimit } from './tensors.js';
 
 /** Who runs a call: validators compare tensors against it and ask it for host-side values. */
 export interface ValidationContext {
@@ -14,6 +15,8 @@ export interface ValidationContext {
   readonly label: string;
   /** Values of an index tensor where they live on the host; undefined defers the rule to the device. */
   hostValues?(t: OwnedTensor): ArrayLike<number | bigint> | undefined;
+  /** The largest tensor of a dtype the backend holds (KV045); 32-bit element indexing where absent. */
+  tensorLimit?(dtype: DType): TensorLimit;
 }
 
 /** Dims and dtypes bound by an earlier call that this one continues (the materializer's constructor). */
@@ -32,6 +35,7 @@ export interface ValueRuleSpec {
   readonly below: DimExpr;
   readonly negativeSkips?: boolean;
   readonly ceiling?: { readonly below: number; readonly code: string };
+  readonly duplicates?: DuplicateRule;
 }
 
 /** One validation in progress: binds dims as arguments are read and throws the first violation. */
@@ -39,6 +43,8 @@ export class Call {
   readonly dims: Record<string, number>;
   readonly dtypes: Record<string, DType>;
   readonly deviceChecks: DeviceCheck[] = [];
+  /** Per destination index tensor, how tokens naming one value resolve: the backends read it here. */
+  readonly duplicates: Record<string, DuplicateRule> = {};
 
   constructor(
     readonly op: string,
@@ -166,6 +172,7 @@ export class Call {
   values(name: string, t: OwnedTensor | undefined, rule: ValueRuleSpec, code: string): void {
     if (t === undefined) return;
     const bounds = valueBounds(this.op, name, rule, evalDim(rule.below, this.dims), code);
+    if (rule.duplicates) this.duplicates[name] = rule.duplicates;
     const host = this.ctx.hostValues?.(t);
     if (host === undefined) {
       this.deviceChecks.push({ ...bounds, tensor: t });

@@ -5,8 +5,16 @@ import type { ValidationContext } from './call.js';
 
 const I32_MIN = -(2 ** 31);
 const I32_MAX = 2 ** 31 - 1;
-/** Elements one tensor may hold: every backend indexes elements with 32-bit integers. */
-export const MAX_ELEMENTS = I32_MAX;
+
+/** The most elements one tensor of a dtype holds on a backend, and what sets that bound (KV045 names both). */
+export interface TensorLimit {
+  readonly elements: number;
+  /** e.g. `the device binds at most 134217728 bytes (maxStorageBufferBindingSize)`. */
+  readonly reason: string;
+}
+
+/** For a backend that states no limit of its own: kernels that index elements with 32-bit signed integers. */
+export const INDEX32_LIMIT: TensorLimit = { elements: I32_MAX, reason: 'elements are indexed with 32-bit signed integers' };
 
 /** The checks of `tensor(dtype, shape, data?)` and `empty(dtype, shape)`: the tensor contract in `ops/common.ts`. */
 export function validateTensorCreation(ctx: ValidationContext, op: 'tensor' | 'empty', dtype: unknown, shape: unknown, data?: unknown): { dtype: DType; shape: Shape } {
@@ -18,7 +26,8 @@ export function validateTensorCreation(ctx: ValidationContext, op: 'tensor' | 'e
     call.fail('KV040', { actual: dims ? `[${dims.map((d) => (typeof d === 'number' ? d : describeValue(d))).join(', ')}]` : describeValue(shape) });
   }
   const count = numel(dims as Shape);
-  if (count > MAX_ELEMENTS) call.fail('KV045', { actual: dims, count, expected: MAX_ELEMENTS });
+  const limit = ctx.tensorLimit?.(dtype as DType) ?? INDEX32_LIMIT;
+  if (count > limit.elements) call.fail('KV045', { dtype, actual: dims, count, backend: ctx.label, expected: limit.elements, reason: limit.reason });
   if (data !== undefined) validateTensorData(call, dtype as DType, dims as Shape, data);
   return { dtype: dtype as DType, shape: dims as Shape };
 }

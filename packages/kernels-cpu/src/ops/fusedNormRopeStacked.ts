@@ -7,6 +7,8 @@ import type { CpuKernels } from '../runtime/cpuKernels.js';
 import type { Storage } from '../runtime/cpuTensor.js';
 import { floatAccess, indexAt } from '../runtime/floatAccess.js';
 import type { FloatAccess } from '../runtime/floatAccess.js';
+import { scatterOrder } from '../runtime/scatterOrder.js';
+import type { SlotScatter } from '../runtime/scatterOrder.js';
 import { cosSinScratch, headScratch } from '../runtime/scratch.js';
 
 /** Fills out[0..R) with the cos ‖ sin row of a position. */
@@ -34,7 +36,7 @@ export interface NormRopeStackedJob {
   readonly vDst: FloatAccess;
   readonly rows: number;
   /** Row of each token in the outputs (negative: skip the token); token t goes to row t when absent. */
-  readonly slots?: Storage;
+  readonly slots?: SlotScatter;
 }
 
 /** The math of fusedNormRopeStacked (SEMANTICS §1), shared with the materializer. */
@@ -45,8 +47,9 @@ export function normRopeStacked(job: NormRopeStackedJob): void {
   const x = headScratch(D);
   const cs = cosSinScratch(R);
   const tokenStride = L * 2 * H * D;
-  for (let t = 0; t < T; t++) {
-    const row = job.slots ? indexAt(job.slots, t) : t;
+  // Dense outputs give each token its own row, so any order does there.
+  for (const t of scatterOrder(T, job.slots?.duplicates ?? 'last')) {
+    const row = job.slots ? indexAt(job.slots.values, t) : t;
     if (row < 0) continue;
     job.cosSinRow(indexAt(job.positions, t), cs);
     for (let l = 0; l < L; l++) {

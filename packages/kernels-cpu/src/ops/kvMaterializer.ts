@@ -7,6 +7,7 @@ import type { CpuKernels } from '../runtime/cpuKernels.js';
 import { CpuTensor } from '../runtime/cpuTensor.js';
 import type { Storage } from '../runtime/cpuTensor.js';
 import { floatAccess, indexAt } from '../runtime/floatAccess.js';
+import type { SlotScatter } from '../runtime/scatterOrder.js';
 import { normRopeStacked } from './fusedNormRopeStacked.js';
 import type { CosSinRow } from './fusedNormRopeStacked.js';
 
@@ -109,7 +110,7 @@ class CpuKvMaterializer implements MaterializerKernels {
       if (T === 0) return;
       const kPool = this.#backend.own(args.kPool);
       const vPool = this.#backend.own(args.vPool);
-      this.#run(args, call.take(this.#proj, T), kPool.data, vPool.data, S, this.#backend.own(args.slots).data);
+      this.#run(args, call.take(this.#proj, T), kPool.data, vPool.data, S, { values: this.#backend.own(args.slots).data, duplicates: args.duplicates.slots });
     });
   }
 
@@ -123,7 +124,7 @@ class CpuKvMaterializer implements MaterializerKernels {
   }
 
   /** Projection, then the norm + RoPE of fusedNormRopeStacked into [L, rows, H, D] destinations. */
-  #run(args: KvMaterializerMaterializeChecked | KvMaterializerMaterializeIntoChecked, proj: Storage, kDst: Storage, vDst: Storage, rows: number, slots: Storage | undefined): void {
+  #run(args: KvMaterializerMaterializeChecked | KvMaterializerMaterializeIntoChecked, proj: Storage, kDst: Storage, vDst: Storage, rows: number, slots: SlotScatter | undefined): void {
     const { T } = args.dims;
     const positions = this.#backend.own(args.positions).data;
     this.#coverPositions(positions, T);

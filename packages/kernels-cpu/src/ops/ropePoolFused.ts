@@ -5,6 +5,7 @@ import type { RopeStyle } from '../math/rope.js';
 import type { CpuKernels } from '../runtime/cpuKernels.js';
 import { floatAccess, indexAt } from '../runtime/floatAccess.js';
 import type { FloatAccess } from '../runtime/floatAccess.js';
+import { scatterOrder } from '../runtime/scatterOrder.js';
 import { cosSinScratch, headScratch } from '../runtime/scratch.js';
 
 /** SEMANTICS §3: RoPE on q and k (angles from ropeBase, in f64), then k and v scattered into the pools. */
@@ -35,7 +36,7 @@ export function ropePoolFused(backend: CpuKernels, args: RopePoolFusedChecked) {
   // The contract (KV039) keeps q, k and v apart from the pools, so the scatter never reads its own writes.
   const vBits = backend.floats(args.v).bits;
   const kBits = kOut.bits;
-  for (let n = 0; n < N; n++) {
+  for (const n of scatterOrder(N, args.duplicates.slots)) {
     const slot = indexAt(slots, n);
     if (slot < 0) continue;
     for (let i = 0; i < rowLength; i++) {

@@ -1,6 +1,6 @@
 import { numel } from '@kvkit/contracts';
 import type { DType, Shape, TensorData } from '@kvkit/contracts';
-import type { BackendKernels, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked } from '@kvkit/contracts/backend';
+import type { BackendKernels, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
 import { encodeBf16, encodeF16 } from '../numerics/halfFloats.js';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';
@@ -17,6 +17,8 @@ export interface CpuBackendStats {
 }
 
 let instances = 0;
+
+const TYPED_ARRAY_LIMIT: TensorLimit = { elements: 2 ** 32, reason: 'each tensor is one JavaScript typed array, of at most 2^32 elements' };
 
 /** The CPU kernels: every float computed in f64 and rounded once to the output dtype. */
 export class CpuKernels implements BackendKernels {
@@ -69,6 +71,11 @@ export class CpuKernels implements BackendKernels {
   f32Copy(t: OwnedTensor): Float32Array {
     const own = this.own(t);
     return decodeToF32(own.dtype, own.data, this.storage('f32', own.data.length) as Float32Array);
+  }
+
+  /** Each tensor is one typed array, and Node 20's V8 makes those up to 2^32 elements. */
+  tensorLimit(): TensorLimit {
+    return TYPED_ARRAY_LIMIT;
   }
 
   hostValues(t: OwnedTensor): ArrayLike<number | bigint> | undefined {

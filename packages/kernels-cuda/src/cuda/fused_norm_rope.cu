@@ -14,7 +14,7 @@ namespace kvkit {
  * position or slot is recorded (when `record`) and the token skipped; of
  * tokens sharing a slot, only the slot's owner writes.
  */
-__device__ __forceinline__ long long fusedTokenRow(const FusedNormRopeParams& p, unsigned t, bool record, long long& position, bool& positionOk) {
+__device__ __forceinline__ long long fusedTokenRow(const FusedNormRopeParams& p, long long t, bool record, long long& position, bool& positionOk) {
   position = loadIndex(p.positions, p.positionsAreI64, t);
   positionOk = position >= p.positionMin && position < p.positionBelow;
   if (record && !positionOk) recordBadValue(p.badValue, p.positionCheck, t, position);
@@ -173,7 +173,7 @@ __device__ __forceinline__ void fusedNormRopeAnyShape(const FusedNormRopeParams&
     const long long l = lh / H, h = lh - l * H;
     long long position = 0;
     bool positionOk = false;
-    const long long dst = fusedTokenRow(p, static_cast<unsigned>(t), lh == 0 && lane == 0, position, positionOk);
+    const long long dst = fusedTokenRow(p, t, lh == 0 && lane == 0, position, positionOk);
     if (dst < 0) continue;
 
     const long long kFirst = t * p.kvTokenStride + l * p.kvLayerStride + h * D;

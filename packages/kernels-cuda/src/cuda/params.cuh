@@ -15,7 +15,7 @@ struct BadValueRecord {
 };
 
 // One entry of the open-addressing table that picks, per slot named in a call,
-// the last token naming it: key = (generation << 32) | slot, owner = (generation << 32) | token.
+// the last token naming it: key = (generation << 40) | slot, owner = (generation << 40) | token.
 struct SlotOwner {
   unsigned long long key;
   unsigned long long owner;

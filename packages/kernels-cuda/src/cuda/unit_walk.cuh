@@ -17,8 +17,10 @@ struct UnitStep {
 /**
  * Every lane of a warp takes the same steps (its rows reduce and rotate with
  * shuffles), so the walk follows the warp's first group; a group whose unit
- * is past the end idles through them. Index math is 32-bit: every tensor
- * holds fewer than 2^31 elements, so rows and units do too.
+ * is past the end idles through them. Unit and row counts are 32-bit: the
+ * host takes this path only for launches of fewer than 2^31 rows
+ * (rowTiles.ts), so a unit plus the grid stride stays below 2^32; element
+ * offsets are formed in 64 bits by the kernels.
  */
 struct UnitWalk {
   unsigned tokens;

@@ -6,6 +6,7 @@ import { CudaTensor, ELEMENT_BYTES } from '../runtime/cudaTensor.js';
 import type { DeviceBuffer } from '../runtime/memory.js';
 import type { SlotClaims } from '../runtime/slotOwners.js';
 import { boundCheck, claimSlots, launchNormRope, layerMajorLayout, normRopeVectorPath } from './normRope.js';
+import type { PoolSlots } from './normRope.js';
 import type { Angles, BoundCheck } from './normRope.js';
 import { Projection } from './projection.js';
 
@@ -101,7 +102,7 @@ class CudaKvMaterializer implements MaterializerKernels {
       const es = ELEMENT_BYTES[this.#dtype];
       const perLayer = T * H * D;
       const kv = call.take(this.#kv, T);
-      const inPlace = normRopeVectorPath(this.#dtype, D, this.#R, this.#gptj, [kv.ptr, this.#kNormWeight.ptr]);
+      const inPlace = normRopeVectorPath(this.#dtype, D, this.#R, this.#gptj, [kv.ptr, this.#kNormWeight.ptr], { tokens: T, headRows: L * H });
       const k = inPlace ? kv : call.take(this.#k, T);
       const rules = this.#project(args, kv.ptr, call.op);
       // K rows normed and rotated in place, or into the K workspace; V rows stay as projected.
@@ -124,7 +125,7 @@ class CudaKvMaterializer implements MaterializerKernels {
       const slotTensor = kernels.own(args.slots);
       const positionRule = this.#positionRule(args);
       // Checks are numbered in the contract's order: positions, then slots.
-      const slots = { ptr: slotTensor.ptr, areI64: slotTensor.dtype === 'i64', rule: boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: S }) };
+      const slots = { ptr: slotTensor.ptr, areI64: slotTensor.dtype === 'i64', rule: boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: S }), duplicates: args.duplicates.slots };
       // The claims need only the slots: enqueued ahead of the projection, they are done by the time the pools are written.
       const claims = claimSlots(kernels, slots, T, call.op);
       this.#projection.run(kernels.own(args.ctxHidden).ptr, this.#kvWeight.ptr, kv.ptr, T, call.op);
@@ -158,7 +159,7 @@ class CudaKvMaterializer implements MaterializerKernels {
     args: KvMaterializerMaterializeChecked | KvMaterializerMaterializeIntoChecked,
     kv: number,
     positionRule: BoundCheck,
-    out: { kOut: number; vOut: number; outLayerStride: number; slots?: { ptr: number; areI64: boolean; rule: BoundCheck }; claims?: SlotClaims },
+    out: { kOut: number; vOut: number; outLayerStride: number; slots?: PoolSlots; claims?: SlotClaims },
   ): void {
     const { T } = args.dims;
     const positions = this.#kernels.own(args.positions);

@@ -1,5 +1,5 @@
 import type { FloatDType } from '@kvkit/contracts';
-import type { DeviceCheck } from '@kvkit/contracts/backend';
+import type { DeviceCheck, DuplicateRule } from '@kvkit/contracts/backend';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
 import { ELEMENT_BYTES } from '../runtime/cudaTensor.js';
 import type { SlotClaims } from '../runtime/slotOwners.js';
@@ -41,11 +41,19 @@ export interface NormRopeJob {
   readonly positions: number;
   readonly positionsAreI64: boolean;
   readonly positionRule: BoundCheck;
-  /** Pools: token t goes to row slots[t] (negative: skipped; of tokens naming one slot, the last). */
-  readonly slots?: { readonly ptr: number; readonly areI64: boolean; readonly rule: BoundCheck };
+  /** Pools: token t goes to row slots[t] (negative: skipped; of tokens naming one slot, the one `duplicates` names). */
+  readonly slots?: PoolSlots;
   readonly kOut: number;
   readonly vOut: number;
   readonly outLayerStride: number;
+}
+
+/** A pool write's slots: the index tensor, its bound, and the contract's rule for tokens sharing a slot. */
+export interface PoolSlots {
+  readonly ptr: number;
+  readonly areI64: boolean;
+  readonly rule: BoundCheck;
+  readonly duplicates: DuplicateRule;
 }
 
 /** Where K and V rows sit in a projection output, in elements. */
@@ -76,9 +84,9 @@ export function boundCheck(kernels: CudaKernels, checks: readonly DeviceCheck[],
   };
 }
 
-/** Whether the job's rows take the vector kernel (which can work in place; the element-by-element one cannot). */
-export function normRopeVectorPath(dtype: FloatDType, D: number, R: number, gptj: boolean, addresses: readonly number[]): boolean {
-  return vectorPathFits({ dtype, headDim: D, rotaryDim: R, gptj, vectorAddresses: addresses });
+/** Whether the job's rows (T tokens of L*H) take the vector kernel (which can work in place; the element-by-element one cannot). */
+export function normRopeVectorPath(dtype: FloatDType, D: number, R: number, gptj: boolean, addresses: readonly number[], rows: { tokens: number; headRows: number }): boolean {
+  return vectorPathFits({ dtype, headDim: D, rotaryDim: R, gptj, vectorAddresses: addresses, ...rows });
 }
 
 /** An f32 cache whose cos and sin runs a lane reads are 16-byte aligned (R a multiple of 8, the base aligned). */
@@ -86,9 +94,9 @@ function cacheVectors(angles: Angles, R: number): boolean {
   return 'cache' in angles && angles.cacheDType === 'f32' && angles.cache % 16 === 0 && R % 8 === 0;
 }
 
-/** Enqueues the claim pass for a call's slots (the last token naming a slot wins). */
-export function claimSlots(kernels: CudaKernels, slots: { readonly ptr: number; readonly areI64: boolean; readonly rule: BoundCheck }, T: number, op: string): SlotClaims {
-  return kernels.slotOwners.claim(slots.ptr, slots.areI64, T, slots.rule.below, op);
+/** Enqueues the claim pass for a call's slots, which picks by the contract's rule the one token that writes a shared slot. */
+export function claimSlots(kernels: CudaKernels, slots: PoolSlots, T: number, op: string): SlotClaims {
+  return kernels.slotOwners.claim(slots.ptr, slots.areI64, T, slots.rule.below, slots.duplicates, op);
 }
 
 /** Enqueues the norm + RoPE; writing pools at slots, after the claim pass (`claimed`: one the caller already enqueued). */

@@ -1,6 +1,10 @@
 import type { FloatDType } from '@kvkit/contracts';
 import type { GemmPlan } from '../runtime/cublasLt.js';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
+import { ELEMENT_BYTES } from '../runtime/cudaTensor.js';
+
+/** Blocks a grid may have in y (and z). */
+const MAX_GRID_Y = 65535;
 
 /** Plans kept per projection (one per distinct token count); the oldest is dropped first. */
 const MAX_PLANS = 64;
@@ -51,9 +55,16 @@ export class Projection {
     }
     const n = this.#n;
     const p = this.#kernels.params.gemm;
-    p.set('a', a).set('b', w).set('c', c).set('m', M).set('n', n).set('k', this.K).set('batchStrideB', n * this.K).set('batchStrideC', M * n);
-    if (this.dtype === 'f32') cx.launch('gemm_simt_f32', p, Math.ceil(n / 64), Math.ceil(M / 64), 256, 0, op, this.blocks);
-    else cx.launch(this.dtype === 'f16' ? 'gemm_tensorcore_f16' : 'gemm_tensorcore_bf16', p, Math.ceil(n / 128), Math.ceil(M / 128), 256, 0, op, this.blocks);
+    const tile = this.dtype === 'f32' ? 64 : 128;
+    const kernel = this.dtype === 'f32' ? 'gemm_simt_f32' : this.dtype === 'f16' ? 'gemm_tensorcore_f16' : 'gemm_tensorcore_bf16';
+    const es = ELEMENT_BYTES[this.dtype];
+    // Rows of A and C go in launches of at most MAX_GRID_Y tiles down (the grid's y limit); each block's C stays M rows long.
+    const rowsPerLaunch = MAX_GRID_Y * tile;
+    for (let m0 = 0; m0 < M; m0 += rowsPerLaunch) {
+      const m = Math.min(rowsPerLaunch, M - m0);
+      p.set('a', a + m0 * this.K * es).set('b', w).set('c', c + m0 * n * es).set('m', m).set('n', n).set('k', this.K).set('batchStrideB', n * this.K).set('batchStrideC', M * n);
+      cx.launch(kernel, p, Math.ceil(n / tile), Math.ceil(m / tile), 256, 0, op, this.blocks);
+    }
   }
 
   #plan(M: number, op: string): GemmPlan | undefined {

@@ -8,7 +8,8 @@ import { planRows } from './rowTiles.js';
 
 /**
  * SEMANTICS.md §3 on the device: claim_slots gives each slot named by several
- * tokens to the last of them (so a pool row is never a mix), then one launch
+ * tokens to the one the contract's rule names (the last; a pool row is never
+ * a mix), then one launch
  * rotates Q and K and scatters K and V into the pools. That launch may start
  * while the claims finish (Hopper): its query rows need no slot, and it waits
  * for the claims before it looks a slot's owner up.
@@ -43,7 +44,7 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
   const slotRule = boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: S });
   // Enqueued before the claims (a first use uploads the table): the pool kernel must directly follow claim_slots.
   const frequencies = kernels.ropeFrequencies(args.ropeBase, R, op);
-  const claims = kernels.slotOwners.claim(slots.ptr, slots.dtype === 'i64', N, S, op);
+  const claims = kernels.slotOwners.claim(slots.ptr, slots.dtype === 'i64', N, S, args.duplicates.slots, op);
   const p = kernels.params.ropePool;
   p.set('q', q.ptr)
     .set('k', k.ptr)

@@ -47,11 +47,19 @@ export interface RowShape {
   readonly multiprocessors: number;
 }
 
-/** The vector path needs rows of whole 16-byte vectors (and, for neox, halves of the rotary part on vector boundaries), at most 32 lanes × 2 vectors. */
-export function vectorPathFits(s: Pick<RowShape, 'dtype' | 'headDim' | 'rotaryDim' | 'gptj' | 'vectorAddresses'>): boolean {
+/** Rows of one launch the vector path walks: its unit index is 32-bit (unit_walk.cuh), with room for a grid stride past the last unit. */
+export const VECTOR_PATH_MAX_ROWS = 2 ** 31 - 1;
+
+/**
+ * The vector path needs rows of whole 16-byte vectors (and, for neox, halves
+ * of the rotary part on vector boundaries), at most 32 lanes × 2 vectors, and
+ * fewer than 2^31 rows; the element-by-element path indexes in 64 bits.
+ */
+export function vectorPathFits(s: Pick<RowShape, 'dtype' | 'headDim' | 'rotaryDim' | 'gptj' | 'vectorAddresses' | 'tokens' | 'headRows'>): boolean {
   const vec = s.dtype === 'f32' ? 4 : 8;
   const numVec = s.headDim / vec;
-  return Number.isInteger(numVec) && numVec <= 64 && s.vectorAddresses.every((a) => a % 16 === 0) && (s.gptj || (s.rotaryDim / 2) % vec === 0);
+  const fitsWalk = s.tokens * s.headRows <= VECTOR_PATH_MAX_ROWS;
+  return fitsWalk && Number.isInteger(numVec) && numVec <= 64 && s.vectorAddresses.every((a) => a % 16 === 0) && (s.gptj || (s.rotaryDim / 2) % vec === 0);
 }
 
 /**

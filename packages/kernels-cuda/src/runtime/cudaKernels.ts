@@ -1,6 +1,6 @@
 import { numel } from '@kvkit/contracts';
 import type { DType, FloatDType, Shape, TensorData } from '@kvkit/contracts';
-import type { BackendKernels, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked } from '@kvkit/contracts/backend';
+import type { BackendKernels, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
 import { ropeAngles } from '@kvkit/contracts/backend';
 import { decodeHalves, encodeBf16, encodeF16 } from '../numerics/halfFloats.js';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
@@ -63,6 +63,12 @@ export class CudaKernels implements BackendKernels {
 
   get disposed(): boolean {
     return this.#disposed;
+  }
+
+  /** Kernels index elements in 64 bits, so one tensor may take the whole device memory (allocation may still fail: KV053). */
+  tensorLimit(dtype: DType): TensorLimit {
+    const bytes = this.device.totalMemoryBytes;
+    return { elements: Math.floor(bytes / ELEMENT_BYTES[dtype]), reason: `64-bit element indexing, so the device's memory: ${bytes} bytes on ${this.device.name}` };
   }
 
   /** A validated tensor is one of ours (the contracts checked its owner). */

@@ -1,10 +1,16 @@
+import type { DuplicateRule } from '@kvkit/contracts/backend';
 import type { CudaContext } from './context.js';
+import type { KernelName } from './kernelNames.js';
 import type { DeviceBuffer } from './memory.js';
 import type { ParamBlock } from './params.js';
 
 /** SlotOwner: key and owner, 8 bytes each. */
 const ENTRY_BYTES = 16;
 const MIN_ENTRIES = 64;
+/** Generations live above 40 bits of slot in a key (slot_owners.cuh); 0 marks an empty entry. */
+const LAST_GENERATION = 2 ** 24 - 1;
+/** The claim kernel for each of the contract's duplicate rules. */
+const CLAIM_KERNEL: Readonly<Record<DuplicateRule, KernelName>> = { last: 'claim_slots' };
 
 /** What a pool-writing kernel needs to skip all but the last token naming a slot. */
 export interface SlotClaims {
@@ -19,8 +25,9 @@ const NONE: SlotClaims = { table: 0, mask: 0, generation: 0 };
  * The device table behind "two tokens on one slot: one of the two rows, never
  * a mix". Before a pool write, claim_slots records the last token naming each
  * slot; the write kernel lets only that token write the row. Entries carry a
- * generation (one per call), so the table is never cleared; it grows by
- * doubling to at least twice the tokens of a call.
+ * generation (one per call), so the table is cleared only when the 24-bit
+ * generation wraps (every 16M calls); it grows by doubling to at least twice
+ * the tokens of a call.
  */
 export class SlotOwners {
   readonly #cx: CudaContext;
@@ -34,8 +41,8 @@ export class SlotOwners {
     this.#params = params;
   }
 
-  /** Enqueues the claim pass for `tokens` slots (i32 or i64) below `slotBelow`; one token needs none. */
-  claim(slots: number, slotsAreI64: boolean, tokens: number, slotBelow: number, op: string): SlotClaims {
+  /** Enqueues the claim pass for `tokens` slots (i32 or i64) below `slotBelow` under the contract's rule; one token needs none. */
+  claim(slots: number, slotsAreI64: boolean, tokens: number, slotBelow: number, rule: DuplicateRule, op: string): SlotClaims {
     if (tokens <= 1) return NONE;
     const cx = this.#cx;
     if (this.#entries < 2 * tokens) {
@@ -46,8 +53,12 @@ export class SlotOwners {
       cx.fill(this.#table.ptr, 0, entries * ENTRY_BYTES, op); // generation 0: empty
       this.#entries = entries;
     }
-    // Generations wrap after 2^32 calls; 0 stays the "empty" generation.
-    this.#generation = this.#generation >= 0xffffffff ? 1 : this.#generation + 1;
+    if (this.#generation >= LAST_GENERATION) {
+      // Entries of a generation about to be reused would look current: start from an empty table.
+      cx.fill(this.#table!.ptr, 0, this.#entries * ENTRY_BYTES, op);
+      this.#generation = 0;
+    }
+    this.#generation += 1;
     const claims = { table: this.#table!.ptr, mask: this.#entries - 1, generation: this.#generation };
     this.#params
       .set('slots', slots)
@@ -57,7 +68,7 @@ export class SlotOwners {
       .set('slotBelow', slotBelow)
       .set('slotOwnersMask', claims.mask)
       .set('generation', claims.generation);
-    cx.launch('claim_slots', this.#params, Math.ceil(tokens / 256), 1, 256, 0, op);
+    cx.launch(CLAIM_KERNEL[rule], this.#params, Math.ceil(tokens / 256), 1, 256, 0, op);
     return claims;
   }
 }

@@ -2,6 +2,7 @@ import type { FloatDType, IndexDType } from '@kvkit/contracts';
 import type { CreateKvMaterializerChecked, KvMaterializerMaterializeChecked, KvMaterializerMaterializeIntoChecked, MaterializerKernels } from '@kvkit/contracts/backend';
 import { MAX_POSITION_BELOW, OpLifecycle, Workspace } from '@kvkit/contracts/backend';
 import type { OpCall } from '@kvkit/contracts/backend';
+import type { DuplicateRule } from '@kvkit/contracts/backend';
 import { align } from '../runtime/gpuRuntime.js';
 import type { BufferRange, DeviceStorage } from '../runtime/gpuRuntime.js';
 import { bytesPerElement, GpuTensor } from '../runtime/gpuTensor.js';
@@ -124,7 +125,8 @@ class WgslKvMaterializer implements MaterializerKernels {
       const { T, S } = args.dims;
       if (T === 0) return;
       const poolLayerBytes = S * this.#H * this.#D * bytesPerElement(this.#dtype);
-      this.#run(args, { kDst: this.#k.own(args.kPool).range, vDst: this.#k.own(args.vPool).range }, poolLayerBytes, this.#k.own(args.slots), call);
+      const slots = { tensor: this.#k.own(args.slots), duplicates: args.duplicates.slots };
+      this.#run(args, { kDst: this.#k.own(args.kPool).range, vDst: this.#k.own(args.vPool).range }, poolLayerBytes, slots, call);
     });
   }
 
@@ -141,7 +143,7 @@ class WgslKvMaterializer implements MaterializerKernels {
     args: KvMaterializerMaterializeChecked | KvMaterializerMaterializeIntoChecked,
     dst: { kDst: BufferRange; vDst: BufferRange },
     destLayerBytes: number,
-    slots: GpuTensor | undefined,
+    slots: { tensor: GpuTensor; duplicates: DuplicateRule } | undefined,
     call: OpCall,
   ): void {
     const k = this.#k;
@@ -165,6 +167,7 @@ class WgslKvMaterializer implements MaterializerKernels {
     const positionRule = args.deviceChecks.find((c) => c.arg === 'positions');
     const rules = [positionRule, ...(slots ? [args.deviceChecks.find((c) => c.arg === 'slots')] : [])];
     const { flags, words } = k.checks.reserve(rules, args.dims);
+    const ownedSlots = slots && k.slotOwners.resolve(slots.tensor, T, args.dims.S ?? 0, slots.duplicates, call.op);
     launchNormRope(
       k,
       {
@@ -172,7 +175,7 @@ class WgslKvMaterializer implements MaterializerKernels {
         weightType: this.#weightType,
         cacheType: this.#cacheType,
         positionType: positions.dtype as IndexDType,
-        slotType: slots?.dtype as IndexDType | undefined,
+        slotType: slots?.tensor.dtype as IndexDType | undefined,
         D,
         R,
         style: this.#ropeStyle,
@@ -184,7 +187,7 @@ class WgslKvMaterializer implements MaterializerKernels {
         weights: this.#normWeights.range(0, this.#normWeights.byteLength),
         cosSin,
         positions: positions.range,
-        ...(slots ? { slots: slots.range } : {}),
+        ...(ownedSlots ? { slots: ownedSlots } : {}),
         ...dst,
         flags,
       },

@@ -28,10 +28,11 @@ export function turnsBuffer(k: WebGpuKernels, ropeBase: number, rotaryDim: numbe
 }
 
 /**
- * SEMANTICS §3: the cos/sin row of every token (from ropeBase), then RoPE of
- * the query and key heads with the pool scatter and the V copy (slots checked
- * on the device), in one dispatch where the device allows ten storage
- * bindings, else in two.
+ * SEMANTICS §3: the cos/sin row of every token (from ropeBase), the
+ * ownership pass that leaves each shared slot to one token (the contract's
+ * rule), then RoPE of the query and key heads with the pool scatter and the V
+ * copy (slots checked on the device), in one dispatch where the device allows
+ * ten storage bindings, else in two.
  */
 export function ropePoolFused(k: WebGpuKernels, args: RopePoolFusedChecked) {
   const { N, Hq, H, D, R, S } = args.dims;
@@ -47,7 +48,8 @@ export function ropePoolFused(k: WebGpuKernels, args: RopePoolFusedChecked) {
   launchRopeTable(k, positions.dtype as IndexDType, { positions: positions.range, turnsPerPosition: turnsBuffer(k, args.ropeBase, R).range(0, (R / 2) * 4), table }, N, R);
   const rope = { dtype, D, R, style: args.ropeStyle, slotType: slots.dtype as IndexDType };
   const { flags, words } = k.checks.reserve([args.deviceChecks.find((c) => c.arg === 'slots')], args.dims);
-  const keys = { k: k.own(args.k).range, v: k.own(args.v).range, slots: slots.range, kRot: kRot.range, kPool: k.own(args.kPool).range, vPool: k.own(args.vPool).range, flags };
+  const owned = k.slotOwners.resolve(slots, N, S, args.duplicates.slots, 'ropePoolFused');
+  const keys = { k: k.own(args.k).range, v: k.own(args.v).range, slots: owned, kRot: kRot.range, kPool: k.own(args.kPool).range, vPool: k.own(args.vPool).range, flags };
   const at = { queryHeads: Hq, keyHeads: H, slotBelow: S, slotFlag: words[0]! };
   if (k.runtime.caps.maxStorageBuffersPerStage >= ROPE_ALL_BINDINGS) {
     launchRopeRows(k, { ...rope, kind: 'all' }, { q: q.range, cosSin: table, qRot: qRot.range, ...keys }, { ...at, rows: N * (Hq + H) });

@@ -1,5 +1,5 @@
 import type { DType, Shape, TensorData } from '@kvkit/contracts';
-import type { BackendKernels, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked } from '@kvkit/contracts/backend';
+import type { BackendKernels, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
 import { Workspace } from '@kvkit/contracts/backend';
 import { ContractError } from '@kvkit/errors-catalog';
 import { packHalves, unpackHalves } from '../numerics/halfFloats.js';
@@ -9,6 +9,7 @@ import { ropePoolFused } from '../ops/ropePoolFused.js';
 import { DeviceChecks } from './deviceChecks.js';
 import { DeviceStorage } from './gpuRuntime.js';
 import type { GpuRuntime } from './gpuRuntime.js';
+import { SlotOwners } from './slotOwners.js';
 import { bytesPerElement, GpuTensor } from './gpuTensor.js';
 
 /** Buffers a backend holds now and has created so far; steady-state calls leave `created` unchanged. */
@@ -28,6 +29,8 @@ let instances = 0;
 /** Recycled output buffers kept per byte size, and in all. */
 const RECYCLED_PER_SIZE = 4;
 const RECYCLED_MAX_BYTES = 2 ** 31;
+/** Element indices in WGSL are u32. */
+const U32_INDICES = 2 ** 32 - 1;
 
 /** The WebGPU kernels behind one backend: tensors on device buffers, ops recorded into the runtime's batch. */
 export class WebGpuKernels implements BackendKernels {
@@ -35,6 +38,8 @@ export class WebGpuKernels implements BackendKernels {
   readonly label: string;
   readonly runtime: GpuRuntime;
   readonly checks: DeviceChecks;
+  /** Which token writes a slot several tokens of a call name: the contract's rule, on the device. */
+  readonly slotOwners: SlotOwners;
   disposed = false;
   readonly #ownsDevice: boolean;
   readonly #live = new Set<DeviceStorage>();
@@ -55,6 +60,7 @@ export class WebGpuKernels implements BackendKernels {
     this.runtime = runtime;
     this.#ownsDevice = ownsDevice;
     this.checks = new DeviceChecks(runtime);
+    this.slotOwners = new SlotOwners(this);
   }
 
   get stats(): WebGpuBackendStats {
@@ -74,15 +80,25 @@ export class WebGpuKernels implements BackendKernels {
   }
 
   /**
-   * A new device buffer of at least `bytes`, counted in the stats. Past the
-   * device's largest binding the tensor cannot be used by a kernel: KV045
-   * with the limit in elements of `dtype`.
+   * The largest tensor of `dtype`: a kernel binds each tensor whole, so it
+   * takes at most the device's largest binding (tensor() and empty() check
+   * it; storage() again for buffers an op sizes itself).
    */
+  tensorLimit(dtype: DType): TensorLimit {
+    const { maxBufferSize, maxStorageBufferBindingSize } = this.runtime.device.limits;
+    const which = maxStorageBufferBindingSize <= maxBufferSize ? 'maxStorageBufferBindingSize' : 'maxBufferSize';
+    const elements = Math.floor(this.runtime.maxBufferBytes / bytesPerElement(dtype));
+    if (elements > U32_INDICES) return { elements: U32_INDICES, reason: 'the kernels index elements with 32-bit unsigned integers, as WGSL does' };
+    return { elements, reason: `this device binds at most ${this.runtime.maxBufferBytes} bytes: its ${which}` };
+  }
+
+  /** A new device buffer of at least `bytes`, counted in the stats; past the device's largest binding, KV045. */
   storage(bytes: number, label: string, op: string, tooLarge?: { shape: Shape; dtype: DType }, mapped = false, recyclable = false): DeviceStorage {
     if (bytes > this.runtime.maxBufferBytes) {
       const shape = tooLarge?.shape ?? [bytes];
-      const perElement = tooLarge ? bytesPerElement(tooLarge.dtype) : 1;
-      throw new ContractError('KV045', op, { actual: shape, count: shape.reduce((n, d) => n * d, 1), expected: Math.floor(this.runtime.maxBufferBytes / perElement) });
+      const limit = tooLarge ? this.tensorLimit(tooLarge.dtype) : { ...this.tensorLimit('f32'), elements: this.runtime.maxBufferBytes };
+      const count = shape.reduce((n, d) => n * d, 1);
+      throw new ContractError('KV045', op, { dtype: tooLarge?.dtype ?? 'byte', actual: shape, count, backend: this.label, expected: limit.elements, reason: limit.reason });
     }
     const { buffer, id } = this.runtime.createBuffer(bytes, label, mapped);
     this.#created += 1;

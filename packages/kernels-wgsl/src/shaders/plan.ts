@@ -5,6 +5,7 @@
  * the same kernel share one compiled pipeline.
  */
 import type { FloatDType, IndexDType } from '@kvkit/contracts';
+import type { DuplicateRule } from '@kvkit/contracts/backend';
 import { elementBytes } from './common.wgsl.js';
 
 /** What the device offers that changes how kernels are built. */
@@ -167,6 +168,19 @@ export function planRopeTable(caps: DeviceCaps, positionType: IndexDType): RopeT
   return { kernel: 'ropeTable', positionType, workgroupSize: Math.min(tuning.rowWorkgroup, caps.maxInvocationsPerWorkgroup) };
 }
 
+/** One dispatch of the ownership pass before a pool scatter (slotOwners.wgsl.ts). */
+export interface SlotOwnersPlan {
+  readonly kernel: 'slotOwners';
+  readonly stage: 'claim' | 'resolve';
+  readonly rule: DuplicateRule;
+  readonly slotType: IndexDType;
+  readonly workgroupSize: number;
+}
+
+export function planSlotOwners(caps: DeviceCaps, stage: SlotOwnersPlan['stage'], rule: DuplicateRule, slotType: IndexDType): SlotOwnersPlan {
+  return { kernel: 'slotOwners', stage, rule, slotType, workgroupSize: Math.min(tuning.rowWorkgroup, caps.maxInvocationsPerWorkgroup) };
+}
+
 export interface GemmPlan {
   readonly kernel: 'gemm';
   readonly dtype: FloatDType;
@@ -237,7 +251,7 @@ export function planFma(caps: DeviceCaps): FmaPlan {
   return { kernel: 'fma', workgroupSize: Math.min(256, caps.maxInvocationsPerWorkgroup), steps: 1024 };
 }
 
-export type KernelPlan = NormRopePlan | RopeRowsPlan | RopeTablePlan | GemmPlan | GemmReducePlan | CopyPlan | FmaPlan;
+export type KernelPlan = NormRopePlan | RopeRowsPlan | RopeTablePlan | SlotOwnersPlan | GemmPlan | GemmReducePlan | CopyPlan | FmaPlan;
 
 /** The pipeline cache key of a plan: every field that shapes the generated WGSL. */
 export function planKey(plan: KernelPlan): string {

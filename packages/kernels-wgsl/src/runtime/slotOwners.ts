@@ -1,0 +1,57 @@
+import type { IndexDType } from '@kvkit/contracts';
+import type { DuplicateRule } from '@kvkit/contracts/backend';
+import { planSlotOwners } from '../shaders/plan.js';
+import { slotOwnersShader } from '../shaders/slotOwners.wgsl.js';
+import type { BufferRange, DeviceStorage } from './gpuRuntime.js';
+import { bytesPerElement } from './gpuTensor.js';
+import type { GpuTensor } from './gpuTensor.js';
+import type { WebGpuKernels } from './webGpuKernels.js';
+
+/**
+ * The owner table of one backend: a u32 per pool slot, 0 between calls (each
+ * call's resolve pass clears what its claims set, slotOwners.wgsl.ts), grown
+ * by doubling to the largest pool seen. A call costs two dispatches over its
+ * tokens and a scratch slot list; no pass over the table.
+ */
+export class SlotOwners {
+  readonly #k: WebGpuKernels;
+  #table: DeviceStorage | undefined;
+  #entries = 0;
+
+  constructor(k: WebGpuKernels) {
+    this.#k = k;
+  }
+
+  /**
+   * Enqueues the ownership pass for `slots` into a pool of `slotBelow` slots;
+   * returns the slot list the scatter binds instead, in which every token but
+   * the rule's one of each shared slot is skipped. One token contests nothing.
+   */
+  resolve(slots: GpuTensor, tokens: number, slotBelow: number, rule: DuplicateRule, op: string): BufferRange {
+    if (tokens <= 1 || slotBelow === 0) return slots.range;
+    const k = this.#k;
+    const table = this.#tableFor(slotBelow, op).range(0, slotBelow * 4);
+    const slotType = slots.dtype as IndexDType;
+    const ownedBytes = tokens * bytesPerElement(slotType);
+    const owned = k.scratch('slot owners', ownedBytes).range(0, ownedBytes);
+    const params = { tokens, slotBelow };
+    for (const stage of ['claim', 'resolve'] as const) {
+      const plan = planSlotOwners(k.runtime.caps, stage, rule, slotType);
+      const kernel = k.runtime.kernel(plan, () => slotOwnersShader(plan));
+      k.runtime.dispatch(kernel, { slots: slots.range, owners: table, owned }, params, Math.ceil(tokens / plan.workgroupSize));
+    }
+    return owned;
+  }
+
+  /** A table of at least `slots` entries; a new one starts zeroed, as WebGPU buffers do. */
+  #tableFor(slots: number, op: string): DeviceStorage {
+    if (this.#table === undefined || this.#entries < slots) {
+      const most = Math.floor(this.#k.runtime.maxBufferBytes / 4);
+      const entries = Math.max(slots, Math.min(2 * this.#entries, most));
+      this.#table?.release();
+      this.#table = this.#k.storage(entries * 4, 'kvkit slot owners', op);
+      this.#entries = entries;
+    }
+    return this.#table;
+  }
+}

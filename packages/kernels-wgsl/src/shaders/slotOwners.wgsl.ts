@@ -1,0 +1,69 @@
+/**
+ * The ownership pass before a pool scatter (SEMANTICS.md §3: of the tokens
+ * naming one slot in a call, exactly one writes it, the one the contract's
+ * rule names). Two dispatches over the tokens, both O(N):
+ *
+ *  claim    every token with a slot in the pool raises owners[slot] to its
+ *           token + 1 with atomicMax (rule 'last': the highest token wins).
+ *  resolve  every token copies its slot into `owned`, the slot list the
+ *           scatter reads, except that a token that does not own its slot
+ *           gets -1 there (skipped). The owner sets owners[slot] back to 0
+ *           as it goes: a token still to look sees 0 or the owner's mark,
+ *           neither its own, so the table is all zero again after the call
+ *           without a pass over its S entries.
+ *
+ * Slots outside the pool and negative slots are copied as they are, so the
+ * scatter records and skips them as before.
+ */
+import { ENTRY_BUILTINS, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP, paramsStruct } from './common.wgsl.js';
+import type { SlotOwnersPlan } from './plan.js';
+import { declareBindings } from './source.js';
+import type { KernelSource } from './source.js';
+
+export const SLOT_OWNERS_PARAMS = ['tokens', 'slotBelow'] as const;
+
+export function slotOwnersShader(plan: SlotOwnersPlan): KernelSource {
+  const i64 = plan.slotType === 'i64';
+  const bindings = [
+    { name: 'slots', access: 'read' as const, type: 'array<u32>' },
+    { name: 'owners', access: 'read_write' as const, type: 'array<atomic<u32>>' },
+    ...(plan.stage === 'resolve' ? [{ name: 'owned', access: 'read_write' as const, type: 'array<u32>' }] : []),
+  ];
+  const mark = ownerMark(plan.rule);
+  const body =
+    plan.stage === 'claim'
+      ? `if (inPool) { atomicMax(&owners[slot.x], ${mark}); }`
+      : `var owned_ = slot;
+  if (inPool) {
+    if (atomicLoad(&owners[slot.x]) == ${mark}) {
+      atomicStore(&owners[slot.x], 0u);
+    } else {
+      owned_ = vec2<u32>(0xffffffffu, 0xffffffffu);
+    }
+  }
+  ${i64 ? 'owned[2u * n] = owned_.x;\n  owned[2u * n + 1u] = owned_.y;' : 'owned[n] = owned_.x;'}`;
+  const code = `${INDEX_RANGE_WGSL}
+${paramsStruct(SLOT_OWNERS_PARAMS)}
+${declareBindings(bindings)}
+${indexReader('slotAt', 'slots', plan.slotType)}
+
+@compute @workgroup_size(${plan.workgroupSize})
+fn main(${ENTRY_BUILTINS}) {
+  ${LINEAR_WORKGROUP}
+  let n = linearWorkgroup * ${plan.workgroupSize}u + lane;
+  if (n >= params.tokens) { return; }
+  let slot = slotAt(n);
+  let inPool = !indexIsNegative(slot) && indexBelow(slot, params.slotBelow);
+  ${body}
+}
+`;
+  return { code, bindings: bindings.map(({ name, access }) => ({ name, access })), params: SLOT_OWNERS_PARAMS };
+}
+
+/** What a token writes into the owner table so that atomicMax leaves the token the rule names; 0 is "no owner". */
+function ownerMark(rule: SlotOwnersPlan['rule']): string {
+  switch (rule) {
+    case 'last':
+      return 'n + 1u';
+  }
+}
