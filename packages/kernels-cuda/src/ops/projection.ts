@@ -1,4 +1,5 @@
 import type { FloatDType } from '@kvkit/contracts';
+import { LAUNCHES } from '../generated/kernels.js';
 import type { GemmPlan } from '../runtime/cublasLt.js';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
 
@@ -52,8 +53,8 @@ export class Projection {
     const n = this.#n;
     const p = this.#kernels.params.gemm;
     p.set('a', a).set('b', w).set('c', c).set('m', M).set('n', n).set('k', this.K).set('batchStrideB', n * this.K).set('batchStrideC', M * n);
-    if (this.dtype === 'f32') cx.launch('gemm_simt_f32', p, Math.ceil(n / 64), Math.ceil(M / 64), 256, 0, op, this.blocks);
-    else cx.launch(this.dtype === 'f16' ? 'gemm_tensorcore_f16' : 'gemm_tensorcore_bf16', p, Math.ceil(n / 128), Math.ceil(M / 128), 256, 0, op, this.blocks);
+    if (this.dtype === 'f32') cx.launch('gemm_simt_f32', p, Math.ceil(n / 64), Math.ceil(M / 64), LAUNCHES.gemm.simt.threads, 0, op, this.blocks);
+    else cx.launch(this.dtype === 'f16' ? 'gemm_tensorcore_f16' : 'gemm_tensorcore_bf16', p, Math.ceil(n / 128), Math.ceil(M / 128), LAUNCHES.gemm.tensorcore.threads, 0, op, this.blocks);
   }
 
   #plan(M: number, op: string): GemmPlan | undefined {

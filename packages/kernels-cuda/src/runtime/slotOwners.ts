@@ -1,9 +1,9 @@
+import { LAUNCHES, RECORD_BYTES } from '../generated/kernels.js';
 import type { CudaContext } from './context.js';
 import type { DeviceBuffer } from './memory.js';
 import type { ParamBlock } from './params.js';
 
-/** SlotOwner: key and owner, 8 bytes each. */
-const ENTRY_BYTES = 16;
+const ENTRY_BYTES = RECORD_BYTES.SlotOwner;
 const MIN_ENTRIES = 64;
 
 /** What a pool-writing kernel needs to skip all but the last token naming a slot. */
@@ -57,7 +57,8 @@ export class SlotOwners {
       .set('slotBelow', slotBelow)
       .set('slotOwnersMask', claims.mask)
       .set('generation', claims.generation);
-    cx.launch('claim_slots', this.#params, Math.ceil(tokens / 256), 1, 256, 0, op);
+    const { threads } = LAUNCHES.claimSlots.default;
+    cx.launch('claim_slots', this.#params, Math.ceil(tokens / threads), 1, threads, 0, op);
     return claims;
   }
 }
