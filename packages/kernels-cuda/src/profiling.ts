@@ -4,6 +4,7 @@
  * so the figure is the GPU's time per call, not koffi's launch rate.
  */
 import type { Backend, FloatDType } from '@kvkit/contracts';
+import { LAUNCHES } from './generated/kernels.js';
 import { Projection } from './ops/projection.js';
 import type { GemmEngine } from './ops/projection.js';
 import { ELEMENT_BYTES } from './runtime/cudaTensor.js';
@@ -50,7 +51,7 @@ export async function timeOnDevice(backend: Backend, enqueue: () => void, opts: 
   for (let r = 0; r < reps; r++) {
     cx.makeCurrent();
     k.params.spin.set('nanoseconds', spinNs);
-    cx.launch('spin_stream', k.params.spin, 1, 1, 1, 0, op);
+    cx.launch('spin_stream', k.params.spin, 1, 1, LAUNCHES.spin.default.threads, 0, op);
     const start = cx.record(op, true);
     for (let i = 0; i < batch; i++) enqueue();
     pairs.push([start, cx.record(op, true)]);
@@ -69,7 +70,8 @@ export async function timeOnDevice(backend: Backend, enqueue: () => void, opts: 
 function fillRandom(k: CudaKernels, ptr: number, count: number, dtype: FloatDType, seed: number, scale: number, op: string): void {
   if (count === 0) return;
   k.params.fill.set('data', ptr).set('count', count).set('seed', seed).setDouble('scale', scale);
-  k.cx.launch(`fill_random_${dtype}`, k.params.fill, Math.min(Math.ceil(count / 256), k.cx.multiprocessors * 16), 1, 256, 0, op);
+  const { threads } = LAUNCHES.fill.default;
+  k.cx.launch(`fill_random_${dtype}`, k.params.fill, Math.min(Math.ceil(count / threads), k.cx.multiprocessors * 16), 1, threads, 0, op);
 }
 
 /** The bandwidth ceiling in the same run: a grid-stride 16-byte copy of `bytes` (GB/s counts bytes read + written). */
@@ -82,12 +84,13 @@ export async function measureCopyCeiling(backend: Backend, bytes: number): Promi
   const dst = k.cx.alloc(vectors * 16, op);
   try {
     fillRandom(k, src.ptr, vectors * 4, 'f32', 1, 1, op);
-    const grid = Math.min(Math.ceil(vectors / 256), k.cx.multiprocessors * 8);
+    const { threads } = LAUNCHES.copy.default;
+    const grid = Math.min(Math.ceil(vectors / threads), k.cx.multiprocessors * 8);
     const timing = await timeOnDevice(
       backend,
       () => {
         k.params.copy.set('src', src.ptr).set('dst', dst.ptr).set('vectors', vectors);
-        k.cx.launch('copy_vectors', k.params.copy, grid, 1, 256, 0, op);
+        k.cx.launch('copy_vectors', k.params.copy, grid, 1, threads, 0, op);
       },
       { batch: 5 },
     );

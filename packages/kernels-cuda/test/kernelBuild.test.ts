@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { KERNEL_NAMES } from '../src/runtime/kernelNames.js';
+import { KERNEL_NAMES } from '../src/generated/kernels.js';
 import { fatbinEntries, fatbinPath, nvcc, parsePtxasLog, ptxasLogPath } from './helpers.js';
 
 describe.skipIf(!nvcc)(`the kernels built by nvcc${nvcc ? '' : ' (skipped: nvcc not found)'}`, () => {

@@ -1,7 +1,7 @@
 // Device-side value checks: a token whose position or slot is out of range is
 // not written; the first such token is recorded for the host's next sync().
 #pragma once
-#include "params.cuh"
+#include "generated/params.cuh"
 
 namespace kvkit {
 

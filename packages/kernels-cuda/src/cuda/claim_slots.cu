@@ -1,9 +1,9 @@
 // The pass before a pool write: for each slot named by several tokens of a call, the last token owns it.
-#include "params.cuh"
+#include "generated/params.cuh"
 #include "slot_owners.cuh"
 #include "storage.cuh"
 
-extern "C" __global__ void __launch_bounds__(256) claim_slots(const kvkit::ClaimSlotsParams p) {
+extern "C" __global__ void __launch_bounds__(kvkit::ClaimSlotsLaunch::kThreads) claim_slots(const kvkit::ClaimSlotsParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // The pool-writing grid after this one may start now: it waits for these claims only where it needs them.
   asm volatile("griddepcontrol.launch_dependents;");

@@ -1,7 +1,7 @@
 // fusedNormRopeStacked (SEMANTICS.md §1), also the second half of the materializer:
 // RMSNorm + RoPE of every K head, V copied bit for bit, [T, L, 2*H*D] -> [L, rows, H, D].
 #include "bad_values.cuh"
-#include "params.cuh"
+#include "generated/params.cuh"
 #include "rope.cuh"
 #include "slot_owners.cuh"
 #include "storage.cuh"
@@ -208,14 +208,19 @@ __device__ __forceinline__ void fusedNormRopeAnyShape(const FusedNormRopeParams&
 
 }  // namespace kvkit
 
+using kvkit::FusedNormRopeAnyLaunch;
+using kvkit::FusedNormRopeNv1Launch;
+using kvkit::FusedNormRopeNv2Launch;
 using kvkit::FusedNormRopeParams;
 
-// Blocks of 256 per multiprocessor as src/ops/rowTiles.ts assumes: 4 (64 registers) for rows of one vector
-// per lane, one row ahead; 2 for two vectors per lane, no row ahead.
-#define KVKIT_FUSED_ENTRIES(name, S)                                                                                                                     \
-  extern "C" __global__ void __launch_bounds__(256, 4) fused_norm_rope_##name##_nv1(const FusedNormRopeParams p) { kvkit::fusedNormRopeUnits<S, 1, 1, true>(p); }  \
-  extern "C" __global__ void __launch_bounds__(256, 2) fused_norm_rope_##name##_nv2(const FusedNormRopeParams p) { kvkit::fusedNormRopeUnits<S, 2, 1, false>(p); } \
-  extern "C" __global__ void __launch_bounds__(256) fused_norm_rope_##name##_any(const FusedNormRopeParams p) { kvkit::fusedNormRopeAnyShape<S>(p); }
+// Launch bounds and template arguments from the kernel's declaration (generated/params.cuh), which
+// src/ops/rowTiles.ts plans with: blocks per multiprocessor, vectors per lane, rows per step, a row ahead.
+#define KVKIT_FUSED_ENTRY(name, S, path, L) \
+  extern "C" __global__ void __launch_bounds__(L::kThreads, L::kMinBlocksPerSM) fused_norm_rope_##name##_##path(const FusedNormRopeParams p) { kvkit::fusedNormRopeUnits<S, L::kVectorsPerLane, L::kRowsPerStep, L::kRowAhead>(p); }
+#define KVKIT_FUSED_ENTRIES(name, S)                          \
+  KVKIT_FUSED_ENTRY(name, S, nv1, FusedNormRopeNv1Launch)     \
+  KVKIT_FUSED_ENTRY(name, S, nv2, FusedNormRopeNv2Launch)     \
+  extern "C" __global__ void __launch_bounds__(FusedNormRopeAnyLaunch::kThreads) fused_norm_rope_##name##_any(const FusedNormRopeParams p) { kvkit::fusedNormRopeAnyShape<S>(p); }
 
 KVKIT_FUSED_ENTRIES(f32, kvkit::F32)
 KVKIT_FUSED_ENTRIES(f16, kvkit::F16)

@@ -4,7 +4,7 @@
 // one B and C of a batch (A shared).
 #include <mma.h>
 
-#include "params.cuh"
+#include "generated/params.cuh"
 #include "storage.cuh"
 
 namespace kvkit {
@@ -178,6 +178,6 @@ __device__ __forceinline__ void gemmF32(const GemmParams& p) {
 
 using kvkit::GemmParams;
 
-extern "C" __global__ void __launch_bounds__(256) gemm_tensorcore_f16(const GemmParams p) { kvkit::gemmTensorCore<kvkit::F16, __half>(p); }
-extern "C" __global__ void __launch_bounds__(256) gemm_tensorcore_bf16(const GemmParams p) { kvkit::gemmTensorCore<kvkit::Bf16, __nv_bfloat16>(p); }
-extern "C" __global__ void __launch_bounds__(256) gemm_simt_f32(const GemmParams p) { kvkit::gemmF32(p); }
+extern "C" __global__ void __launch_bounds__(kvkit::GemmTensorcoreLaunch::kThreads) gemm_tensorcore_f16(const GemmParams p) { kvkit::gemmTensorCore<kvkit::F16, __half>(p); }
+extern "C" __global__ void __launch_bounds__(kvkit::GemmTensorcoreLaunch::kThreads) gemm_tensorcore_bf16(const GemmParams p) { kvkit::gemmTensorCore<kvkit::Bf16, __nv_bfloat16>(p); }
+extern "C" __global__ void __launch_bounds__(kvkit::GemmSimtLaunch::kThreads) gemm_simt_f32(const GemmParams p) { kvkit::gemmF32(p); }

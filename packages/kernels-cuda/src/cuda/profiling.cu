@@ -1,5 +1,5 @@
 // Kernels for measuring, not for ops: a stream-holding spin, the copy ceiling, random fills.
-#include "params.cuh"
+#include "generated/params.cuh"
 #include "storage.cuh"
 
 namespace kvkit {
@@ -36,20 +36,20 @@ using kvkit::FillParams;
 using kvkit::SpinParams;
 
 // Holds the stream for a while, so the host can enqueue a batch that then runs back to back.
-extern "C" __global__ void spin_stream(const SpinParams p) {
+extern "C" __global__ void __launch_bounds__(kvkit::SpinLaunch::kThreads) spin_stream(const SpinParams p) {
   const unsigned long long start = kvkit::globalNanoseconds();
   while (kvkit::globalNanoseconds() - start < static_cast<unsigned long long>(p.nanoseconds)) {
   }
 }
 
 // The bandwidth ceiling: a grid-stride copy of 16-byte vectors.
-extern "C" __global__ void __launch_bounds__(256) copy_vectors(const CopyParams p) {
+extern "C" __global__ void __launch_bounds__(kvkit::CopyLaunch::kThreads) copy_vectors(const CopyParams p) {
   const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
   const uint4* src = static_cast<const uint4*>(p.src);
   uint4* dst = static_cast<uint4*>(p.dst);
   for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < p.vectors; i += stride) dst[i] = src[i];
 }
 
-extern "C" __global__ void __launch_bounds__(256) fill_random_f32(const FillParams p) { kvkit::fillRandom<kvkit::F32>(p); }
-extern "C" __global__ void __launch_bounds__(256) fill_random_f16(const FillParams p) { kvkit::fillRandom<kvkit::F16>(p); }
-extern "C" __global__ void __launch_bounds__(256) fill_random_bf16(const FillParams p) { kvkit::fillRandom<kvkit::Bf16>(p); }
+extern "C" __global__ void __launch_bounds__(kvkit::FillLaunch::kThreads) fill_random_f32(const FillParams p) { kvkit::fillRandom<kvkit::F32>(p); }
+extern "C" __global__ void __launch_bounds__(kvkit::FillLaunch::kThreads) fill_random_f16(const FillParams p) { kvkit::fillRandom<kvkit::F16>(p); }
+extern "C" __global__ void __launch_bounds__(kvkit::FillLaunch::kThreads) fill_random_bf16(const FillParams p) { kvkit::fillRandom<kvkit::Bf16>(p); }

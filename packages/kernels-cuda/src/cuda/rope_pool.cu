@@ -1,7 +1,7 @@
 // ropePoolFused (SEMANTICS.md §3): RoPE on Q and K with angles from ropeBase,
 // K and V scattered into [S, H, D] pools at their slots (negative: skipped).
 #include "bad_values.cuh"
-#include "params.cuh"
+#include "generated/params.cuh"
 #include "rope.cuh"
 #include "slot_owners.cuh"
 #include "storage.cuh"
@@ -178,14 +178,19 @@ __device__ __forceinline__ void ropePoolAnyShape(const RopePoolParams& p) {
 
 }  // namespace kvkit
 
+using kvkit::RopePoolAnyLaunch;
+using kvkit::RopePoolNv1Launch;
+using kvkit::RopePoolNv2Launch;
 using kvkit::RopePoolParams;
 
-// Blocks of 256 per multiprocessor as src/ops/rowTiles.ts assumes: 2, with four rows a step and the next
-// four in flight (a row here is one tensor's, half a fused row's bytes); wide rows one at a time.
-#define KVKIT_ROPE_POOL_ENTRIES(name, S)                                                                                                            \
-  extern "C" __global__ void __launch_bounds__(256, 2) rope_pool_##name##_nv1(const RopePoolParams p) { kvkit::ropePoolUnits<S, 1, 4, true>(p); }  \
-  extern "C" __global__ void __launch_bounds__(256, 2) rope_pool_##name##_nv2(const RopePoolParams p) { kvkit::ropePoolUnits<S, 2, 1, false>(p); } \
-  extern "C" __global__ void __launch_bounds__(256) rope_pool_##name##_any(const RopePoolParams p) { kvkit::ropePoolAnyShape<S>(p); }
+// Launch bounds and template arguments from the kernel's declaration (generated/params.cuh), which
+// src/ops/rowTiles.ts plans with. A row here is one tensor's, half a fused row's bytes.
+#define KVKIT_ROPE_POOL_ENTRY(name, S, path, L) \
+  extern "C" __global__ void __launch_bounds__(L::kThreads, L::kMinBlocksPerSM) rope_pool_##name##_##path(const RopePoolParams p) { kvkit::ropePoolUnits<S, L::kVectorsPerLane, L::kRowsPerStep, L::kRowAhead>(p); }
+#define KVKIT_ROPE_POOL_ENTRIES(name, S)                      \
+  KVKIT_ROPE_POOL_ENTRY(name, S, nv1, RopePoolNv1Launch)      \
+  KVKIT_ROPE_POOL_ENTRY(name, S, nv2, RopePoolNv2Launch)      \
+  extern "C" __global__ void __launch_bounds__(RopePoolAnyLaunch::kThreads) rope_pool_##name##_any(const RopePoolParams p) { kvkit::ropePoolAnyShape<S>(p); }
 
 KVKIT_ROPE_POOL_ENTRIES(f32, kvkit::F32)
 KVKIT_ROPE_POOL_ENTRIES(f16, kvkit::F16)

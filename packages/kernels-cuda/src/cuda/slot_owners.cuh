@@ -2,7 +2,7 @@
 // as a sequential loop would leave it) writes the whole slot row, the others
 // none of it, so a pool row is never a mix of two tokens.
 #pragma once
-#include "params.cuh"
+#include "generated/params.cuh"
 
 namespace kvkit {
 

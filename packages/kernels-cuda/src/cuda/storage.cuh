@@ -5,10 +5,9 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
-namespace kvkit {
+#include "generated/params.cuh"  // FloatCode
 
-// Float dtypes as the host numbers them (src/ops/floatCode.ts).
-enum FloatCode : int { kF32 = 0, kF16 = 1, kBf16 = 2 };
+namespace kvkit {
 
 struct F32 {
   using Bits = uint32_t;

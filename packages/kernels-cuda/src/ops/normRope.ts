@@ -1,10 +1,10 @@
 import type { FloatDType } from '@kvkit/contracts';
 import type { DeviceCheck, DuplicateRule } from '@kvkit/contracts/backend';
+import { FLOAT_CODE } from '../generated/kernels.js';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
 import { ELEMENT_BYTES } from '../runtime/cudaTensor.js';
 import type { SlotClaims } from '../runtime/slotOwners.js';
 import { fusedKernel } from '../runtime/kernelNames.js';
-import { FLOAT_CODE } from './floatCode.js';
 import { planRows, vectorPathFits } from './rowTiles.js';
 
 /** Where the angles come from: cache rows (bounds [0, P)), or f_j = ropeBase^(-2j/R) on the device. */

@@ -1,4 +1,5 @@
 import type { FloatDType } from '@kvkit/contracts';
+import { LAUNCHES } from '../generated/kernels.js';
 import type { GemmPlan } from '../runtime/cublasLt.js';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
 import { ELEMENT_BYTES } from '../runtime/cudaTensor.js';
@@ -63,7 +64,7 @@ export class Projection {
     for (let m0 = 0; m0 < M; m0 += rowsPerLaunch) {
       const m = Math.min(rowsPerLaunch, M - m0);
       p.set('a', a + m0 * this.K * es).set('b', w).set('c', c + m0 * n * es).set('m', m).set('n', n).set('k', this.K).set('batchStrideB', n * this.K).set('batchStrideC', M * n);
-      cx.launch(kernel, p, Math.ceil(n / tile), Math.ceil(m / tile), 256, 0, op, this.blocks);
+      cx.launch(kernel, p, Math.ceil(n / tile), Math.ceil(m / tile), this.dtype === 'f32' ? LAUNCHES.gemm.simt.threads : LAUNCHES.gemm.tensorcore.threads, 0, op, this.blocks);
     }
   }
 

@@ -1,19 +1,31 @@
 import type { FloatDType } from '@kvkit/contracts';
+import { LAUNCHES } from '../generated/kernels.js';
 import type { RowPath } from '../runtime/kernelNames.js';
 
 /** The two row kernels: fused norm + RoPE (K and V per row) and RoPE + pool scatter (one tensor per row). */
 export type RowKernel = 'normRope' | 'ropePool';
 
+/** The declared launch of each row kernel (@kvkit/contracts/kernels, by kernel name). */
+const ROW_LAUNCHES = { normRope: LAUNCHES.fusedNormRope, ropePool: LAUNCHES.ropePool } as const;
+
 /**
- * What the vector kernels were built for (the `__launch_bounds__` and ROWS
- * arguments in src/cuda/fused_norm_rope.cu and rope_pool.cu; a test reads them
- * back): blocks of 256 threads resident per multiprocessor, and rows a lane
- * group takes per step.
+ * What the vector kernels are built for (their declared launches, which the
+ * entry points in src/cuda/*.cu take their __launch_bounds__ and template
+ * arguments from): blocks resident per multiprocessor, and rows a lane group
+ * takes per step.
  */
 export const ROW_KERNEL_SHAPES: Readonly<Record<RowKernel, Readonly<Record<'nv1' | 'nv2', { readonly blocksPerSM: number; readonly rowsPerStep: number }>>>> = {
-  normRope: { nv1: { blocksPerSM: 4, rowsPerStep: 1 }, nv2: { blocksPerSM: 2, rowsPerStep: 1 } },
-  ropePool: { nv1: { blocksPerSM: 2, rowsPerStep: 4 }, nv2: { blocksPerSM: 2, rowsPerStep: 1 } },
+  normRope: vectorShapes('normRope'),
+  ropePool: vectorShapes('ropePool'),
 };
+
+function vectorShapes(kernel: RowKernel) {
+  const { nv1, nv2 } = ROW_LAUNCHES[kernel];
+  return {
+    nv1: { blocksPerSM: nv1.minBlocksPerSM, rowsPerStep: nv1.rowsPerStep },
+    nv2: { blocksPerSM: nv2.minBlocksPerSM, rowsPerStep: nv2.rowsPerStep },
+  };
+}
 
 /** How a row kernel (fusedNormRopeStacked, ropePoolFused) is launched. */
 export interface RowLaunch {
@@ -28,8 +40,6 @@ export interface RowLaunch {
   readonly sharedBytes: number;
 }
 
-/** The block the vector kernels are built for. */
-const BLOCK = 256;
 /** More grid than this only adds scheduling: blocks per multiprocessor, for the element-by-element path. */
 const ANY_SHAPE_BLOCKS_PER_SM = 32;
 
@@ -69,7 +79,7 @@ export function vectorPathFits(s: Pick<RowShape, 'dtype' | 'headDim' | 'rotaryDi
  * groups the GPU holds at once all have work: the unit length is the one that
  * minimises waves × (steps per unit + one step for the cos/sin), ties going
  * to shorter units (more groups at work). The grid holds just enough groups
- * for that many waves, in blocks of 256 (fewer when that leaves
+ * for that many waves, in blocks of the declared threads (fewer when that leaves
  * multiprocessors idle).
  */
 export function planRows(s: RowShape): RowLaunch {
@@ -79,7 +89,7 @@ export function planRows(s: RowShape): RowLaunch {
     return {
       path: 'any',
       lanesPerRow: 32,
-      block: 256,
+      block: ROW_LAUNCHES[s.kernel].any.threads,
       grid: Math.max(1, Math.min(Math.ceil((s.tokens * s.headRows) / 8), s.multiprocessors * ANY_SHAPE_BLOCKS_PER_SM)),
       rowsPerUnit: 0,
       unitsPerToken: 0,
@@ -91,7 +101,8 @@ export function planRows(s: RowShape): RowLaunch {
   const perLane = Math.ceil(numVec / lanes);
   const path = perLane === 1 ? 'nv1' : 'nv2';
   const { blocksPerSM, rowsPerStep } = ROW_KERNEL_SHAPES[s.kernel][path];
-  const resident = s.multiprocessors * blocksPerSM * (BLOCK / lanes);
+  const threads = ROW_LAUNCHES[s.kernel][path].threads;
+  const resident = s.multiprocessors * blocksPerSM * (threads / lanes);
   let best = { cost: Infinity, rowsPerUnit: s.headRows, unitsPerToken: 1, waves: 1 };
   for (let unitsPerToken = s.headRows; unitsPerToken >= 1; unitsPerToken--) {
     const rowsPerUnit = Math.ceil(s.headRows / unitsPerToken);
@@ -101,7 +112,7 @@ export function planRows(s: RowShape): RowLaunch {
     if (cost < best.cost) best = { cost, rowsPerUnit, unitsPerToken, waves };
   }
   const groups = Math.ceil((s.tokens * best.unitsPerToken) / best.waves);
-  let block = BLOCK;
+  let block = threads;
   while (block > 64 && Math.ceil(groups / (block / lanes)) < s.multiprocessors) block /= 2;
   return {
     path,

@@ -1,14 +1,15 @@
 import type { DeviceCheck } from '@kvkit/contracts/backend';
 import { valueRuleError } from '@kvkit/contracts/backend';
 import type { ContractError } from '@kvkit/errors-catalog';
+import { RECORD_BYTES } from '../generated/kernels.js';
 import type { CudaContext } from './context.js';
 import type { DeviceBuffer } from './memory.js';
 
 /** Checks numbered between two syncs before the list is drained on the spot, so a program that never syncs stays bounded. */
 const MAX_PENDING = 1 << 16;
 
-/** BadValueRecord: key (u64), value (i64), lock, unused. */
-const RECORD_BYTES = 24;
+/** BadValueRecord: key (u64), value (i64), lock, unused (contracts' deviceRecords). */
+const BAD_VALUE_BYTES = RECORD_BYTES.BadValueRecord;
 
 /**
  * The value rules the contracts hand to the device (positions inside the
@@ -27,9 +28,9 @@ export class BadValues {
 
   constructor(cx: CudaContext) {
     this.#cx = cx;
-    this.record = cx.alloc(RECORD_BYTES, 'createCudaBackend');
+    this.record = cx.alloc(BAD_VALUE_BYTES, 'createCudaBackend');
     cx.fill(this.record.ptr, 0xff, 8, 'createCudaBackend');
-    cx.fill(this.record.ptr + 8, 0, RECORD_BYTES - 8, 'createCudaBackend');
+    cx.fill(this.record.ptr + 8, 0, BAD_VALUE_BYTES - 8, 'createCudaBackend');
   }
 
   /** Numbers one check of a call about to be launched. */
@@ -48,7 +49,7 @@ export class BadValues {
     this.#dims = [];
     const held = this.#held;
     this.#held = undefined;
-    const mirror = this.#cx.pinned(RECORD_BYTES, op);
+    const mirror = this.#cx.pinned(BAD_VALUE_BYTES, op);
     try {
       this.#readAndClear(mirror.ptr, op);
       const event = this.#cx.record(op);
@@ -62,12 +63,12 @@ export class BadValues {
 
   #readAndClear(mirror: bigint, op: string): void {
     this.#cx.makeCurrent();
-    this.#cx.download(mirror, this.record.ptr, RECORD_BYTES, op);
+    this.#cx.download(mirror, this.record.ptr, BAD_VALUE_BYTES, op);
     this.#cx.fill(this.record.ptr, 0xff, 8, op);
   }
 
   #drainNow(op: string): void {
-    const mirror = this.#cx.pinned(RECORD_BYTES, op);
+    const mirror = this.#cx.pinned(BAD_VALUE_BYTES, op);
     try {
       this.#readAndClear(mirror.ptr, op);
       this.#cx.synchronize(op);

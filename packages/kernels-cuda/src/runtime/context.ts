@@ -4,8 +4,8 @@ import type { CudaDriver } from './driver.js';
 import { cudaCallFailed } from './errors.js';
 import { DeviceBuffer } from './memory.js';
 import type { PinnedBlock } from './memory.js';
-import type { KernelName } from './kernelNames.js';
-import type { ParamBlock, ParamStruct } from './params.js';
+import type { KernelName, ParamsOf } from './kernelNames.js';
+import type { ParamBlock } from './params.js';
 
 /** The context current on this thread (all driver calls come from the JS thread). */
 let currentContext: bigint | undefined;
@@ -174,7 +174,7 @@ export class CudaContext {
     return fn[0]!;
   }
 
-  launch<S extends ParamStruct>(name: KernelName, params: ParamBlock<S>, gridX: number, gridY: number, block: number, sharedBytes: number, op: string, gridZ = 1): void {
+  launch<K extends KernelName>(name: K, params: ParamBlock<ParamsOf<K>>, gridX: number, gridY: number, block: number, sharedBytes: number, op: string, gridZ = 1): void {
     const status = this.#cu.cuLaunchKernel(this.kernel(name), gridX, gridY, gridZ, block, 1, 1, sharedBytes, this.stream, params.argv, null);
     if (status !== 0) this.#cu.check(op, `cuLaunchKernel(${name})`, status);
   }
@@ -185,7 +185,7 @@ export class CudaContext {
    * it): the kernel itself waits (griddepcontrol.wait) before it reads what
    * the one ahead writes. A plain launch where the device or driver cannot.
    */
-  launchOverlapping<S extends ParamStruct>(name: KernelName, params: ParamBlock<S>, grid: number, block: number, sharedBytes: number, op: string): void {
+  launchOverlapping<K extends KernelName>(name: K, params: ParamBlock<ParamsOf<K>>, grid: number, block: number, sharedBytes: number, op: string): void {
     if (this.#overlap !== true) {
       this.launch(name, params, grid, 1, block, sharedBytes, op);
       return;

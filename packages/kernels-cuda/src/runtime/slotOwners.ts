@@ -1,16 +1,16 @@
 import type { DuplicateRule } from '@kvkit/contracts/backend';
+import { LAUNCHES, RECORD_BYTES } from '../generated/kernels.js';
 import type { CudaContext } from './context.js';
 import type { KernelName } from './kernelNames.js';
 import type { DeviceBuffer } from './memory.js';
 import type { ParamBlock } from './params.js';
 
-/** SlotOwner: key and owner, 8 bytes each. */
-const ENTRY_BYTES = 16;
+const ENTRY_BYTES = RECORD_BYTES.SlotOwner;
 const MIN_ENTRIES = 64;
 /** Generations live above 40 bits of slot in a key (slot_owners.cuh); 0 marks an empty entry. */
 const LAST_GENERATION = 2 ** 24 - 1;
 /** The claim kernel for each of the contract's duplicate rules. */
-const CLAIM_KERNEL: Readonly<Record<DuplicateRule, KernelName>> = { last: 'claim_slots' };
+const CLAIM_KERNEL = { last: 'claim_slots' } as const satisfies Readonly<Record<DuplicateRule, KernelName>>;
 
 /** What a pool-writing kernel needs to skip all but the last token naming a slot. */
 export interface SlotClaims {
@@ -68,7 +68,8 @@ export class SlotOwners {
       .set('slotBelow', slotBelow)
       .set('slotOwnersMask', claims.mask)
       .set('generation', claims.generation);
-    cx.launch(CLAIM_KERNEL[rule], this.#params, Math.ceil(tokens / 256), 1, 256, 0, op);
+    const { threads } = LAUNCHES.claimSlots.default;
+    cx.launch(CLAIM_KERNEL[rule], this.#params, Math.ceil(tokens / threads), 1, threads, 0, op);
     return claims;
   }
 }

@@ -4,6 +4,7 @@
  */
 import type { FloatDType, IndexDType } from '@kvkit/contracts';
 import type { RopeAngles } from '@kvkit/contracts/backend';
+import type { NormRopeRanges, RopeRowsParams, RopeRowsRanges } from '../generated/params.js';
 import type { BufferRange } from '../runtime/gpuRuntime.js';
 import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
 import { normRopeShader } from '../shaders/fusedNormRopeStacked.wgsl.js';
@@ -28,7 +29,7 @@ export interface NormRopeLaunch {
 }
 
 /** RMSNorm + RoPE of every K head and the V copy (fusedNormRopeStacked.wgsl.ts). */
-export function launchNormRope(k: WebGpuKernels, request: NormRopeRequest, ranges: Record<string, BufferRange>, at: NormRopeLaunch): void {
+export function launchNormRope(k: WebGpuKernels, request: NormRopeRequest, ranges: NormRopeRanges, at: NormRopeLaunch): void {
   const plan = planNormRope(k.runtime.caps, request);
   const kernel = k.runtime.kernel(plan, () => normRopeShader(plan));
   const rows = at.tokens * at.layers * at.heads;
@@ -56,8 +57,8 @@ export function launchNormRope(k: WebGpuKernels, request: NormRopeRequest, range
 export function launchRopeRows(
   k: WebGpuKernels,
   request: RopeRowsRequest,
-  ranges: Record<string, BufferRange>,
-  at: { rows: number; queryHeads: number; keyHeads: number; slotBelow: number; slotFlag: number },
+  ranges: RopeRowsRanges,
+  at: RopeRowsParams,
 ): void {
   const plan = planRopeRows(k.runtime.caps, request);
   const kernel = k.runtime.kernel(plan, () => ropeRowsShader(plan));

@@ -19,13 +19,18 @@ export interface BufferRange {
   readonly size: number;
 }
 
-export interface CompiledKernel {
+/** A kernel ready to dispatch; `P` its uniform fields, `R` the ranges it binds (from its generated interface). */
+export interface CompiledKernel<P = any, R = any> {
   readonly key: string;
   readonly pipeline: GPUComputePipeline;
   readonly layout: GPUBindGroupLayout;
   readonly bindings: readonly BindingSpec[];
-  readonly params: readonly string[];
+  readonly writeUniforms: (words: Uint32Array, at: number, p: P) => void;
+  readonly ranges?: R;
 }
+
+/** `Q` with no property beyond `P`'s: a misspelt field fails to compile even where excess-property checks do not run. */
+export type Exactly<P, Q extends P> = Q & Record<Exclude<keyof Q, keyof P>, never>;
 
 /** Timestamp writes requested for the passes begun while a profiler records. */
 export interface PassTimer {
@@ -132,7 +137,7 @@ export class GpuRuntime {
     else buffer.destroy();
   }
 
-  kernel(plan: KernelPlan, build: () => KernelSource): CompiledKernel {
+  kernel<P, R>(plan: KernelPlan, build: () => KernelSource<P, R>): CompiledKernel<P, R> {
     const key = planKey(plan);
     const cached = this.#kernels.get(key);
     if (cached) return cached;
@@ -156,7 +161,7 @@ export class GpuRuntime {
       layout: this.device.createPipelineLayout({ bindGroupLayouts: [layout] }),
       compute: { module, entryPoint: 'main' },
     });
-    const compiled = { key, pipeline, layout, bindings: source.bindings, params: source.params };
+    const compiled: CompiledKernel<P, R> = { key, pipeline, layout, bindings: source.bindings, writeUniforms: source.writeUniforms };
     this.#kernels.set(key, compiled);
     return compiled;
   }
@@ -168,19 +173,16 @@ export class GpuRuntime {
   /**
    * Records one dispatch of `workgroups` workgroups (spread over x and y past
    * the per-dimension limit). `ranges` follow the kernel's bindings; `params`
-   * its uniform fields by name.
+   * holds exactly its uniform fields, written where its Params struct has them.
    */
-  dispatch(kernel: CompiledKernel, ranges: Readonly<Record<string, BufferRange>>, params: Readonly<Record<string, number>>, workgroups: number): void {
+  dispatch<P, R, Q extends P>(kernel: CompiledKernel<P, R>, ranges: NoInfer<R>, params: Exactly<P, Q>, workgroups: number): void {
     if (workgroups <= 0) return;
     if (this.#paramBlocks === PARAM_BLOCKS) this.flush();
     const block = this.#paramBlocks++;
-    const words = this.#params;
-    kernel.params.forEach((name, i) => {
-      words[(block * PARAM_BLOCK) / 4 + i] = (params[name] ?? 0) >>> 0;
-    });
+    kernel.writeUniforms(this.#params, (block * PARAM_BLOCK) / 4, params);
     const bound = this.#separateReadsFromWrites(
       kernel,
-      kernel.bindings.map((b) => ranges[b.name]!),
+      kernel.bindings.map((b) => (ranges as Readonly<Record<string, BufferRange>>)[b.name]!),
     );
     const bindGroup = this.#bindGroup(kernel, bound);
     const pass = this.#computePass();

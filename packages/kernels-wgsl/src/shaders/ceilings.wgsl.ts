@@ -3,22 +3,19 @@
  * in the same run as the ops. A vec4<u32> copy (bytes read + written), and a
  * loop of independent f32 FMAs (8 vec4 chains per invocation).
  */
-import { ENTRY_BUILTINS, LINEAR_WORKGROUP, paramsStruct } from './common.wgsl.js';
+import { COPY, FMA } from '../generated/params.js';
+import type { CopyParams, CopyRanges, FmaParams, FmaRanges } from '../generated/params.js';
+import { ENTRY_BUILTINS, LINEAR_WORKGROUP } from './common.wgsl.js';
 import type { CopyPlan, FmaPlan } from './plan.js';
-import { declareBindings } from './source.js';
+import { kernelSource } from './source.js';
 import type { KernelSource } from './source.js';
 
-export const COPY_PARAMS = ['vectors', 'invocations'] as const;
-
 /** Each invocation copies `vectorsPerInvocation` vec4<u32>, one per stride of all invocations (coalesced per step). */
-export function copyShader(plan: CopyPlan): KernelSource {
-  const bindings = [
-    { name: 'src', access: 'read' as const, type: 'array<vec4<u32>>' },
-    { name: 'dst', access: 'read_write' as const, type: 'array<vec4<u32>>' },
-  ];
+export function copyShader(plan: CopyPlan): KernelSource<CopyParams, CopyRanges> {
+  const bindings = COPY.bindings();
   const steps = Array.from({ length: plan.vectorsPerInvocation }, (_, j) => j);
-  const code = `${paramsStruct(COPY_PARAMS)}
-${declareBindings(bindings)}
+  const code = `${COPY.uniformsWgsl}
+${bindings.wgsl}
 @compute @workgroup_size(${plan.workgroupSize})
 fn main(${ENTRY_BUILTINS}) {
   ${LINEAR_WORKGROUP}
@@ -27,7 +24,7 @@ fn main(${ENTRY_BUILTINS}) {
   ${steps.map((j) => `if (i + ${j}u * params.invocations < params.vectors) { dst[i + ${j}u * params.invocations] = v${j}; }`).join('\n  ')}
 }
 `;
-  return { code, bindings: bindings.map(({ name, access }) => ({ name, access })), params: COPY_PARAMS };
+  return kernelSource(COPY, bindings, code);
 }
 
 /** FLOPs one invocation of the FMA kernel performs: 8 vec4 FMAs (2 FLOPs per lane) per step. */
@@ -35,13 +32,11 @@ export function fmaFlopsPerInvocation(plan: FmaPlan): number {
   return plan.steps * 8 * 4 * 2;
 }
 
-export const FMA_PARAMS = ['invocations', 'seed'] as const;
-
-export function fmaShader(plan: FmaPlan): KernelSource {
-  const bindings = [{ name: 'out', access: 'read_write' as const, type: 'array<f32>' }];
+export function fmaShader(plan: FmaPlan): KernelSource<FmaParams, FmaRanges> {
+  const bindings = FMA.bindings();
   const chains = Array.from({ length: 8 }, (_, i) => i);
-  const code = `${paramsStruct(FMA_PARAMS)}
-${declareBindings(bindings)}
+  const code = `${FMA.uniformsWgsl}
+${bindings.wgsl}
 @compute @workgroup_size(${plan.workgroupSize})
 fn main(${ENTRY_BUILTINS}) {
   ${LINEAR_WORKGROUP}
@@ -57,5 +52,5 @@ fn main(${ENTRY_BUILTINS}) {
   if (i < params.invocations) { out[i] = total.x + total.y + total.z + total.w; }
 }
 `;
-  return { code, bindings: bindings.map(({ name, access }) => ({ name, access })), params: FMA_PARAMS };
+  return kernelSource(FMA, bindings, code);
 }

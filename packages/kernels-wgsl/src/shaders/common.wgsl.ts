@@ -2,7 +2,7 @@
  * WGSL pieces every kernel shares: f16/bf16 conversions done with integer
  * operations (so rounding is round-to-nearest-even everywhere, whatever the
  * implementation does with pack2x16float), index reads for i32 and i64
- * tensors, the uniform block, and the flattened workgroup id.
+ * tensors, and the flattened workgroup id (the uniform block comes from each kernel's declaration).
  */
 import type { FloatDType, IndexDType } from '@kvkit/contracts';
 
@@ -95,13 +95,6 @@ export const INDEX_RANGE_WGSL = /* wgsl */ `
 fn indexIsNegative(v: vec2<u32>) -> bool { return (v.y & 0x80000000u) != 0u; }
 fn indexBelow(v: vec2<u32>, below: u32) -> bool { return v.y == 0u && v.x < below; }
 `;
-
-/** The uniform block of a kernel: u32 fields in a fixed order, padded to whole 16-byte rows. */
-export function paramsStruct(fields: readonly string[]): string {
-  const padded = [...fields];
-  while (padded.length % 4 !== 0) padded.push(`pad${padded.length}`);
-  return `struct Params {\n${padded.map((f) => `  ${f}: u32,`).join('\n')}\n}\n@group(0) @binding(0) var<uniform> params: Params;`;
-}
 
 /** Entry point builtins and the workgroup's index in a 2-D dispatch that stands for a 1-D one. */
 export const ENTRY_BUILTINS =

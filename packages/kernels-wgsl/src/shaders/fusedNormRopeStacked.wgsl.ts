@@ -9,38 +9,22 @@
  * lane rotates and writes its own vectors. A token whose position (or slot)
  * is out of range writes nothing and is recorded in the flag words.
  */
-import { elementReader, ENTRY_BUILTINS, HALF_FLOAT_WGSL, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP, paramsStruct } from './common.wgsl.js';
+import { NORM_ROPE } from '../generated/params.js';
+import type { NormRopeParams, NormRopeRanges } from '../generated/params.js';
+import { elementReader, ENTRY_BUILTINS, HALF_FLOAT_WGSL, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
 import type { NormRopePlan } from './plan.js';
 import { halfStorer, packVector, rotateVector, rowElementReader, storeElement, vectorType, vectorValues } from './rowCode.js';
-import { declareBindings } from './source.js';
+import { kernelSource } from './source.js';
 import type { KernelSource } from './source.js';
 
-/**
- * Uniform fields, in order. `positionBelow` is P (a cache) or 2^31 (a per-token
- * table: any i32 position >= 0); `destLayerStride` is in vectors, so outputs may
- * pad each layer (the materializer's 256-byte-aligned layer views).
- */
-export const NORM_ROPE_PARAMS = ['tokens', 'layers', 'heads', 'rows', 'positionBelow', 'slotBelow', 'positionFlag', 'slotFlag', 'epsWordOffset', 'destLayerStride'] as const;
-
-export function normRopeShader(plan: NormRopePlan): KernelSource {
+export function normRopeShader(plan: NormRopePlan): KernelSource<NormRopeParams, NormRopeRanges> {
   const { layout, D, R, kvType } = plan;
   const G = plan.lanesPerRow;
   const E = layout.elements;
   const element = layout.access === 'element';
   const scatter = plan.slotType !== undefined;
   const rowType = element ? 'u32' : vectorType(layout);
-  const dstType = element && kvType !== 'f32' ? 'array<atomic<u32>>' : `array<${rowType}>`;
-  const bindings = [
-    { name: 'kv', access: 'read' as const, type: `array<${rowType}>` },
-    { name: 'weights', access: 'read' as const, type: 'array<u32>' },
-    ...(plan.epsInWeights ? [] : [{ name: 'eps', access: 'read' as const, type: 'array<f32>' }]),
-    { name: 'cosSin', access: 'read' as const, type: 'array<u32>' },
-    { name: 'positions', access: 'read' as const, type: 'array<u32>' },
-    ...(scatter ? [{ name: 'slots', access: 'read' as const, type: 'array<u32>' }] : []),
-    { name: 'kDst', access: 'read_write' as const, type: dstType },
-    { name: 'vDst', access: 'read_write' as const, type: dstType },
-    { name: 'flags', access: 'read_write' as const, type: 'array<atomic<u32>>' },
-  ];
+  const bindings = NORM_ROPE.bindings({ separateEps: !plan.epsInWeights, scatter, KvRow: rowType, KvDst: element && kvType !== 'f32' ? 'atomic<u32>' : rowType });
 
   const vecs = Array.from({ length: plan.vecsPerLane }, (_, v) => v);
   const loads = vecs
@@ -102,8 +86,8 @@ export function normRopeShader(plan: NormRopePlan): KernelSource {
 
   const code = `${plan.reduction === 'subgroup' ? 'enable subgroups;\n' : ''}${HALF_FLOAT_WGSL}
 ${INDEX_RANGE_WGSL}
-${paramsStruct(NORM_ROPE_PARAMS)}
-${declareBindings(bindings)}
+${NORM_ROPE.uniformsWgsl}
+${bindings.wgsl}
 ${elementReader('weightAt', 'weights', plan.weightType)}
 ${elementReader('cosSinAt', 'cosSin', plan.cacheType)}
 ${indexReader('positionAt', 'positions', plan.positionType)}
@@ -156,7 +140,7 @@ fn main(${ENTRY_BUILTINS}) {
   ${writes}
 }
 `;
-  return { code, bindings: bindings.map(({ name, access }) => ({ name, access })), params: NORM_ROPE_PARAMS };
+  return kernelSource(NORM_ROPE, bindings, code);
 
   function copyElement(dtype: NormRopePlan['kvType'], v: number): string {
     // V is copied as raw bits: the source word's half goes to the destination's half.

@@ -6,6 +6,7 @@
  */
 import type { FloatDType, IndexDType } from '@kvkit/contracts';
 import type { DuplicateRule } from '@kvkit/contracts/backend';
+import { ROPE_ROWS } from '../generated/params.js';
 import { elementBytes } from './common.wgsl.js';
 
 /** What the device offers that changes how kernels are built. */
@@ -149,8 +150,8 @@ export function ropeRowUnits(plan: RopeRowsPlan): number {
   return plan.pairs ? plan.R / 2 / E + (plan.D - plan.R) / E : plan.layout.rowVecs;
 }
 
-/** Storage bindings of the one-dispatch RoPE + scatter kernel (q, k, v, cos/sin, slots, qRot, kRot, two pools, flags). */
-export const ROPE_ALL_BINDINGS = 10;
+/** Storage bindings of the one-dispatch RoPE + scatter kernel (its declared bindings with both parts on). */
+export const ROPE_ALL_BINDINGS = ROPE_ROWS.bindings({ queries: true, keys: true, Row: 'u32', Dst: 'u32' }).specs.length;
 
 export function planRopeRows(caps: DeviceCaps, r: RopeRowsRequest): RopeRowsPlan {
   const layout = rowLayout(r.dtype, r.D);

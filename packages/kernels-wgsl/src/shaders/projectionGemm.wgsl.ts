@@ -11,18 +11,12 @@
  * thread's rows and columns are two groups of four, 64 apart, so its vec4
  * reads of workgroup memory do not collide on banks.
  */
-import { elementReader, ENTRY_BUILTINS, HALF_FLOAT_WGSL, LINEAR_WORKGROUP, packWord, paramsStruct, wordValues } from './common.wgsl.js';
+import { GEMM, GEMM_REDUCE } from '../generated/params.js';
+import type { GemmParams, GemmRanges, GemmReduceParams, GemmReduceRanges } from '../generated/params.js';
+import { elementReader, ENTRY_BUILTINS, HALF_FLOAT_WGSL, LINEAR_WORKGROUP, packWord, wordValues } from './common.wgsl.js';
 import type { GemmPlan, GemmReducePlan } from './plan.js';
-import { declareBindings } from './source.js';
+import { kernelSource } from './source.js';
 import type { KernelSource } from './source.js';
-
-/**
- * `tiles` = tiles of C; workgroup w takes tile w % tiles and K range
- * [s·kPerSplit, (s+1)·kPerSplit) for s = w / tiles. With one split the tile is
- * rounded into C; with several (a plan with `partial`), each writes f32
- * partial sums to its own [rows, cols] slab, and gemmReduceShader adds them.
- */
-export const GEMM_PARAMS = ['rows', 'cols', 'depth', 'tilesN', 'tiles', 'kPerSplit'] as const;
 
 const THREADS = 256;
 
@@ -32,18 +26,18 @@ function tileOffset(count: number, t: string, i: number): string {
   return `${t} * ${count}u + ${i}u`;
 }
 
-export function projectionGemmShader(plan: GemmPlan): KernelSource {
+/**
+ * Workgroup w takes tile w % tiles and split w / tiles of K. With one split the
+ * tile is rounded into C; with several (a plan with `partial`), each writes f32
+ * partial sums to its own [rows, cols] slab, and gemmReduceShader adds them.
+ */
+export function projectionGemmShader(plan: GemmPlan): KernelSource<GemmParams, GemmRanges> {
   const { dtype, tileM: BM, tileN: BN, tileK: BK } = plan;
   const TM = BM / 16;
   const TN = BN / 16;
   const perWord = dtype === 'f32' ? 1 : 2;
   const perVec = plan.vectorLoads ? 4 * perWord : 1;
-  const operand = plan.vectorLoads ? 'array<vec4<u32>>' : 'array<u32>';
-  const bindings = [
-    { name: 'a', access: 'read' as const, type: operand },
-    { name: 'w', access: 'read' as const, type: operand },
-    { name: 'c', access: 'read_write' as const, type: 'array<u32>' },
-  ];
+  const bindings = GEMM.bindings({ Operand: plan.vectorLoads ? 'vec4<u32>' : 'u32' });
 
   // Loads of one K step: `count` rows of the operand, BK elements each, bound for workgroup buffer `fill`.
   const loadsOf = (name: 'a' | 'w', count: number) => {
@@ -141,8 +135,8 @@ export function projectionGemmShader(plan: GemmPlan): KernelSource {
   }
 
   const code = `${HALF_FLOAT_WGSL}
-${paramsStruct(GEMM_PARAMS)}
-${declareBindings(bindings)}
+${GEMM.uniformsWgsl}
+${bindings.wgsl}
 ${plan.vectorLoads ? '' : `${elementReader('aAt', 'a', dtype)}\n${elementReader('wAt', 'w', dtype)}`}
 
 // Workgroup memory laid out [buffer][k][row]: a K step of the tile, transposed.
@@ -188,22 +182,17 @@ fn main(${ENTRY_BUILTINS}) {
   ${writes.join('\n  ')}
 }
 `;
-  return { code, bindings: bindings.map(({ name, access }) => ({ name, access })), params: GEMM_PARAMS };
+  return kernelSource(GEMM, bindings, code);
 }
 
-export const GEMM_REDUCE_PARAMS = ['words', 'elements', 'splits'] as const;
-
 /** Sums the f32 partial slabs of a split-K GEMM and rounds each result once into C (one invocation per u32 word of C). */
-export function gemmReduceShader(plan: GemmReducePlan): KernelSource {
-  const bindings = [
-    { name: 'partial', access: 'read' as const, type: 'array<f32>' },
-    { name: 'c', access: 'read_write' as const, type: 'array<u32>' },
-  ];
+export function gemmReduceShader(plan: GemmReducePlan): KernelSource<GemmReduceParams, GemmReduceRanges> {
+  const bindings = GEMM_REDUCE.bindings();
   const perWord = plan.dtype === 'f32' ? 1 : 2;
   const sums = Array.from({ length: perWord }, (_, i) => `sum${i}`);
   const code = `${HALF_FLOAT_WGSL}
-${paramsStruct(GEMM_REDUCE_PARAMS)}
-${declareBindings(bindings)}
+${GEMM_REDUCE.uniformsWgsl}
+${bindings.wgsl}
 @compute @workgroup_size(${plan.workgroupSize})
 fn main(${ENTRY_BUILTINS}) {
   ${LINEAR_WORKGROUP}
@@ -216,5 +205,5 @@ fn main(${ENTRY_BUILTINS}) {
   c[word] = ${packWord(plan.dtype, sums)};
 }
 `;
-  return { code, bindings: bindings.map(({ name, access }) => ({ name, access })), params: GEMM_REDUCE_PARAMS };
+  return kernelSource(GEMM_REDUCE, bindings, code);
 }

@@ -10,33 +10,22 @@
  * Kind 'all' runs both parts in one dispatch (10 storage bindings, where the
  * device allows them); 'q' and 'kv' split them over two dispatches.
  */
-import { ENTRY_BUILTINS, HALF_FLOAT_WGSL, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP, paramsStruct } from './common.wgsl.js';
+import { ROPE_ROWS } from '../generated/params.js';
+import type { RopeRowsParams, RopeRowsRanges } from '../generated/params.js';
+import { ENTRY_BUILTINS, HALF_FLOAT_WGSL, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
 import type { RopeRowsPlan } from './plan.js';
 import { halfStorer, packVector, rotateVector, rowElementReader, storeElement, vectorType, vectorValues } from './rowCode.js';
-import { declareBindings } from './source.js';
+import { kernelSource } from './source.js';
 import type { KernelSource } from './source.js';
 
-/** `rows` counts every head row of the dispatch; `queryHeads` is Hq in kind 'all' (rows then run q heads, then k heads, per token). */
-export const ROPE_ROWS_PARAMS = ['rows', 'queryHeads', 'keyHeads', 'slotBelow', 'slotFlag'] as const;
-
-export function ropeRowsShader(plan: RopeRowsPlan): KernelSource {
+export function ropeRowsShader(plan: RopeRowsPlan): KernelSource<RopeRowsParams, RopeRowsRanges> {
   const { layout, R, dtype } = plan;
   const element = layout.access === 'element';
   const halves = element && dtype !== 'f32';
   const rowType = element ? 'u32' : vectorType(layout);
-  const dstType = halves ? 'array<atomic<u32>>' : `array<${rowType}>`;
   const withQ = plan.kind !== 'kv';
   const withK = plan.kind !== 'q';
-  const read = (name: string) => ({ name, access: 'read' as const, type: `array<${rowType}>` });
-  const write = (name: string) => ({ name, access: 'read_write' as const, type: dstType });
-  const bindings = [
-    ...(withQ ? [read('q')] : []),
-    ...(withK ? [read('k'), read('v')] : []),
-    { name: 'cosSin', access: 'read' as const, type: 'array<f32>' },
-    ...(withK ? [{ name: 'slots', access: 'read' as const, type: 'array<u32>' }] : []),
-    ...(withQ ? [write('qRot')] : []),
-    ...(withK ? [write('kRot'), write('kPool'), write('vPool'), { name: 'flags', access: 'read_write' as const, type: 'array<atomic<u32>>' }] : []),
-  ];
+  const bindings = ROPE_ROWS.bindings({ queries: withQ, keys: withK, Row: rowType, Dst: halves ? 'atomic<u32>' : rowType });
 
   /** The statements of one part: rotate this invocation's vector of `src` into `dst` (and the pools for keys). */
   const part = (src: 'q' | 'k', dst: 'qRot' | 'kRot', heads: string): string => {
@@ -161,8 +150,8 @@ export function ropeRowsShader(plan: RopeRowsPlan): KernelSource {
 
   const code = `${HALF_FLOAT_WGSL}
 ${INDEX_RANGE_WGSL}
-${paramsStruct(ROPE_ROWS_PARAMS)}
-${declareBindings(bindings)}
+${ROPE_ROWS.uniformsWgsl}
+${bindings.wgsl}
 ${withQ ? rowElementReader('qAt', 'q', dtype, layout) : ''}
 ${withK ? rowElementReader('kAt', 'k', dtype, layout) : ''}
 ${withK ? indexReader('slotAt', 'slots', plan.slotType ?? 'i32') : ''}
@@ -183,5 +172,5 @@ fn main(${ENTRY_BUILTINS}) {
   ${dispatch}
 }
 `;
-  return { code, bindings: bindings.map(({ name, access }) => ({ name, access })), params: ROPE_ROWS_PARAMS };
+  return kernelSource(ROPE_ROWS, bindings, code);
 }

@@ -7,12 +7,12 @@
  * sin/cos do with large arguments. The error left is the rounding of u:
  * about 2^-23 · p radians, inside the tolerance SEMANTICS.md allows for ropeBase.
  */
-import { ENTRY_BUILTINS, indexReader, LINEAR_WORKGROUP, paramsStruct } from './common.wgsl.js';
+import { ROPE_TABLE } from '../generated/params.js';
+import type { RopeTableParams, RopeTableRanges } from '../generated/params.js';
+import { ENTRY_BUILTINS, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
 import type { RopeTablePlan } from './plan.js';
-import { declareBindings } from './source.js';
+import { kernelSource } from './source.js';
 import type { KernelSource } from './source.js';
-
-export const ROPE_TABLE_PARAMS = ['tokens', 'halfRotary'] as const;
 
 export const SIN_COS_TURNS_WGSL = /* wgsl */ `
 // (sin, cos) of 2π·u.
@@ -32,14 +32,10 @@ fn sinCosTurns(u: f32) -> vec2<f32> {
 }
 `;
 
-export function ropeTableShader(plan: RopeTablePlan): KernelSource {
-  const bindings = [
-    { name: 'positions', access: 'read' as const, type: 'array<u32>' },
-    { name: 'turnsPerPosition', access: 'read' as const, type: 'array<f32>' },
-    { name: 'table', access: 'read_write' as const, type: 'array<f32>' },
-  ];
-  const code = `${paramsStruct(ROPE_TABLE_PARAMS)}
-${declareBindings(bindings)}
+export function ropeTableShader(plan: RopeTablePlan): KernelSource<RopeTableParams, RopeTableRanges> {
+  const bindings = ROPE_TABLE.bindings();
+  const code = `${ROPE_TABLE.uniformsWgsl}
+${bindings.wgsl}
 ${indexReader('positionAt', 'positions', plan.positionType)}
 ${SIN_COS_TURNS_WGSL}
 
@@ -60,5 +56,5 @@ fn main(${ENTRY_BUILTINS}) {
   table[rowBase + params.halfRotary + j] = sc.x;
 }
 `;
-  return { code, bindings: bindings.map(({ name, access }) => ({ name, access })), params: ROPE_TABLE_PARAMS };
+  return kernelSource(ROPE_TABLE, bindings, code);
 }

@@ -15,20 +15,16 @@
  * Slots outside the pool and negative slots are copied as they are, so the
  * scatter records and skips them as before.
  */
-import { ENTRY_BUILTINS, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP, paramsStruct } from './common.wgsl.js';
+import { SLOT_OWNERS } from '../generated/params.js';
+import type { SlotOwnersParams, SlotOwnersRanges } from '../generated/params.js';
+import { ENTRY_BUILTINS, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
 import type { SlotOwnersPlan } from './plan.js';
-import { declareBindings } from './source.js';
+import { kernelSource } from './source.js';
 import type { KernelSource } from './source.js';
 
-export const SLOT_OWNERS_PARAMS = ['tokens', 'slotBelow'] as const;
-
-export function slotOwnersShader(plan: SlotOwnersPlan): KernelSource {
+export function slotOwnersShader(plan: SlotOwnersPlan): KernelSource<SlotOwnersParams, SlotOwnersRanges> {
   const i64 = plan.slotType === 'i64';
-  const bindings = [
-    { name: 'slots', access: 'read' as const, type: 'array<u32>' },
-    { name: 'owners', access: 'read_write' as const, type: 'array<atomic<u32>>' },
-    ...(plan.stage === 'resolve' ? [{ name: 'owned', access: 'read_write' as const, type: 'array<u32>' }] : []),
-  ];
+  const bindings = SLOT_OWNERS.bindings({ resolve: plan.stage === 'resolve' });
   const mark = ownerMark(plan.rule);
   const body =
     plan.stage === 'claim'
@@ -43,8 +39,8 @@ export function slotOwnersShader(plan: SlotOwnersPlan): KernelSource {
   }
   ${i64 ? 'owned[2u * n] = owned_.x;\n  owned[2u * n + 1u] = owned_.y;' : 'owned[n] = owned_.x;'}`;
   const code = `${INDEX_RANGE_WGSL}
-${paramsStruct(SLOT_OWNERS_PARAMS)}
-${declareBindings(bindings)}
+${SLOT_OWNERS.uniformsWgsl}
+${bindings.wgsl}
 ${indexReader('slotAt', 'slots', plan.slotType)}
 
 @compute @workgroup_size(${plan.workgroupSize})
@@ -57,7 +53,7 @@ fn main(${ENTRY_BUILTINS}) {
   ${body}
 }
 `;
-  return { code, bindings: bindings.map(({ name, access }) => ({ name, access })), params: SLOT_OWNERS_PARAMS };
+  return kernelSource(SLOT_OWNERS, bindings, code);
 }
 
 /** What a token writes into the owner table so that atomicMax leaves the token the rule names; 0 is "no owner". */

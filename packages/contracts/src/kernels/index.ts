@@ -1,0 +1,18 @@
+/**
+ * `@kvkit/contracts/kernels`: every kernel's interface, declared once, for the
+ * backends' generators (CUDA parameter structs and entry points, WGSL
+ * uniform blocks and bindings, and the typed host writers of both).
+ */
+import { deviceRecords } from './deviceRecords.js';
+import { fusedNormRopeCuda, normRopeWgsl } from './fusedNormRopeStacked.js';
+import { copyCuda, copyWgsl, fillCuda, fmaWgsl, spinCuda } from './measurement.js';
+import { gemmCuda, gemmReduceWgsl, gemmWgsl } from './projection.js';
+import { claimSlotsCuda, ropePoolCuda, ropeRowsWgsl, ropeTableWgsl, slotOwnersWgsl } from './ropePoolFused.js';
+
+export type { CudaElement, CudaEntry, CudaKernelDecl, CudaLaunch, CudaParam, CudaRecordDecl, RecordField, StorageBindingDecl, UniformField, WgslKernelDecl } from './declare.js';
+export { MAX_UNIFORM_WORDS } from './declare.js';
+export { FLOAT_CODE } from './floatCode.js';
+export { deviceRecords };
+
+export const cudaKernels = [fusedNormRopeCuda, ropePoolCuda, claimSlotsCuda, gemmCuda, copyCuda, spinCuda, fillCuda];
+export const wgslKernels = [normRopeWgsl, ropeRowsWgsl, ropeTableWgsl, slotOwnersWgsl, gemmWgsl, gemmReduceWgsl, copyWgsl, fmaWgsl];

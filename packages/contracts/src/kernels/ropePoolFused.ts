@@ -1,0 +1,120 @@
+/** The kernels behind ropePoolFused, and the slot-claim pass before any pool write. */
+import { FLOAT_DTYPES } from '../tensor.js';
+import { cudaKernel, entryGrid, i64, input, output, read, readWrite, u32, wgslKernel } from './declare.js';
+
+export const ropePoolCuda = cudaKernel({
+  kernel: 'ropePool',
+  struct: 'RopePoolParams',
+  doc: 'RoPE of Q and K, with K and V scattered into the pools at their slots (rope_pool.cu).',
+  params: {
+    q: input('void', '[N, Hq, D]'),
+    k: input('void', '[N, H, D]'),
+    v: input('void', '[N, H, D]'),
+    ropeFrequencies: input('float', '[R/2]'),
+    positions: input('void', '[N]'),
+    slots: input('void', '[N]'),
+    qRot: output('void', '[N, Hq, D]'),
+    kRot: output('void', '[N, H, D]'),
+    kPool: output('void', '[S, H, D]'),
+    vPool: output('void', '[S, H, D]'),
+    badValue: output('BadValueRecord', 'where a slot out of range is recorded'),
+    numTokens: i64('N'),
+    numQoHeads: i64('Hq'),
+    numKvHeads: i64('H'),
+    headDim: i64('D'),
+    rotaryDim: i64('R'),
+    gptj: i64('0: neox pairs (j, j + R/2); 1: gptj pairs (2j, 2j + 1)'),
+    positionsAreI64: i64('1: positions are i64, 0: i32'),
+    slotsAreI64: i64('1: slots are i64, 0: i32'),
+    slotBelow: i64('S'),
+    slotCheck: i64('check number of the slot rule, for BadValueRecord.key'),
+    slotOwners: input('SlotOwner', 'winners of duplicate slots, or null (see claim_slots)'),
+    slotOwnersMask: i64('slot-owner table capacity - 1'),
+    generation: i64("this call's generation in the slot-owner table"),
+    rowsPerUnit: i64('of the Hq + 2*H rows of one token (q heads, k heads, v heads)'),
+    unitsPerToken: i64('ceil((Hq + 2*H) / rowsPerUnit)'),
+    lanesPerRow: i64('power of two <= 32'),
+  },
+  launches: {
+    // A row here is one tensor's, half a fused row's bytes: four rows a step and the next four in flight.
+    nv1: { threads: 256, minBlocksPerSM: 2, constants: { vectorsPerLane: 1, rowsPerStep: 4, rowAhead: true }, doc: 'rows of one 16-byte vector per lane' },
+    nv2: { threads: 256, minBlocksPerSM: 2, constants: { vectorsPerLane: 2, rowsPerStep: 1, rowAhead: false }, doc: 'rows of two 16-byte vectors per lane' },
+    any: { threads: 256, doc: 'any row shape, element by element' },
+  },
+  entries: entryGrid('rope_pool_{dtype}_{launch}', FLOAT_DTYPES, ['nv1', 'nv2', 'any']),
+});
+
+export const claimSlotsCuda = cudaKernel({
+  kernel: 'claimSlots',
+  struct: 'ClaimSlotsParams',
+  doc: 'Fills the slot-owner table for one call, before the kernel that writes the pools (claim_slots.cu).',
+  params: {
+    slots: input('void', '[N]'),
+    slotOwners: output('SlotOwner', 'the table'),
+    numTokens: i64('N'),
+    slotsAreI64: i64('1: slots are i64, 0: i32'),
+    slotBelow: i64('S: slots at or past it (and negative ones) claim nothing'),
+    slotOwnersMask: i64('table capacity - 1'),
+    generation: i64("this call's generation"),
+  },
+  launches: { default: { threads: 256, doc: 'one thread per token' } },
+  entries: [{ name: 'claim_slots', launch: 'default' }],
+});
+
+export const ropeRowsWgsl = wgslKernel({
+  kernel: 'ropeRows',
+  doc: 'RoPE of head rows without a norm, keys also into the pools (ropePoolFused.wgsl.ts); kind all, q or kv.',
+  uniforms: {
+    rows: u32('head rows of the dispatch'),
+    queryHeads: u32('Hq (rows run q heads, then k heads, per token, in kind all)'),
+    keyHeads: u32('H'),
+    slotBelow: u32('S'),
+    slotFlag: u32('flag word of the slot rule'),
+  },
+  types: {
+    Row: 'a row vector: u32 (element access), vec2<u32> or vec4<u32>',
+    Dst: 'Row, or atomic<u32> where half-words are stored one at a time',
+  },
+  variants: { queries: 'the query part runs (kind all or q)', keys: 'the key part runs (kind all or kv)' },
+  bindings: {
+    q: read('Row', '[N, Hq, D]', 'queries'),
+    k: read('Row', '[N, H, D]', 'keys'),
+    v: read('Row', '[N, H, D]', 'keys'),
+    cosSin: read('f32', '[N, R] cos then sin per token'),
+    slots: read('u32', '[N] i32 or i64 (two words)', 'keys'),
+    qRot: readWrite('Dst', '[N, Hq, D]', 'queries'),
+    kRot: readWrite('Dst', '[N, H, D]', 'keys'),
+    kPool: readWrite('Dst', '[S, H, D]', 'keys'),
+    vPool: readWrite('Dst', '[S, H, D]', 'keys'),
+    flags: readWrite('atomic<u32>', 'device-check flag words', 'keys'),
+  },
+});
+
+export const ropeTableWgsl = wgslKernel({
+  kernel: 'ropeTable',
+  doc: 'cos/sin rows for RoPE from positions and f_j / 2π, one row per token (ropeTable.wgsl.ts).',
+  uniforms: {
+    tokens: u32('T'),
+    halfRotary: u32('R/2'),
+  },
+  bindings: {
+    positions: read('u32', '[T] i32 or i64 (two words)'),
+    turnsPerPosition: read('f32', '[R/2] f_j / 2π'),
+    table: readWrite('f32', '[T, R] cos then sin'),
+  },
+});
+
+export const slotOwnersWgsl = wgslKernel({
+  kernel: 'slotOwners',
+  doc: 'The ownership pass before a pool scatter: claim marks each slot with its owner, resolve writes the slot list the scatter reads (slotOwners.wgsl.ts).',
+  uniforms: {
+    tokens: u32('N'),
+    slotBelow: u32('S: slots at or past it (and negative ones) are copied as they are'),
+  },
+  variants: { resolve: 'the resolve stage, which writes the owned slot list and clears the marks' },
+  bindings: {
+    slots: read('u32', '[N] i32 or i64 (two words)'),
+    owners: readWrite('atomic<u32>', '[S] owner marks, all 0 between calls'),
+    owned: readWrite('u32', '[N] the slots with non-owners skipped (-1)', 'resolve'),
+  },
+});
