@@ -1,6 +1,6 @@
-import { ContractError } from '@kvkit/errors-catalog';
 import type { DimExpr, DTypeRule } from '../dsl/declare.js';
 import { evalDim, isDimName } from '../dsl/dims.js';
+import { ContractError } from '../errors/contractError.js';
 import { isTensor, LAYER_VIEW, numel, TENSOR_OWNER } from '../tensor.js';
 import type { DType, OwnedTensor, Shape } from '../tensor.js';
 

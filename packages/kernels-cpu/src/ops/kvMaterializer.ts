@@ -1,7 +1,7 @@
 import type { DType } from '@kvkit/contracts';
 import type { CreateKvMaterializerChecked, KvMaterializerMaterializeChecked, KvMaterializerMaterializeIntoChecked, MaterializerKernels } from '@kvkit/contracts/backend';
 import { deliverLayerViews } from '@kvkit/contracts/backend';
-import { ContractError } from '@kvkit/errors-catalog';
+import { ContractError } from '@kvkit/contracts';
 import type { Readable } from '../math/rmsNorm.js';
 import { fillCosSinRow, ropeFrequencies } from '../math/rope.js';
 import type { RopeStyle } from '../math/rope.js';

@@ -1,7 +1,7 @@
 import type { FloatDType } from '@kvkit/contracts';
 import type { CreateKvMaterializerChecked, KvMaterializerMaterializeChecked, KvMaterializerMaterializeIntoChecked, MaterializerKernels } from '@kvkit/contracts/backend';
 import { deliverLayerViews } from '@kvkit/contracts/backend';
-import { ContractError } from '@kvkit/errors-catalog';
+import { ContractError } from '@kvkit/contracts';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
 import { CudaTensor, ELEMENT_BYTES } from '../runtime/cudaTensor.js';
 import type { DeviceBuffer } from '../runtime/memory.js';

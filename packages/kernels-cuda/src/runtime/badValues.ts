@@ -1,5 +1,5 @@
 import type { DeviceCheck } from '@kvkit/contracts/backend';
-import { ContractError } from '@kvkit/errors-catalog';
+import { ContractError } from '@kvkit/contracts';
 import type { CudaContext } from './context.js';
 import type { DeviceBuffer } from './memory.js';
 

@@ -1,7 +1,7 @@
 import type { FloatDType, IndexDType } from '@kvkit/contracts';
 import type { CreateKvMaterializerChecked, KvMaterializerMaterializeChecked, KvMaterializerMaterializeIntoChecked, MaterializerKernels } from '@kvkit/contracts/backend';
 import { deliverLayerViews } from '@kvkit/contracts/backend';
-import { ContractError } from '@kvkit/errors-catalog';
+import { ContractError } from '@kvkit/contracts';
 import { align } from '../runtime/gpuRuntime.js';
 import type { BufferRange, DeviceStorage } from '../runtime/gpuRuntime.js';
 import { bytesPerElement, GpuTensor } from '../runtime/gpuTensor.js';

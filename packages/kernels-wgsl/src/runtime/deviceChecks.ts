@@ -11,7 +11,7 @@
  */
 import type { IndexDType } from '@kvkit/contracts';
 import type { DeviceCheck } from '@kvkit/contracts/backend';
-import { ContractError } from '@kvkit/errors-catalog';
+import { ContractError } from '@kvkit/contracts';
 import type { BufferRange, DeviceStorage, GpuRuntime } from './gpuRuntime.js';
 import type { GpuTensor } from './gpuTensor.js';
 

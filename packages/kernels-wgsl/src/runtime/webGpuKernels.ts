@@ -1,6 +1,6 @@
 import type { DType, Shape, TensorData } from '@kvkit/contracts';
 import type { BackendKernels, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked } from '@kvkit/contracts/backend';
-import { ContractError } from '@kvkit/errors-catalog';
+import { ContractError } from '@kvkit/contracts';
 import { packHalves, unpackHalves } from '../numerics/halfFloats.js';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';
