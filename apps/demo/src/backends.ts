@@ -1,5 +1,5 @@
 import type { Backend } from '@kvkit/contracts';
-import { isContractError } from '@kvkit/errors-catalog';
+import { isContractError } from '@kvkit/contracts';
 import { createCpuBackend } from '@kvkit/kernels-cpu';
 import { createCudaBackend } from '@kvkit/kernels-cuda';
 import { createWebGpuBackend, probeWebGpu } from '@kvkit/kernels-wgsl';

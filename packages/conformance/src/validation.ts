@@ -1,6 +1,5 @@
-import { numel } from '@kvkit/contracts';
+import { isContractError, numel } from '@kvkit/contracts';
 import { allErrors } from '@kvkit/contracts/dsl';
-import { isContractError } from '@kvkit/errors-catalog';
 import type { Backend } from '@kvkit/contracts';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, it } from 'vitest';

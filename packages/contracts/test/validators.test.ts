@@ -1,7 +1,7 @@
-import { ContractError } from '@kvkit/errors-catalog';
 import { describe, expect, it } from 'vitest';
 import { defineBackend, TENSOR_OWNER } from '../src/backend/index.js';
 import type { BackendKernels, OwnedTensor } from '../src/backend/index.js';
+import { ContractError } from '../src/index.js';
 import type { DType, Shape } from '../src/index.js';
 
 /**

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import type { ContractError } from '@kvkit/errors-catalog';
+import type { ContractError } from '../src/index.js';
 import { describe, expect, it } from 'vitest';
 import { breaksValueRule, valueRuleError } from '../src/backend/index.js';
 import type { DeviceCheck, OwnedTensor } from '../src/backend/index.js';

@@ -1,11 +1,13 @@
 /**
- * Merges the contracts' skeleton (codes, templates, source lines) with the
- * prose in entries/KV0xx.md into src/generated/catalog.ts. A code without
- * prose still gets an entry, with empty sections, so the tidy tests name it.
+ * Merges the contracts' skeleton (codes, templates, source lines) and the
+ * fixes of their error table with the prose in entries/KV0xx.md into
+ * src/generated/catalog.ts. A code without prose still gets an entry, with
+ * empty sections, so the tidy tests name it.
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { errorTable } from '../../contracts/src/generated/errors.js';
 import type { CatalogEntry } from '../src/entry.js';
 import { parseEntry } from './parse-entry.js';
 
@@ -37,8 +39,9 @@ const missing: string[] = [];
 const entries: CatalogEntry[] = skeleton.entries.map((s) => {
   const text = prose.get(s.code);
   if (!text) missing.push(s.code);
-  const p = parseEntry(text ?? '');
-  return { ...s, ...p, retired: s.retired || undefined };
+  const { meaning, whenItHappens, situations, ...rest } = parseEntry(text ?? '');
+  const solutions = [...(errorTable[s.code]?.fixes ?? [])];
+  return { ...s, meaning, whenItHappens, situations, solutions, ...rest, retired: s.retired || undefined };
 });
 const orphans = [...prose.keys()].filter((c) => !skeleton.entries.some((s) => s.code === c));
 

@@ -5,22 +5,23 @@
  *   ## Meaning            paragraphs
  *   ## When it happens    paragraphs
  *   ## Situations         a bullet list
- *   ## Solutions          a numbered list, most likely fix first
  *   ## Example            a ```ts before``` block, then a ```ts after``` block
  *   ## Related            a bullet list of codes
  *   ## Upstream messages  (optional) a bullet list of other systems' wordings
+ *
+ * The solutions are not here: they are the `fixes` of the code's declaration
+ * in packages/contracts, which `ContractError` carries too.
  */
 export interface ParsedEntry {
   meaning: string;
   whenItHappens: string;
   situations: string[];
-  solutions: string[];
   example: { before: string; after: string };
   related: string[];
   upstreamMessages: string[];
 }
 
-export const SECTIONS = ['Meaning', 'When it happens', 'Situations', 'Solutions', 'Example', 'Related'] as const;
+export const SECTIONS = ['Meaning', 'When it happens', 'Situations', 'Example', 'Related'] as const;
 
 export function parseEntry(md: string): ParsedEntry {
   const sections = new Map<string, string>();
@@ -35,7 +36,6 @@ export function parseEntry(md: string): ParsedEntry {
     meaning: paragraphs(get('Meaning')),
     whenItHappens: paragraphs(get('When it happens')),
     situations: items(get('Situations')),
-    solutions: items(get('Solutions')),
     example: { before: block('before'), after: block('after') },
     related: items(get('Related')).map((r) => r.replace(/[^A-Z0-9]/gi, '').toUpperCase()),
     upstreamMessages: items(get('Upstream messages')),

@@ -1,3 +1,4 @@
+import { canonicalCode } from '@kvkit/contracts/dsl';
 import type { CatalogEntry } from './entry.js';
 import { entries } from './generated/catalog.js';
 
@@ -8,6 +9,6 @@ const byCode = new Map(entries.map((e) => [e.code, e]));
 
 /** The whole entry for a code (`KV012`, `kv012` or `12`), or undefined for a code that does not exist. */
 export function explain(code: string): CatalogEntry | undefined {
-  const m = /^\s*(?:kv)?0*(\d{1,3})\s*$/i.exec(code);
-  return m ? byCode.get(`KV${m[1]!.padStart(3, '0')}`) : undefined;
+  const key = canonicalCode(code);
+  return key === undefined ? undefined : byCode.get(key);
 }

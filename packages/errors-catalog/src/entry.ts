@@ -1,4 +1,4 @@
-/** One error code, as `explain()` returns it: the contract's skeleton merged with its prose entry. */
+/** One error code, as `explain()` returns it: the contract's skeleton and fixes merged with its prose entry. */
 export interface CatalogEntry {
   code: string;
   title: string;
@@ -14,6 +14,7 @@ export interface CatalogEntry {
   meaning: string;
   whenItHappens: string;
   situations: string[];
+  /** What to do, most likely first: the `fixes` of the code's declaration, as `ContractError.fixes`. */
   solutions: string[];
   /** Runnable TypeScript with `backend` in scope: `before` throws this code, `after` does not. */
   example: { before: string; after: string };

@@ -1,4 +1,4 @@
-import { docsUrl } from './docs-url.js';
+import { docsUrl } from '@kvkit/contracts';
 import type { CatalogEntry } from './entry.js';
 
 /** The entry as plain text for a terminal: what `kvkit explain` prints. */

@@ -1,3 +1,4 @@
+import * as contracts from '@kvkit/contracts';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ContractError, explain, isContractError, setDocsBase, version } from '../src/index.js';
 
@@ -17,6 +18,14 @@ describe('ContractError', () => {
     expect(e.fixes).toEqual(explain('KV014')!.solutions);
     expect(isContractError(e)).toBe(true);
     expect(isContractError(new TypeError('x'))).toBe(false);
+  });
+
+  it('is the ContractError of @kvkit/contracts, so errors thrown by a backend are instances of it', () => {
+    expect(ContractError).toBe(contracts.ContractError);
+    expect(new contracts.ContractError('KV012', 'fusedNormRopeStacked')).toBeInstanceOf(ContractError);
+    // One docs base for both: setting it here moves the links of errors made in contracts.
+    setDocsBase('https://example.test/kvkit');
+    expect(new contracts.ContractError('KV012', 'fusedNormRopeStacked').docsUrl).toBe('https://example.test/kvkit/errors/kv012/');
   });
 
   it('points at another docs base when asked', () => {

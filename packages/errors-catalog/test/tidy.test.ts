@@ -27,6 +27,7 @@ describe('catalog tidy', () => {
   it.each(catalog.map((e) => [e.code, e] as const))('%s has every section of its prose entry', (code, e) => {
     const md = readFileSync(new URL(`../entries/${code}.md`, import.meta.url), 'utf8');
     for (const section of SECTIONS) expect(md, `${code}: ## ${section}`).toMatch(new RegExp(`^## ${section}\\s*$`, 'm'));
+    expect(md, `${code}: its solutions are the \`fixes\` of its declaration in packages/contracts/src/ops, not a section here`).not.toMatch(/^## Solutions\s*$/m);
     expect(e.meaning.length, 'meaning').toBeGreaterThan(40);
     expect(e.whenItHappens.length, 'when it happens').toBeGreaterThan(20);
     expect(e.situations.length, 'situations').toBeGreaterThan(0);

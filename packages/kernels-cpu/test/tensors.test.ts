@@ -1,4 +1,4 @@
-import { ContractError } from '@kvkit/errors-catalog';
+import { ContractError } from '@kvkit/contracts';
 import { describe, expect, it } from 'vitest';
 import { createCpuBackend } from '../src/index.js';
 import { bitsOf, thrown } from './helpers.js';

@@ -1,7 +1,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { isContractError } from '@kvkit/errors-catalog';
+import { isContractError } from '@kvkit/contracts';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createCudaBackend } from '../src/index.js';
 import { loadFatbin } from '../src/runtime/fatbin.js';

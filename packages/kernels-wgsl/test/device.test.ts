@@ -1,4 +1,4 @@
-import { isContractError } from '@kvkit/errors-catalog';
+import { isContractError } from '@kvkit/contracts';
 import { describe, expect, it } from 'vitest';
 import { createWebGpuBackend, webGpuBackendStats } from '../src/index.js';
 import { findAdapter, KERNEL_TOGGLES } from '../src/runtime/adapter.js';

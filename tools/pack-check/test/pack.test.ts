@@ -47,6 +47,8 @@ function install(name: string, files: Record<string, string>, lib: string[] = ['
 }
 
 const run = (dir: string, file: string) => execFileSync(process.execPath, [file], { cwd: dir, encoding: 'utf8' });
+/** The kvkit packages an install brought, its own and their dependencies. */
+const installed = (dir: string) => readdirSync(join(dir, 'node_modules', '@kvkit')).sort();
 /** tsc's output: empty when the consumer compiles. */
 const typecheck = (dir: string) => spawnSync(process.execPath, [tsc, '-p', '.'], { cwd: dir, encoding: 'utf8' }).stdout;
 
@@ -58,6 +60,15 @@ describe('packed packages, installed alone', () => {
         const { kOut } = b.fusedNormRopeStacked({ kv: b.tensor('f32', [1, 1, 4], [1, 2, 3, 4]), kNormWeight: b.tensor('f32', [1, 2], [1, 1]),
           eps: b.tensor('f32', [1], [0]), cosSinCache: b.tensor('f32', [1, 2], [1, 0]), positions: b.tensor('i32', [1], [0]), numKvHeads: 1, headDim: 2, rotaryDim: 2 });
         console.log(JSON.stringify(Array.from(await b.read(kOut))));`,
+      'error.mjs': `import { createCpuBackend } from '@kvkit/kernels-cpu';
+        import { ContractError } from '@kvkit/contracts';
+        const b = createCpuBackend();
+        try {
+          b.fusedNormRopeStacked({ kv: b.tensor('f32', [1, 1, 4]), kNormWeight: b.tensor('f32', [1, 3]), eps: b.tensor('f32', [1]),
+            cosSinCache: b.tensor('f32', [1, 2]), positions: b.tensor('i32', [1], [0]), numKvHeads: 1, headDim: 2, rotaryDim: 2 });
+        } catch (e) {
+          console.log(JSON.stringify({ isContractError: e instanceof ContractError, message: e.message, fixes: e.fixes.length }));
+        }`,
       'types.ts': `import { createCpuBackend } from '@kvkit/kernels-cpu';
         import type { Tensor } from '@kvkit/contracts';
         const b = createCpuBackend();
@@ -71,12 +82,20 @@ describe('packed packages, installed alone', () => {
     // k = [1, 2]: rms = sqrt(2.5), so kOut = k / sqrt(2.5) at position 0 (no rotation).
     const kOut = JSON.parse(run(dir, 'use.mjs')) as number[];
     expect(kOut.map((x) => +x.toFixed(5))).toEqual([1 / Math.sqrt(2.5), 2 / Math.sqrt(2.5)].map((x) => +x.toFixed(5)));
+    // The message and fixes come from the contracts' table: the catalog is not installed with a backend.
+    expect(installed(dir)).toEqual(['contracts', 'kernels-cpu']);
+    const error = JSON.parse(run(dir, 'error.mjs')) as { isContractError: boolean; message: string; fixes: number };
+    expect(error.isContractError).toBe(true);
+    expect(error.message).toMatch(/^\[KV012\] fusedNormRopeStacked: kNormWeight has shape \[1, 3\]; expected \[L, D\] = \[1, 2\]\. .* See https:\/\/kvkit\.dev\/v[\d.]+\/errors\/kv012\/$/);
+    expect(error.fixes).toBeGreaterThan(0);
     expect(typecheck(dir)).toBe('');
   });
 
   it('@kvkit/contracts alone gives the Backend type and its compile-time checks', () => {
     const dir = install('@kvkit/contracts', {
       'use.mjs': `import { allOps, allErrors } from '@kvkit/contracts/dsl'; console.log(allOps.length, Object.keys(allErrors).length);`,
+      'error.mjs': `import { ContractError } from '@kvkit/contracts';
+        console.log(new ContractError('KV003', 'read', { arg: 'tensor' }).message);`,
       'types.ts': `import type { Backend, Tensor } from '@kvkit/contracts';
         export function normRope(b: Backend, kv: Tensor<'f16', readonly [number, 3, 64]>): Tensor<'f16', readonly [3, number, 4, 8]> {
           const args = { kv, kNormWeight: b.tensor('f16', [3, 8]), eps: b.tensor('f32', [3]), cosSinCache: b.tensor('f32', [64, 8]), positions: b.tensor('i64', [0] as number[]), numKvHeads: 4, headDim: 8, rotaryDim: 8 } as const;
@@ -88,17 +107,25 @@ describe('packed packages, installed alone', () => {
     const [ops, codes] = run(dir, 'use.mjs').trim().split(' ').map(Number);
     expect(ops).toBeGreaterThanOrEqual(3);
     expect(codes).toBeGreaterThan(40);
+    expect(run(dir, 'error.mjs').trim()).toMatch(/^\[KV003\] read: tensor was disposed and can no longer be used\. See https:\/\/kvkit\.dev\/v[\d.]+\/errors\/kv003\/$/);
     expect(typecheck(dir)).toBe('');
   });
 
-  it('@kvkit/errors-catalog ships the catalog and the kvkit command', () => {
+  it('@kvkit/errors-catalog ships the catalog and the kvkit command, on top of @kvkit/contracts', () => {
     const dir = install('@kvkit/errors-catalog', {
+      'use.mjs': `import * as catalog from '@kvkit/errors-catalog';
+        import * as contracts from '@kvkit/contracts';
+        const e = new catalog.ContractError('KV012', 'fusedNormRopeStacked');
+        console.log(JSON.stringify({ same: catalog.ContractError === contracts.ContractError && e instanceof contracts.ContractError,
+          fixesAreSolutions: JSON.stringify(e.fixes) === JSON.stringify(catalog.explain('KV012').solutions) }));`,
       'types.ts': `import { explain, lookup, ContractError, type CatalogEntry } from '@kvkit/errors-catalog';
         const e: CatalogEntry | undefined = explain('KV012');
         const first: string | undefined = lookup('positions/slots must have one entry per token')[0]?.entry.code;
         const err: ContractError = new ContractError('KV003', 'read', { arg: 'tensor' });
         export { e, first, err };`,
     });
+    expect(installed(dir)).toEqual(['contracts', 'errors-catalog']);
+    expect(JSON.parse(run(dir, 'use.mjs'))).toEqual({ same: true, fixesAreSolutions: true });
     const out = execFileSync(join(dir, 'node_modules', '.bin', 'kvkit'), ['explain', 'KV013'], { encoding: 'utf8' });
     expect(out).toMatch(/^KV013: /);
     expect(typecheck(dir)).toBe('');
@@ -111,12 +138,14 @@ describe('packed packages, installed alone', () => {
         export const adapter: Promise<GPUAdapter | undefined> = probeWebGpu().then((r: AdapterProbe) => (r.ok ? r.adapter : undefined));`,
     }, ['es2023', 'dom']);
     expect(run(wgsl, 'use.mjs').trim()).toBe('boolean');
+    expect(installed(wgsl)).toEqual(['contracts', 'kernels-wgsl']);
     expect(typecheck(wgsl)).toBe('');
     const cuda = install('@kvkit/kernels-cuda', {
       'use.mjs': `import { probeCuda } from '@kvkit/kernels-cuda'; console.log(typeof probeCuda().ok);`,
       'types.ts': `import { probeCuda, type CudaProbe } from '@kvkit/kernels-cuda'; export const p: CudaProbe = probeCuda();`,
     });
     expect(run(cuda, 'use.mjs').trim()).toBe('boolean');
+    expect(installed(cuda)).toEqual(['contracts', 'kernels-cuda']);
     expect(typecheck(cuda)).toBe('');
   });
 });

@@ -5,7 +5,7 @@
  * buffers, so the views the outer call handed out keep their contents; and
  * layer views live only while their callback runs.
  */
-import { ContractError } from '@kvkit/errors-catalog';
+import { ContractError } from '../errors/contractError.js';
 import { deliverLayerViews } from '../runtime/layerViews.js';
 import type { Workspace } from './workspace.js';
 

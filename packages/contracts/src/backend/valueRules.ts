@@ -4,7 +4,7 @@
  * first token that does. The host check and every device's decoding of its
  * recorded bad value go through `valueRuleError`, so the three cannot drift.
  */
-import { ContractError } from '@kvkit/errors-catalog';
+import { ContractError } from '../errors/contractError.js';
 
 /** A value rule with its bounds resolved for one call. */
 export interface ValueBounds {

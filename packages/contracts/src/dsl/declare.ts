@@ -14,6 +14,8 @@ export type DimExpr = string;
 export interface ErrorDecl {
   readonly title: string;
   readonly message: string;
+  /** What to do, most likely first: `ContractError.fixes`, and the Solutions of the code's catalog page. */
+  readonly fixes: readonly string[];
   /** No check raises it any more; it stays declared so its code is never reused and its page stays up. */
   readonly retired?: true;
   /** Raised by a backend's runtime (start-up, driver), not by a validator: the calls that can raise it. */

@@ -2,15 +2,89 @@ import { distinct, errors, F32, FLOAT, INDEX, int, choice, sameAs, tensor, value
 import type { ContractFile, Step } from '../dsl/declare.js';
 
 export const fusedNormRopeStackedErrors = errors({
-  KV010: { title: 'kv is not 3-D', message: '{arg} must be {rank}-D {expected}; got shape {actual}' },
-  KV011: { title: "kv's last dim is not 2*H*D", message: '{arg} has shape {actual}; expected {expected}' },
-  KV012: { title: 'kNormWeight is not [L, D]', message: '{arg} has shape {actual}; expected {expected}' },
-  KV013: { title: 'eps is not [L]', message: '{arg} has shape {actual}; expected {expected}, one eps per layer' },
-  KV014: { title: 'Output is not [L, T, H, D]', message: '{arg} has shape {actual}; expected {expected}' },
-  KV015: { title: 'positions is not [T]', message: '{arg} has shape {actual}; expected {expected}, one position per token of kv' },
-  KV016: { title: 'cosSinCache is not [P, rotaryDim]', message: '{arg} has shape {actual}; expected {expected}' },
-  KV017: { title: 'Position outside the cos/sin cache', message: '{arg}[{index}] = {actual} is outside the cos/sin cache rows [0, {expected})' },
-  KV018: { title: 'kOut and vOut are the same tensor', message: '{arg} and {other} are the same tensor; pass two distinct outputs' },
+  KV010: {
+    title: 'kv is not 3-D',
+    message: '{arg} must be {rank}-D {expected}; got shape {actual}',
+    fixes: [
+      'Build `kv` as `[T, L, 2*H*D]`: for each token and layer, the `H*D` K values followed by the `H*D` V values.',
+      'If you only have per-layer projections, stack them along dim 1 on the host, or let `createKvMaterializer` do the projection of all layers in one GEMM.',
+      'Drop a leading batch axis of size 1 and flatten separate K/V or head axes into the last dim.',
+    ],
+  },
+  KV011: {
+    title: "kv's last dim is not 2*H*D",
+    message: '{arg} has shape {actual}; expected {expected}',
+    fixes: [
+      'Pass the KV head count (`num_key_value_heads`), not the query head count, as `numKvHeads`.',
+      "Slice the projection to the K and V rows only: rows `[qSize, qSize + 2*H*D)` of each layer's QKV weight.",
+      'Check `kv.shape[2] === 2 * numKvHeads * headDim` where the tensor is built.',
+    ],
+  },
+  KV012: {
+    title: 'kNormWeight is not [L, D]',
+    message: '{arg} has shape {actual}; expected {expected}',
+    fixes: [
+      "Stack each layer's `k_norm.weight` (length `headDim`) into `[L, D]`, in layer order.",
+      'If your model normalises the whole K projection (`[H*D]` weights), it does not fit this fused path: normalise before projecting, or use a per-layer implementation.',
+      'Check the layer count: `kNormWeight.shape[0]` must equal `kv.shape[1]` (or `kvWeight.shape[0]`).',
+    ],
+  },
+  KV013: {
+    title: 'eps is not [L]',
+    message: '{arg} has shape {actual}; expected {expected}, one eps per layer',
+    fixes: [
+      "Build one value per layer: `backend.tensor('f32', [L], Array(L).fill(rmsNormEps))`.",
+      'With `createKvMaterializer`, just pass the number: `eps: 1e-6`.',
+      'Make sure `L` matches `kv.shape[1]`, the number of layers you are materializing.',
+    ],
+  },
+  KV014: {
+    title: 'Output is not [L, T, H, D]',
+    message: '{arg} has shape {actual}; expected {expected}',
+    fixes: [
+      'Allocate outputs as `backend.empty(kv.dtype, [L, T, H, D])`, layers first.',
+      'Omit `kOut`/`vOut` and use the returned tensors, unless you need to write into an existing buffer.',
+      'When reusing buffers across steps, reallocate them whenever `T` changes (or keep one per token count).',
+    ],
+  },
+  KV015: {
+    title: 'positions is not [T]',
+    message: '{arg} has shape {actual}; expected {expected}, one position per token of kv',
+    fixes: [
+      "Build positions as a 1-D tensor with one entry per token of `kv`: `backend.tensor('i32', [T], ...)`.",
+      'Create positions from the same token list as `kv`, after any truncation or rollback.',
+      'If you hold `[1, T]` or `[T, 1]` data, upload it with shape `[T]` (the data is the same), or use the materializer, which accepts those.',
+    ],
+  },
+  KV016: {
+    title: 'cosSinCache is not [P, rotaryDim]',
+    message: '{arg} has shape {actual}; expected {expected}',
+    fixes: [
+      'Build the cache with exactly `rotaryDim` columns: cos for `j < R/2`, then sin.',
+      'With the materializer, pass `ropeBase` instead of a cache and let kvkit build it with the right width.',
+      'Concatenate separate cos and sin tables along the last dim into `[P, R]`.',
+      'Check `cosSinCache.shape[1] === rotaryDim` where the cache is created.',
+    ],
+  },
+  KV017: {
+    title: 'Position outside the cos/sin cache',
+    message: '{arg}[{index}] = {actual} is outside the cos/sin cache rows [0, {expected})',
+    fixes: [
+      'Build the cos/sin cache with enough rows for the longest context you serve (`P > max position`).',
+      'With `createKvMaterializer`, pass `ropeBase` instead of a fixed cache so that kvkit grows the cache as positions increase; use `maxPositionHint` to size it up front.',
+      'Check how positions are computed after prefix caching, rollback and batching; they must be absolute positions in the sequence.',
+      'Never use negative positions for padding; drop padded tokens, or use negative `slots` (not positions) in `materializeInto`.',
+    ],
+  },
+  KV018: {
+    title: 'kOut and vOut are the same tensor',
+    message: '{arg} and {other} are the same tensor; pass two distinct outputs',
+    fixes: [
+      'Allocate two distinct buffers of shape `[L, T, H, D]`, one for K and one for V.',
+      'If your buffer cache is keyed by shape, key it by role too (K vs V).',
+      'Omit both and use the tensors returned by the op.',
+    ],
+  },
 });
 
 /** Shared by every op that applies RoPE: head and rotary dims, and the pairing style. */

@@ -3,15 +3,88 @@ import type { ContractFile } from '../dsl/declare.js';
 import { ropeParams } from './fusedNormRopeStacked.js';
 
 export const kvMaterializerErrors = errors({
-  KV020: { title: 'kvWeight is not [L, 2*H*D, hidden]', message: '{arg} has shape {actual}; expected {expected}' },
-  KV021: { title: 'Give exactly one of cosSinCache and ropeBase', message: 'pass exactly one of cosSinCache and ropeBase; got {actual}' },
-  KV022: { title: 'ctxHidden is not [T, hidden]', message: '{arg} has shape {actual}; expected {expected}' },
-  KV023: { title: 'positions count differs from the ctxHidden token count', message: '{arg} holds {count} entries; expected {expected}, one per token of ctxHidden' },
-  KV024: { title: 'KV pool is not [L, S, H, D]', message: '{arg} has shape {actual}; expected {expected}' },
-  KV025: { title: 'slots is not [T]', message: '{arg} has shape {actual}; expected {expected}, one slot per token of ctxHidden' },
-  KV026: { title: 'positions is not a list of T entries', message: '{arg} must be [T], [T, 1] or [1, T]; got shape {actual}' },
-  KV027: { title: 'Layer view used after writeLayerKv returned', message: '{arg} is a view of layer {layer} that was valid only during writeLayerKv; copy it inside the callback' },
-  KV028: { title: 'Position at or past 2^31', message: '{arg}[{index}] = {actual} is at or past {expected}, the bound on positions; a position counts tokens of one sequence' },
+  KV020: {
+    title: 'kvWeight is not [L, 2*H*D, hidden]',
+    message: '{arg} has shape {actual}; expected {expected}',
+    fixes: [
+      "Take rows `[qSize, qSize + 2*H*D)` of each layer's QKV weight (`[out, in]`) and stack them into `[L, 2*H*D, hidden]`.",
+      'If your weights are `[in, out]`, transpose each layer to `[out, in]` before stacking.',
+      "Pass the KV head count as `numKvHeads` and the draft model's `headDim`.",
+      'Use the fused path only when all layers share the same KV head count and head dim; otherwise materialize those layers separately.',
+    ],
+  },
+  KV021: {
+    title: 'Give exactly one of cosSinCache and ropeBase',
+    message: 'pass exactly one of cosSinCache and ropeBase; got {actual}',
+    fixes: [
+      "For plain RoPE, pass only `ropeBase` (the model's `rope_theta`) and optionally `maxPositionHint`.",
+      'For scaled RoPE (YaRN, NTK, Llama 3 scaling) or a cache shared with the target model, pass only `cosSinCache`, built with `rotaryDim` columns.',
+      'Remove the other argument, rather than setting it to a dummy value.',
+    ],
+  },
+  KV022: {
+    title: 'ctxHidden is not [T, hidden]',
+    message: '{arg} has shape {actual}; expected {expected}',
+    fixes: [
+      "Project the target's hidden states to the draft's width first (the draft model's `fc` layer), then materialize.",
+      'Flatten a batch axis into the token axis: `[B*T, hidden]`, with positions flattened the same way.',
+      'Check that the materializer was built with the `kvWeight` of the model whose hidden states you pass.',
+    ],
+  },
+  KV023: {
+    title: 'positions count differs from the ctxHidden token count',
+    message: '{arg} holds {count} entries; expected {expected}, one per token of ctxHidden',
+    fixes: [
+      'Build `positions` from the same token list as `ctxHidden`, right before the call: `positions.length === ctxHidden.shape[0]`.',
+      'After any append, truncation or rollback, recompute both together rather than patching one.',
+      'Remove padding from positions when it is removed from the hidden states.',
+    ],
+  },
+  KV024: {
+    title: 'KV pool is not [L, S, H, D]',
+    message: '{arg} has shape {actual}; expected {expected}',
+    fixes: [
+      "Allocate each pool as `backend.empty(dtype, [L, S, H, D])` with the draft model's `L`, `H` (KV heads) and `D`.",
+      'Use the same `S` for K and V.',
+      'If your cache keeps one pool per layer, call `ropePoolFused` per layer, or reorganise it into one `[L, S, H, D]` pool.',
+    ],
+  },
+  KV025: {
+    title: 'slots is not [T]',
+    message: '{arg} has shape {actual}; expected {expected}, one slot per token of ctxHidden',
+    fixes: [
+      'Build `slots` from the same token list as `ctxHidden` and `positions`: one entry per token.',
+      'For tokens that must not be written (already cached, padding), keep them in the list and give them slot `-1`.',
+      'Flatten `[B, S]` slot tables to `[B*S]` together with the hidden states.',
+    ],
+  },
+  KV026: {
+    title: 'positions is not a list of T entries',
+    message: '{arg} must be [T], [T, 1] or [1, T]; got shape {actual}',
+    fixes: [
+      'Flatten the positions in the same order as the rows of `ctxHidden` and upload them as `[T]`.',
+      'For a single token, use a `[1]` tensor, not a 0-D one.',
+      'If you have padding in a `[B, S]` table, drop it from both the positions and the hidden states before flattening.',
+    ],
+  },
+  KV027: {
+    title: 'Layer view used after writeLayerKv returned',
+    message: '{arg} is a view of layer {layer} that was valid only during writeLayerKv; copy it inside the callback',
+    fixes: [
+      'Do the work inside the callback: start `backend.read(k)`, or write the views into your own pool with an op, before returning.',
+      'Collect the promises, not the views: `reads.push(backend.read(k))`, then `await Promise.all(reads)` after `materialize`.',
+      'Use `m.materializeInto({ ... kPool, vPool, slots })` to write all layers straight into `[L, S, H, D]` pools with no views at all.',
+    ],
+  },
+  KV028: {
+    title: 'Position at or past 2^31',
+    message: '{arg}[{index}] = {actual} is at or past {expected}, the bound on positions; a position counts tokens of one sequence',
+    fixes: [
+      'Pass the position of each token within its own sequence: `0` for the first token, counting up.',
+      'Unpack ids kept in the high bits before building the `positions` tensor, and pass the sequence\'s own positions only.',
+      "Build `positions` from the values your model's rotary embedding receives in the reference implementation; they are small integers.",
+    ],
+  },
 });
 
 /**

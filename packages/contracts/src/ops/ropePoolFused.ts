@@ -3,16 +3,96 @@ import type { ContractFile } from '../dsl/declare.js';
 import { ropeParams } from './fusedNormRopeStacked.js';
 
 export const ropePoolFusedErrors = errors({
-  KV030: { title: 'q, k or v is not 3-D', message: '{arg} must be {rank}-D {expected}; got shape {actual}' },
-  KV031: { title: 'q is not [N, numQoHeads, headDim]', message: '{arg} has shape {actual}; expected {expected}' },
-  KV032: { title: 'k or v is not [N, numKvHeads, headDim]', message: '{arg} has shape {actual}; expected {expected}' },
-  KV033: { title: 'positions or slots is not 1-D', message: '{arg} must be {rank}-D {expected}; got shape {actual}' },
-  KV034: { title: 'positions or slots count differs from the token count', message: '{arg} has shape {actual}; expected {expected}, one entry per token of q' },
-  KV035: { title: 'KV pool is not 3-D', message: '{arg} must be {rank}-D {expected}; got shape {actual}' },
-  KV036: { title: 'KV pool is not [S, numKvHeads, headDim]', message: '{arg} has shape {actual}; expected {expected}' },
-  KV037: { title: 'numQoHeads is not a multiple of numKvHeads', message: '{arg} = {actual} is not a multiple of numKvHeads = {expected}' },
-  KV038: { title: 'Slot outside the KV pool', message: '{arg}[{index}] = {actual} is outside the pool slots [0, {expected}); use a negative slot to skip a token' },
-  KV039: { title: 'A KV pool is the same tensor as another argument', message: '{arg} and {other} are the same tensor; a pool written in place must be a tensor of its own' },
+  KV030: {
+    title: 'q, k or v is not 3-D',
+    message: '{arg} must be {rank}-D {expected}; got shape {actual}',
+    fixes: [
+      'Give each tensor its head axis: upload or create it as `[N, Hq, D]` (for `q`) and `[N, H, D]` (for `k`, `v`); the data order of a row-major `[N, H*D]` is the same.',
+      'Flatten a batch axis into the token axis: `[B*S, H, D]`, with positions and slots flattened alike.',
+      'For a single token, keep `N = 1`: `[1, Hq, D]`.',
+    ],
+  },
+  KV031: {
+    title: 'q is not [N, numQoHeads, headDim]',
+    message: '{arg} has shape {actual}; expected {expected}',
+    fixes: [
+      'Pass the query head count of the tensor you actually hold as `numQoHeads` (per rank under tensor parallelism).',
+      'Take `headDim` from the model whose projection produced `q`.',
+      'Check `q.shape[1] === numQoHeads && q.shape[2] === headDim` where `q` is produced.',
+    ],
+  },
+  KV032: {
+    title: 'k or v is not [N, numKvHeads, headDim]',
+    message: '{arg} has shape {actual}; expected {expected}',
+    fixes: [
+      'Store the un-expanded keys and values, `[N, H, D]` with `H = num_key_value_heads`; expand only inside attention.',
+      'Slice `q`, `k`, `v`, `positions` and `slots` from the same token range.',
+      'Check that `numKvHeads` and `headDim` describe `k` and `v` exactly.',
+    ],
+  },
+  KV033: {
+    title: 'positions or slots is not 1-D',
+    message: '{arg} must be {rank}-D {expected}; got shape {actual}',
+    fixes: [
+      'Flatten positions and slots to `[N]` in the same token order as `q`, `k` and `v`.',
+      'Compute the per-token slot from the page table: `slot = page * pageSize + offset`, one entry per token.',
+      'For a single token, use `[1]` tensors.',
+    ],
+  },
+  KV034: {
+    title: 'positions or slots count differs from the token count',
+    message: '{arg} has shape {actual}; expected {expected}, one entry per token of q',
+    fixes: [
+      'Slice `positions` and `slots` with the same token range as `q`, `k` and `v`.',
+      'Compute positions per chunk from the context length so far: `start, start + 1, ..., start + N - 1`.',
+      'Build slots after the scheduler has fixed the batch, not before.',
+    ],
+  },
+  KV035: {
+    title: 'KV pool is not 3-D',
+    message: '{arg} must be {rank}-D {expected}; got shape {actual}',
+    fixes: [
+      "Keep one `[S, H, D]` pool per layer for `ropePoolFused`, and pass the current layer's.",
+      'Flatten a paged cache to `[num_pages * page_size, H, D]` and use `page * pageSize + offset` as the slot.',
+      'To write every layer at once from hidden states, use `m.materializeInto`, which takes `[L, S, H, D]` pools.',
+    ],
+  },
+  KV036: {
+    title: 'KV pool is not [S, numKvHeads, headDim]',
+    message: '{arg} has shape {actual}; expected {expected}',
+    fixes: [
+      'Allocate both pools as `backend.empty(dtype, [S, numKvHeads, headDim])`.',
+      'Grow `kPool` and `vPool` together so they always have the same `S`.',
+      'If your attention kernel needs another layout, keep a separate pool for it; this op writes `[S, H, D]`.',
+    ],
+  },
+  KV037: {
+    title: 'numQoHeads is not a multiple of numKvHeads',
+    message: '{arg} = {actual} is not a multiple of numKvHeads = {expected}',
+    fixes: [
+      'Check the model config: `num_attention_heads` goes to `numQoHeads` and `num_key_value_heads` to `numKvHeads`.',
+      'Under tensor parallelism, pass the per-rank counts; when `tp` exceeds the KV head count, KV heads are replicated, so each rank still holds a whole group.',
+      'Verify `numQoHeads % numKvHeads === 0` when loading the model.',
+    ],
+  },
+  KV038: {
+    title: 'Slot outside the KV pool',
+    message: '{arg}[{index}] = {actual} is outside the pool slots [0, {expected}); use a negative slot to skip a token',
+    fixes: [
+      "Make the pool at least as large as the allocator's capacity: `S > max slot`.",
+      'Mark tokens that must not be written with `-1`, not with an out-of-range value.',
+      "Check the slot formula against the pool's layout (page size, pages per request).",
+    ],
+  },
+  KV039: {
+    title: 'A KV pool is the same tensor as another argument',
+    message: '{arg} and {other} are the same tensor; a pool written in place must be a tensor of its own',
+    fixes: [
+      'Allocate two pools with the same shape, one for K and one for V.',
+      'Check your pool registry: key entries by layer and by role (K or V).',
+      'Keep the per-token inputs (`q`, `k`, `v`) in buffers of their own, never inside the pool being written.',
+    ],
+  },
 });
 
 const [numKvHeads, headDim, rotaryDim, ropeStyle] = ropeParams(true);

@@ -1,8 +1,8 @@
-import { ContractError } from '@kvkit/errors-catalog';
 import { breaksValueRule, valueBounds, valueRuleError } from '../backend/valueRules.js';
 import type { ValueBounds } from '../backend/valueRules.js';
 import type { DimExpr, DTypeRule, DuplicateRule } from '../dsl/declare.js';
 import { evalDim, isDimName } from '../dsl/dims.js';
+import { ContractError } from '../errors/contractError.js';
 import { isTensor, LAYER_VIEW, numel, TENSOR_OWNER } from '../tensor.js';
 import type { DType, OwnedTensor, Shape } from '../tensor.js';
 import type { TensorLimit } from './tensors.js';

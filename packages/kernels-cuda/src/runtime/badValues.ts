@@ -1,6 +1,6 @@
 import type { DeviceCheck } from '@kvkit/contracts/backend';
 import { valueRuleError } from '@kvkit/contracts/backend';
-import type { ContractError } from '@kvkit/errors-catalog';
+import type { ContractError } from '@kvkit/contracts';
 import { RECORD_BYTES } from '../generated/kernels.js';
 import type { CudaContext } from './context.js';
 import type { DeviceBuffer } from './memory.js';

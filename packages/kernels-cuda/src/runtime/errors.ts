@@ -1,4 +1,4 @@
-import { ContractError } from '@kvkit/errors-catalog';
+import { ContractError } from '@kvkit/contracts';
 
 /** KV052: no CUDA here (no driver, no device, or a package built without kernels): thrown at once by createCudaBackend. */
 export function cudaUnavailable(reason: string, fix: string): ContractError {

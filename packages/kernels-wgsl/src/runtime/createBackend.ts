@@ -1,6 +1,6 @@
 import { defineBackend } from '@kvkit/contracts/backend';
 import type { Backend } from '@kvkit/contracts';
-import { ContractError } from '@kvkit/errors-catalog';
+import { ContractError } from '@kvkit/contracts';
 import type { DeviceCaps } from '../shaders/plan.js';
 import { findAdapter as probeAdapter, KERNEL_TOGGLES } from './adapter.js';
 import { GpuRuntime } from './gpuRuntime.js';

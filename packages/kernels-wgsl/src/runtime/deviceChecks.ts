@@ -12,7 +12,7 @@
 import type { IndexDType } from '@kvkit/contracts';
 import type { DeviceCheck } from '@kvkit/contracts/backend';
 import { valueRuleError } from '@kvkit/contracts/backend';
-import type { ContractError } from '@kvkit/errors-catalog';
+import type { ContractError } from '@kvkit/contracts';
 import type { BufferRange, DeviceStorage, GpuRuntime } from './gpuRuntime.js';
 import type { GpuTensor } from './gpuTensor.js';
 

@@ -6,7 +6,7 @@
  * on the host and written just before the submit, so they land in queue
  * order with the work that reads them.
  */
-import { ContractError } from '@kvkit/errors-catalog';
+import { ContractError } from '@kvkit/contracts';
 import { planKey } from '../shaders/plan.js';
 import type { DeviceCaps, KernelPlan } from '../shaders/plan.js';
 import type { BindingSpec, KernelSource } from '../shaders/source.js';

@@ -1,4 +1,4 @@
-import { version } from './generated/catalog.js';
+import { version } from '../generated/errors.js';
 
 let docsBase: string | undefined;
 

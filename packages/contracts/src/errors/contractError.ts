@@ -1,5 +1,7 @@
-import { explain } from './catalog.js';
-import { docsUrl } from './docs-url.js';
+import { errorTable } from '../generated/errors.js';
+import type { ErrorEntry } from '../generated/errors.js';
+import { canonicalCode } from './codes.js';
+import { docsUrl } from './docsUrl.js';
 import { render } from './render.js';
 
 /**
@@ -7,6 +9,7 @@ import { render } from './render.js';
  * before anything is enqueued for shape and dtype errors, and by `sync()` for
  * values found bad on the device.
  * Message: `[KV012] op: what is wrong, actual and expected. Bound dims. See <docs>`.
+ * `explain(code)` of @kvkit/errors-catalog has the whole entry.
  */
 export class ContractError extends Error {
   override readonly name = 'ContractError';
@@ -18,7 +21,7 @@ export class ContractError extends Error {
   readonly docsUrl: string;
 
   constructor(code: string, op: string, details: Readonly<Record<string, unknown>> = {}, dims: Readonly<Record<string, number>> = {}) {
-    const entry = explain(code);
+    const entry = entryOf(code);
     const what = entry ? render(entry.message, { op, ...details }) : `error ${code}`;
     const bound = Object.entries(dims)
       .map(([k, v]) => `${k}=${v}`)
@@ -28,9 +31,15 @@ export class ContractError extends Error {
     this.code = code;
     this.op = op;
     this.details = { ...details, dims: { ...dims } };
-    this.fixes = entry?.solutions ?? [];
+    this.fixes = entry?.fixes ?? [];
     this.docsUrl = url;
   }
+}
+
+/** The table's entry for a code in any usual spelling, as `explain()` reads codes. */
+function entryOf(code: string): ErrorEntry | undefined {
+  const key = canonicalCode(code);
+  return key === undefined ? undefined : errorTable[key];
 }
 
 export function isContractError(e: unknown): e is ContractError {

@@ -1,0 +1,57 @@
+import { readFileSync } from 'node:fs';
+import { afterEach, describe, expect, it } from 'vitest';
+import { allErrors, canonicalCode, render } from '../src/dsl/index.js';
+import { errorTable, version } from '../src/generated/errors.js';
+import { ContractError, docsUrl, isContractError, setDocsBase } from '../src/index.js';
+
+/** `ContractError` renders from the generated table alone: its template, its fixes, its version-pinned link. */
+describe('ContractError', () => {
+  afterEach(() => setDocsBase(undefined));
+
+  it('renders the template, the bound dims and the docs link of this version', () => {
+    const e = new ContractError('KV014', 'fusedNormRopeStacked', { arg: 'kOut', actual: [4, 2, 2, 8], expected: '[L, T, H, D] = [2, 4, 2, 8]' }, { H: 2, D: 8, T: 4, L: 2 });
+    expect(e.message).toBe(
+      `[KV014] fusedNormRopeStacked: kOut has shape [4, 2, 2, 8]; expected [L, T, H, D] = [2, 4, 2, 8]. H=2 D=8 T=4 L=2. See https://kvkit.dev/v${version}/errors/kv014/`,
+    );
+    expect(e.name).toBe('ContractError');
+    expect(e.details).toEqual({ arg: 'kOut', actual: [4, 2, 2, 8], expected: '[L, T, H, D] = [2, 4, 2, 8]', dims: { H: 2, D: 8, T: 4, L: 2 } });
+    expect(e.fixes).toEqual(allErrors.KV014!.fixes);
+    expect(e.docsUrl).toBe(docsUrl('KV014'));
+    expect(isContractError(e)).toBe(true);
+    expect(isContractError(new TypeError('x'))).toBe(false);
+  });
+
+  it('pins the docs to the version in package.json', () => {
+    const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+    expect(version).toBe(pkg.version);
+  });
+
+  it('leaves a message without dims when none were bound, and follows another docs base', () => {
+    setDocsBase('http://localhost:4321/');
+    const e = new ContractError('KV003', 'read', { arg: 'tensor' });
+    expect(e.message).toBe('[KV003] read: tensor was disposed and can no longer be used. See http://localhost:4321/errors/kv003/');
+    expect(e.docsUrl).toBe('http://localhost:4321/errors/kv003/');
+  });
+
+  it('reads a code in any usual spelling and names an unknown one without guessing', () => {
+    expect(new ContractError('kv12', 'op', { arg: 'w', actual: [3], expected: '[2, 8]' }).message).toMatch(/^\[kv12\] op: w has shape \[3\]; expected \[2, 8\]\. See /);
+    expect(canonicalCode('12')).toBe('KV012');
+    expect(canonicalCode('hello')).toBeUndefined();
+    const unknown = new ContractError('KV999', 'op');
+    expect(unknown.message).toMatch(/^\[KV999\] op: error KV999\. See \S+\/errors\/kv999\/$/);
+    expect(unknown.fixes).toEqual([]);
+  });
+});
+
+describe('the generated error table', () => {
+  it('holds every declared code with its title, template, placeholders and fixes, and nothing more', () => {
+    expect(Object.keys(errorTable).sort()).toEqual(Object.keys(allErrors).sort());
+    for (const [code, decl] of Object.entries(allErrors)) {
+      const placeholders = [...new Set([...decl.message.matchAll(/\{(\w+)\}/g)].map((m) => m[1]))];
+      expect(errorTable[code], code).toEqual({ title: decl.title, message: decl.message, placeholders, fixes: decl.fixes });
+      // Filling every placeholder leaves no `{name}` behind.
+      expect(render(decl.message, Object.fromEntries(placeholders.map((p) => [p, 'x']))), code).not.toMatch(/\{\w+\}/);
+      if (!decl.retired) expect(decl.fixes.length, `${code} fixes`).toBeGreaterThan(0);
+    }
+  });
+});
