@@ -3,12 +3,8 @@
  * typed op signatures and the public `Backend`. Backend authors import
  * `@kvkit/contracts/backend`; generators and docs `@kvkit/contracts/dsl`.
  */
-export type {
-  CreateKvMaterializerFn,
-  FusedNormRopeStackedFn,
-  KvMaterializer,
-  RopePoolFusedFn,
-} from './generated/signatures.js';
+export type { CreateKvMaterializerFn, FusedNormRopeStackedFn, RopePoolFusedFn } from './generated/backend.js';
+export type * from './generated/signatures.js';
 export type { Backend } from './runtime/backend.js';
 export { DTYPES, FLOAT_DTYPES, INDEX_DTYPES, numel } from './tensor.js';
 export type { BackendKind, DType, FloatDType, IndexDType, ReadResult, Shape, Tensor, TensorData } from './tensor.js';

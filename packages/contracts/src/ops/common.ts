@@ -1,4 +1,5 @@
 import { errors } from '../dsl/declare.js';
+import type { CallDecl } from '../dsl/declare.js';
 
 /** Codes every op can raise: argument form, tensor identity, dtypes, and the parameters shared by all ops. */
 export const commonErrors = errors({
@@ -34,3 +35,13 @@ export const deviceErrors = errors({
   KV053: { title: 'CUDA driver call failed', message: '{call} failed with {error}: {reason}', raisedBy: ['createCudaBackend', ...GPU_CALLS, 'dispose'] },
   KV054: { title: 'WebGPU device out of memory', message: 'the WebGPU device ran out of memory: {reason}. {fix}', raisedBy: ['sync'] },
 });
+
+/** Codes `Call.tensor` raises for any tensor argument: not a tensor, another backend's, disposed, a layer view used late. */
+export const TENSOR_IDENTITY = ['KV001', 'KV002', 'KV003', 'KV027'] as const;
+
+/** The backend's calls besides the ops, checked in src/runtime/tensors.ts, with the codes each raises. */
+export const tensorCalls: readonly CallDecl[] = [
+  { name: 'tensor', summary: 'A tensor of the given dtype and shape, from data when given.', raises: ['KV004', 'KV040', 'KV045', 'KV001', 'KV041', 'KV042'] },
+  { name: 'empty', summary: 'A tensor of the given dtype and shape, its contents unspecified.', raises: ['KV004', 'KV040', 'KV045'] },
+  { name: 'read', summary: 'A copy of the data of a live tensor of this backend.', raises: TENSOR_IDENTITY },
+];
