@@ -179,15 +179,15 @@ export function materializeWorkload(backend: Backend, s: MaterializeShape, copie
   return {
     enqueue: () => {
       const set = sets[next++ % sets.length] as (typeof sets)[number];
-      m.materialize(set.ctxHidden, set.positions, noWrite);
+      m.materialize({ ctxHidden: set.ctxHidden, positions: set.positions, writeLayerKv: noWrite });
     },
     probe: async () => {
       const set = sets[0] as (typeof sets)[number];
       const reads: Promise<Float32Array>[] = [];
       // A read started inside the callback observes the views' contents (API.md).
-      m.materialize(set.ctxHidden, set.positions, (_layer: number, k: Tensor, v: Tensor) => {
+      m.materialize({ ctxHidden: set.ctxHidden, positions: set.positions, writeLayerKv: (_layer: number, k: Tensor, v: Tensor) => {
         reads.push(backend.read(k) as Promise<Float32Array>, backend.read(v) as Promise<Float32Array>);
-      });
+      } });
       return Promise.all(reads);
     },
     dispose: () => {

@@ -37,7 +37,7 @@ console.log('\nmaterialize: one projection for all layers, RMSNorm + RoPE on K, 
 console.log('layer  K shape        K rms   V rms   K[t=0,h=0,0..3]');
 const pending: Promise<void>[] = [];
 const started = performance.now();
-m.materialize(ctxHidden, positions, (layer, k, v) => {
+m.materialize({ ctxHidden, positions, writeLayerKv: (layer, k, v) => {
   // Views are valid only during the callback: read() observes the work enqueued so far.
   pending.push(
     Promise.all([backend.read(k), backend.read(v)]).then(([kd, vd]) => {
@@ -45,7 +45,7 @@ m.materialize(ctxHidden, positions, (layer, k, v) => {
       console.log(`${String(layer).padStart(5)}  [${k.shape.join(', ')}]   ${rms(kd).toFixed(3)}   ${rms(vd).toFixed(3)}  ${head}`);
     }),
   );
-});
+} });
 await Promise.all(pending);
 await backend.sync();
 console.log(`(materialize and read back: ${(performance.now() - started).toFixed(1)} ms on ${backend.kind})`);
@@ -62,7 +62,7 @@ console.log(`\nmaterializeInto: pools [L=${L}, S=${poolSlots}, H=${H}, D=${D}]; 
 console.log('\nNow a call with one position missing (an off-by-one after a rollback):');
 const short = backend.tensor('i64', [tokens - 1] as number[], Array.from({ length: tokens - 1 }, (_, t) => 100 + t));
 try {
-  m.materialize(ctxHidden, short, () => {});
+  m.materialize({ ctxHidden, positions: short, writeLayerKv: () => {} });
 } catch (e) {
   if (!(e instanceof ContractError)) throw e;
   console.log(`\ncaught ContractError ${e.code}:\n  ${e.message}\n\n$ kvkit explain ${e.code}\n${formatEntry(explain(e.code)!)}`);

@@ -39,7 +39,7 @@ function realErrors(): { code: string; message: string }[] {
     () => b.fusedNormRopeStacked({ ...args(), positions: b.tensor('i32', [T], [0, 1, 2, 99]) }),
     () => {
       const m = b.createKvMaterializer({ kvWeight: b.empty('f32', [L, 2 * H * D, 16]), kNormWeight: b.tensor('f32', [L, D], new Array(L * D).fill(1)), eps: 1e-6, numKvHeads: H, headDim: D, ropeBase: 10000 });
-      m.materialize(b.empty('f32', [T, 16]), b.tensor('i32', [T - 1], [0, 1, 2]), () => {});
+      m.materialize({ ctxHidden: b.empty('f32', [T, 16]), positions: b.tensor('i32', [T - 1], [0, 1, 2]), writeLayerKv: () => {} });
     },
     () =>
       b.ropePoolFused({

@@ -142,9 +142,9 @@ export class Fixture {
   /** The K view of layer 1 from a materialize call that has returned. */
   staleLayerView(): Tensor {
     let kept: Tensor | undefined;
-    this.materializer.materialize(this.ctxHidden, this.positions4, (layer: number, k: Tensor) => {
+    this.materializer.materialize({ ctxHidden: this.ctxHidden, positions: this.positions4, writeLayerKv: (layer: number, k: Tensor) => {
       if (layer === 1) kept = k;
-    });
+    } });
     if (!kept) throw new Error('materialize never called writeLayerKv for layer 1');
     return kept;
   }

@@ -403,9 +403,9 @@ export async function checkZeroTokens(backend: Backend, dtype: FloatDType): Prom
     expectTensor('ropePoolFused kRot at N = 0', rot.kRot, dtype, [0, H, D], backend);
 
     let calls = 0;
-    m.materialize(s.float(dtype, [0, hidden], []), s.index('i32', [0], []), () => {
+    m.materialize({ ctxHidden: s.float(dtype, [0, hidden], []), positions: s.index('i32', [0], []), writeLayerKv: () => {
       calls++;
-    });
+    } });
     checks.that(calls === 0, `materialize at T = 0 called writeLayerKv ${calls} times; expected none`);
     const kPool4 = s.float(dtype, [L, S, H, D], patternValues(L * S * H * D));
     const vPool4 = s.float(dtype, [L, S, H, D], patternValues(L * S * H * D, 4));

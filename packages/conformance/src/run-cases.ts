@@ -279,8 +279,8 @@ export async function runMaterializerCase(backend: Backend, reference: Backend, 
 interface MaterializeCheck {
   backend: Backend;
   reference: Backend;
-  m: { materialize(ctxHidden: unknown, positions: unknown, writeLayerKv: unknown): void };
-  refM: { materialize(ctxHidden: unknown, positions: unknown, writeLayerKv: unknown): void };
+  m: { materialize(args: unknown): void };
+  refM: { materialize(args: unknown): void };
   ctx: { t: Tensor; ref: Tensor };
   pos: Tensor;
   refPos: Tensor;
@@ -297,9 +297,9 @@ interface MaterializeCheck {
 /** Runs materialize, reading each layer's views inside the callback (the only time they are valid). */
 export function collectLayers(backend: Backend, m: MaterializeCheck['m'], ctx: Tensor, pos: Tensor): { layer: number; k: Tensor; v: Tensor; kData: Promise<Float32Array>; vData: Promise<Float32Array> }[] {
   const layers: { layer: number; k: Tensor; v: Tensor; kData: Promise<Float32Array>; vData: Promise<Float32Array> }[] = [];
-  m.materialize(ctx, pos, (layer: number, k: Tensor, v: Tensor) => {
+  m.materialize({ ctxHidden: ctx, positions: pos, writeLayerKv: (layer: number, k: Tensor, v: Tensor) => {
     layers.push({ layer, k, v, kData: readFloats(backend, k), vData: readFloats(backend, v) });
-  });
+  } });
   return layers;
 }
 

@@ -82,7 +82,7 @@ export interface UntypedOps {
 }
 
 export interface UntypedMaterializer {
-  materialize(ctxHidden: unknown, positions: unknown, writeLayerKv: unknown): void;
+  materialize(args: unknown): void;
   materializeInto(args: unknown): void;
   dispose(): void;
 }

@@ -69,7 +69,7 @@ export const validationCases: readonly ValidationCase[] = [
   { code: 'KV001', op: 'fusedNormRopeStacked', name: 'kv is a look-alike { dtype, shape } object', arg: 'kv', call: (fx) => fused(fx, { kv: { dtype: 'f32', shape: [T, L, 2 * H * D], backend: 'cpu' } }) },
   { code: 'KV001', op: 'ropePoolFused', name: 'slots is an Int32Array', arg: 'slots', dims: BOUND.rope, call: (fx) => rope(fx, { slots: new Int32Array(N) }) },
   { code: 'KV001', op: 'createKvMaterializer', name: 'kvWeight is missing', arg: 'kvWeight', dims: BOUND.createParams, call: (fx) => create(fx, { kvWeight: undefined }) },
-  { code: 'KV001', op: 'KvMaterializer.materialize', name: 'ctxHidden is null', arg: 'ctxHidden', call: (fx) => fx.materializer.materialize(null, fx.positions4, noop) },
+  { code: 'KV001', op: 'KvMaterializer.materialize', name: 'ctxHidden is null', arg: 'ctxHidden', call: (fx) => fx.materializer.materialize({ ctxHidden: null, positions: fx.positions4, writeLayerKv: noop }) },
   { code: 'KV001', op: 'KvMaterializer.materializeInto', name: 'kPool is missing', arg: 'kPool', dims: BOUND.materialize, call: (fx) => into(fx, { kPool: undefined }) },
   { code: 'KV001', op: 'tensor', name: 'data is a string', arg: 'data', call: (fx) => fx.backend.tensor('f32', [2], 'ab' as never) },
   { code: 'KV001', op: 'tensor', name: 'data is a DataView', arg: 'data', call: (fx) => fx.backend.tensor('f32', [2], new DataView(new ArrayBuffer(8)) as never) },
@@ -78,7 +78,7 @@ export const validationCases: readonly ValidationCase[] = [
   { code: 'KV002', op: 'fusedNormRopeStacked', name: 'kv from another backend instance', arg: 'kv', dims: BOUND.fusedParams, call: (fx) => fused(fx, { kv: fx.foreign('f32', [T, L, 2 * H * D]) }) },
   { code: 'KV002', op: 'ropePoolFused', name: 'kPool from another backend instance', arg: 'kPool', call: (fx) => rope(fx, { kPool: fx.foreign('f32', [S, H, D]) }) },
   { code: 'KV002', op: 'createKvMaterializer', name: 'kNormWeight from another backend instance', arg: 'kNormWeight', call: (fx) => create(fx, { kNormWeight: fx.foreign('f32', [L, D]) }) },
-  { code: 'KV002', op: 'KvMaterializer.materialize', name: 'positions from another backend instance', arg: 'positions', call: (fx) => fx.materializer.materialize(fx.ctxHidden, fx.foreignIndex('i32', [T], VALID.positions4), noop) },
+  { code: 'KV002', op: 'KvMaterializer.materialize', name: 'positions from another backend instance', arg: 'positions', call: (fx) => fx.materializer.materialize({ ctxHidden: fx.ctxHidden, positions: fx.foreignIndex('i32', [T], VALID.positions4), writeLayerKv: noop }) },
   { code: 'KV002', op: 'read', name: 'read() of a tensor from another backend instance', rejects: true, call: (fx) => fx.backend.read(fx.foreign('f32', [2])) },
 
   // KV003: used after dispose.
@@ -94,7 +94,7 @@ export const validationCases: readonly ValidationCase[] = [
     call: (fx) => {
       const m = create(fx, {});
       m.dispose();
-      m.materialize(fx.ctxHidden, fx.positions4, noop);
+      m.materialize({ ctxHidden: fx.ctxHidden, positions: fx.positions4, writeLayerKv: noop });
     },
   },
   { code: 'KV003', op: 'read', name: 'read() of a disposed tensor', rejects: true, call: (fx) => fx.backend.read(fx.disposed('f32', [3])) },
@@ -107,7 +107,7 @@ export const validationCases: readonly ValidationCase[] = [
   { code: 'KV004', op: 'ropePoolFused', name: 'q is i32', arg: 'q', call: (fx) => rope(fx, { q: fx.any('i32', [N, Hq, D]) }) },
   { code: 'KV004', op: 'ropePoolFused', name: 'slots is bf16', arg: 'slots', call: (fx) => rope(fx, { slots: fx.any('bf16', [N]) }) },
   { code: 'KV004', op: 'createKvMaterializer', name: 'kvWeight is i64', arg: 'kvWeight', call: (fx) => create(fx, { kvWeight: fx.any('i64', [L, 2 * H * D, hidden]) }) },
-  { code: 'KV004', op: 'KvMaterializer.materialize', name: 'positions is f16', arg: 'positions', call: (fx) => fx.materializer.materialize(fx.ctxHidden, fx.any('f16', [T]), noop) },
+  { code: 'KV004', op: 'KvMaterializer.materialize', name: 'positions is f16', arg: 'positions', call: (fx) => fx.materializer.materialize({ ctxHidden: fx.ctxHidden, positions: fx.any('f16', [T]), writeLayerKv: noop }) },
   { code: 'KV004', op: 'tensor', name: "tensor('f64', ...)", arg: 'dtype', mentions: ['f64'], call: (fx) => fx.backend.tensor('f64' as never, [2], [1, 2]) },
   { code: 'KV004', op: 'empty', name: "empty('float32', ...)", arg: 'dtype', call: (fx) => fx.backend.empty('float32' as never, [2]) },
 
@@ -117,7 +117,7 @@ export const validationCases: readonly ValidationCase[] = [
   { code: 'KV005', op: 'ropePoolFused', name: 'k f16 with q f32', arg: 'k', call: (fx) => rope(fx, { k: fx.any('f16', [N, H, D]) }) },
   { code: 'KV005', op: 'ropePoolFused', name: 'vPool bf16 with q f32', arg: 'vPool', call: (fx) => rope(fx, { vPool: fx.any('bf16', [S, H, D]) }) },
   { code: 'KV005', op: 'createKvMaterializer', name: 'kNormWeight bf16 with kvWeight f16', arg: 'kNormWeight', call: (fx) => create(fx, { kvWeight: fx.any('f16', [L, 2 * H * D, hidden]), kNormWeight: fx.any('bf16', [L, D]) }) },
-  { code: 'KV005', op: 'KvMaterializer.materialize', name: 'ctxHidden f16 with kvWeight f32', arg: 'ctxHidden', call: (fx) => fx.materializer.materialize(fx.any('f16', [T, hidden]), fx.positions4, noop) },
+  { code: 'KV005', op: 'KvMaterializer.materialize', name: 'ctxHidden f16 with kvWeight f32', arg: 'ctxHidden', call: (fx) => fx.materializer.materialize({ ctxHidden: fx.any('f16', [T, hidden]), positions: fx.positions4, writeLayerKv: noop }) },
   { code: 'KV005', op: 'KvMaterializer.materializeInto', name: 'vPool f16 with kvWeight f32', arg: 'vPool', call: (fx) => into(fx, { vPool: fx.any('f16', [L, S, H, D]) }) },
 
   // KV006: not a positive integer.
@@ -215,7 +215,7 @@ export const validationCases: readonly ValidationCase[] = [
     mentions: [`positions[3] = ${P + 7}`],
     dims: BOUND.materialize,
     deferred: { mayWrite: nothing },
-    call: (fx) => fx.materializer.materialize(fx.ctxHidden, fx.index('i32', [T], [0, 1, 2, P + 7]), noop),
+    call: (fx) => fx.materializer.materialize({ ctxHidden: fx.ctxHidden, positions: fx.index('i32', [T], [0, 1, 2, P + 7]), writeLayerKv: noop }),
   },
   {
     code: 'KV017',
@@ -224,7 +224,7 @@ export const validationCases: readonly ValidationCase[] = [
     arg: 'positions',
     mentions: ['positions[1] = -3'],
     deferred: { mayWrite: nothing },
-    call: (fx) => fx.baseMaterializer.materialize(fx.ctxHidden, fx.index('i64', [T, 1], [4, -3, 2, 1]), noop),
+    call: (fx) => fx.baseMaterializer.materialize({ ctxHidden: fx.ctxHidden, positions: fx.index('i64', [T, 1], [4, -3, 2, 1]), writeLayerKv: noop }),
   },
   {
     code: 'KV017',
@@ -245,7 +245,7 @@ export const validationCases: readonly ValidationCase[] = [
     arg: 'positions',
     mentions: [`positions[2] = ${2 ** 31}`],
     deferred: { mayWrite: nothing },
-    call: (fx) => fx.baseMaterializer.materialize(fx.ctxHidden, fx.index('i64', [T], [0, 1, 2 ** 31, 3]), noop),
+    call: (fx) => fx.baseMaterializer.materialize({ ctxHidden: fx.ctxHidden, positions: fx.index('i64', [T], [0, 1, 2 ** 31, 3]), writeLayerKv: noop }),
   },
   {
     code: 'KV028',
@@ -269,13 +269,13 @@ export const validationCases: readonly ValidationCase[] = [
   { code: 'KV021', op: 'createKvMaterializer', name: 'neither cosSinCache nor ropeBase', mentions: ['neither'], call: (fx) => create(fx, { cosSinCache: undefined }) },
 
   // KV022: ctxHidden not [T, hidden].
-  { code: 'KV022', op: 'KvMaterializer.materialize', name: 'ctxHidden is [T, hidden + 1]', arg: 'ctxHidden', mentions: [`[${T}, ${hidden + 1}]`], dims: BOUND.materialize, call: (fx) => fx.materializer.materialize(fx.any('f32', [T, hidden + 1]), fx.positions4, noop) },
-  { code: 'KV022', op: 'KvMaterializer.materialize', name: 'ctxHidden is 1-D [T*hidden]', arg: 'ctxHidden', call: (fx) => fx.materializer.materialize(fx.any('f32', [T * hidden]), fx.positions4, noop) },
+  { code: 'KV022', op: 'KvMaterializer.materialize', name: 'ctxHidden is [T, hidden + 1]', arg: 'ctxHidden', mentions: [`[${T}, ${hidden + 1}]`], dims: BOUND.materialize, call: (fx) => fx.materializer.materialize({ ctxHidden: fx.any('f32', [T, hidden + 1]), positions: fx.positions4, writeLayerKv: noop }) },
+  { code: 'KV022', op: 'KvMaterializer.materialize', name: 'ctxHidden is 1-D [T*hidden]', arg: 'ctxHidden', call: (fx) => fx.materializer.materialize({ ctxHidden: fx.any('f32', [T * hidden]), positions: fx.positions4, writeLayerKv: noop }) },
   { code: 'KV022', op: 'KvMaterializer.materializeInto', name: 'ctxHidden is [T, 1, hidden]', arg: 'ctxHidden', call: (fx) => into(fx, { ctxHidden: fx.any('f32', [T, 1, hidden]) }) },
 
   // KV023 (seed 000): positions count differs from the token count.
-  { code: 'KV023', op: 'KvMaterializer.materialize', seed: '000', name: 'positions holds T - 1 entries (last token dropped)', arg: 'positions', mentions: [`${T - 1} entries`, `${T}`], dims: BOUND.materialize, call: (fx) => fx.materializer.materialize(fx.ctxHidden, fx.index('i32', [T - 1], [0, 1, 2]), noop) },
-  { code: 'KV023', op: 'KvMaterializer.materialize', seed: '000', name: 'positions is [T + 1, 1]', arg: 'positions', call: (fx) => fx.materializer.materialize(fx.ctxHidden, fx.index('i64', [T + 1, 1], [0, 1, 2, 3, 4]), noop) },
+  { code: 'KV023', op: 'KvMaterializer.materialize', seed: '000', name: 'positions holds T - 1 entries (last token dropped)', arg: 'positions', mentions: [`${T - 1} entries`, `${T}`], dims: BOUND.materialize, call: (fx) => fx.materializer.materialize({ ctxHidden: fx.ctxHidden, positions: fx.index('i32', [T - 1], [0, 1, 2]), writeLayerKv: noop }) },
+  { code: 'KV023', op: 'KvMaterializer.materialize', seed: '000', name: 'positions is [T + 1, 1]', arg: 'positions', call: (fx) => fx.materializer.materialize({ ctxHidden: fx.ctxHidden, positions: fx.index('i64', [T + 1, 1], [0, 1, 2, 3, 4]), writeLayerKv: noop }) },
   { code: 'KV023', op: 'KvMaterializer.materializeInto', seed: '000', name: 'positions is [1, T - 1]', arg: 'positions', call: (fx) => into(fx, { positions: fx.index('i32', [1, T - 1], [0, 1, 2]) }) },
 
   // KV024: materializeInto pools not [L, S, H, D].
@@ -288,8 +288,8 @@ export const validationCases: readonly ValidationCase[] = [
   { code: 'KV025', op: 'KvMaterializer.materializeInto', name: 'slots is [T, 1] (only positions flatten)', arg: 'slots', call: (fx) => into(fx, { slots: fx.index('i64', [T, 1], [0, 1, 2, 3]) }) },
 
   // KV026: positions not [T], [T, 1] or [1, T].
-  { code: 'KV026', op: 'KvMaterializer.materialize', name: 'positions is [2, 2]', arg: 'positions', mentions: ['[2, 2]'], dims: BOUND.materialize, call: (fx) => fx.materializer.materialize(fx.ctxHidden, fx.index('i32', [2, 2], [0, 1, 2, 3]), noop) },
-  { code: 'KV026', op: 'KvMaterializer.materialize', name: 'positions is [T, 1, 1]', arg: 'positions', call: (fx) => fx.materializer.materialize(fx.ctxHidden, fx.index('i32', [T, 1, 1], [0, 1, 2, 3]), noop) },
+  { code: 'KV026', op: 'KvMaterializer.materialize', name: 'positions is [2, 2]', arg: 'positions', mentions: ['[2, 2]'], dims: BOUND.materialize, call: (fx) => fx.materializer.materialize({ ctxHidden: fx.ctxHidden, positions: fx.index('i32', [2, 2], [0, 1, 2, 3]), writeLayerKv: noop }) },
+  { code: 'KV026', op: 'KvMaterializer.materialize', name: 'positions is [T, 1, 1]', arg: 'positions', call: (fx) => fx.materializer.materialize({ ctxHidden: fx.ctxHidden, positions: fx.index('i32', [T, 1, 1], [0, 1, 2, 3]), writeLayerKv: noop }) },
   { code: 'KV026', op: 'KvMaterializer.materializeInto', name: 'positions is 0-D', arg: 'positions', call: (fx) => into(fx, { positions: fx.index('i64', [], [1]) }) },
 
   // KV027: a layer view kept past writeLayerKv.
@@ -402,10 +402,18 @@ export const validationCases: readonly ValidationCase[] = [
   { code: 'KV043', op: 'KvMaterializer.materializeInto', name: 'slot (for slots)', arg: 'slot', call: (fx) => into(fx, { slot: fx.slots4 }) },
 
   // KV044: callback not a function.
-  { code: 'KV044', op: 'KvMaterializer.materialize', name: 'writeLayerKv missing', arg: 'writeLayerKv', dims: BOUND.materialize, call: (fx) => fx.materializer.materialize(fx.ctxHidden, fx.positions4, undefined) },
-  { code: 'KV044', op: 'KvMaterializer.materialize', name: 'writeLayerKv is a string', arg: 'writeLayerKv', call: (fx) => fx.materializer.materialize(fx.ctxHidden, fx.positions4, 'write') },
-  { code: 'KV044', op: 'KvMaterializer.materialize', name: 'writeLayerKv is an object', arg: 'writeLayerKv', call: (fx) => fx.materializer.materialize(fx.ctxHidden, fx.positions4, { call: noop }) },
+  { code: 'KV044', op: 'KvMaterializer.materialize', name: 'writeLayerKv missing', arg: 'writeLayerKv', dims: BOUND.materialize, call: (fx) => fx.materializer.materialize({ ctxHidden: fx.ctxHidden, positions: fx.positions4, writeLayerKv: undefined }) },
+  { code: 'KV044', op: 'KvMaterializer.materialize', name: 'writeLayerKv is a string', arg: 'writeLayerKv', call: (fx) => fx.materializer.materialize({ ctxHidden: fx.ctxHidden, positions: fx.positions4, writeLayerKv: 'write' }) },
+  { code: 'KV044', op: 'KvMaterializer.materialize', name: 'writeLayerKv is an object', arg: 'writeLayerKv', call: (fx) => fx.materializer.materialize({ ctxHidden: fx.ctxHidden, positions: fx.positions4, writeLayerKv: { call: noop } }) },
   { code: 'KV044', op: 'fusedNormRopeStacked', name: 'the arguments are a number', arg: 'arguments', call: (fx) => untyped(fx.backend).fusedNormRopeStacked(42) },
+  {
+    code: 'KV044',
+    op: 'KvMaterializer.materialize',
+    name: 'the positional form materialize(ctxHidden, positions, writeLayerKv)',
+    arg: 'arguments',
+    mentions: ['one object of named arguments', 'got 3 positional arguments'],
+    call: (fx) => (fx.materializer.materialize as (...a: unknown[]) => unknown)(fx.ctxHidden, fx.positions4, noop),
+  },
   { code: 'KV044', op: 'ropePoolFused', name: 'the arguments are positional', arg: 'arguments', call: (fx) => (untyped(fx.backend).ropePoolFused as (...a: unknown[]) => unknown)('q', 'k') },
 
   // KV045: a tensor larger than the backend holds (sized past any device's memory, so every backend refuses it), before any memory is reserved.

@@ -236,9 +236,9 @@ const GARBAGE_TARGETS: readonly { op: string; run: (ctx: GarbageContext) => Prom
     op: 'KvMaterializer.materialize',
     run: async ({ fx, probe }) => {
       const m = fx.materializer;
-      await probe('materialize(garbage, positions, fn)', (v) => m.materialize(v, fx.positions4, () => {}));
-      await probe('materialize(ctxHidden, garbage, fn)', (v) => m.materialize(fx.ctxHidden, v, () => {}));
-      await probe('materialize(ctxHidden, positions, garbage)', (v) => m.materialize(fx.ctxHidden, fx.positions4, v));
+      await probe('materialize({ ctxHidden: garbage, positions, writeLayerKv })', (v) => m.materialize({ ctxHidden: v, positions: fx.positions4, writeLayerKv: () => {} }));
+      await probe('materialize({ ctxHidden, positions: garbage, writeLayerKv })', (v) => m.materialize({ ctxHidden: fx.ctxHidden, positions: v, writeLayerKv: () => {} }));
+      await probe('materialize({ ctxHidden, positions, writeLayerKv: garbage })', (v) => m.materialize({ ctxHidden: fx.ctxHidden, positions: fx.positions4, writeLayerKv: v }));
     },
   },
   {

@@ -2,6 +2,8 @@
  * Reads the contract declarations in src/ops and writes, from them alone:
  *   src/generated/validators.ts   the runtime checks, in declared order, one function per op
  *   src/generated/signatures.ts   the typed signatures (literal shapes checked at compile time)
+ *   src/generated/backend.ts      the per-op part of `Backend` and `BackendKernels`, and the wiring
+ *                                 that puts each validator in front of its kernel
  *   generated/skeleton.json       the catalog skeleton: code, op, template, placeholders, source line
  * Run by `turbo run gen`; the outputs are ignored by git.
  */
@@ -9,9 +11,10 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Project, SyntaxKind } from 'ts-morph';
-import type { Arg, CallbackArg, DimExpr, OpDecl, Step, TensorArg } from '../src/dsl/declare.js';
+import type { Arg, CallbackArg, DimExpr, OpDecl, StatefulDecl, Step, TensorArg } from '../src/dsl/declare.js';
 import { isDimName, parseDim } from '../src/dsl/dims.js';
-import { allErrors, allOps, contractFiles } from '../src/ops/index.js';
+import { TENSOR_IDENTITY } from '../src/ops/common.js';
+import { allCalls, allErrors, allOps, allStateful, contractFiles, opsOf } from '../src/ops/index.js';
 import { placeholdersOf } from './placeholders.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -25,7 +28,8 @@ const project = new Project({ tsConfigFilePath: join(root, 'tsconfig.json'), ski
 const pascal = (s: string) => s.replace(/(^|[._])(\w)/g, (_, __, c: string) => c.toUpperCase());
 const checkedName = (op: OpDecl) => `${pascal(op.name)}Checked`;
 const validatorName = (op: OpDecl) => `validate${pascal(op.name)}`;
-const tensorParam = (name: string) => ({ dt: `${pascal(name)}DT`, s: `${pascal(name)}S` });
+/** A tensor argument's type parameter; its dtype and shape are read from it. */
+const tensorParam = (name: string) => pascal(name);
 const isArg = (s: Step): s is Arg => s.kind === 'tensor' || s.kind === 'int' || s.kind === 'number' || s.kind === 'choice' || s.kind === 'callback';
 const q = (s: string) => JSON.stringify(s);
 
@@ -123,9 +127,9 @@ function validatorsFile(): string {
       ...(duplicates.length ? ['  /** How tokens naming one value of each destination index tensor resolve (the contract\'s rule, for every backend). */', `  readonly duplicates: { ${duplicates.join('; ')} };`] : []),
       '}',
       '',
-      `export function ${validatorName(op)}(raw: unknown, ctx: ValidationContext${op.inherits ? ', inherited: Inherited' : ''}): ${checkedName(op)} {`,
+      `export function ${validatorName(op)}(raw: unknown, ctx: ValidationContext${op.inherits ? ', inherited: Inherited' : ''}, extra = 0): ${checkedName(op)} {`,
       `  const c = new Call(${q(op.name)}, ctx${op.inherits ? ', inherited' : ''});`,
-      `  const a = c.args(raw, ${JSON.stringify(args.map((x) => x.name))}, 'KV043');`,
+      `  const a = c.args(raw, ${JSON.stringify(args.map((x) => x.name))}, 'KV043', extra);`,
       ...op.steps.flatMap(stepCode).map((l) => `  ${l}`),
       `  return { ${args.map((x) => x.name).join(', ')}, dims: c.dims as ${checkedName(op)}['dims'], dtypes: c.dtypes, deviceChecks: c.deviceChecks${duplicates.length ? `, duplicates: c.duplicates as ${checkedName(op)}['duplicates']` : ''} } as ${checkedName(op)};`,
       '}',
@@ -140,20 +144,53 @@ function validatorsFile(): string {
 interface TypeScope {
   /** Dim name -> the type expression that carries it. */
   dims: Map<string, string>;
-  /** Tensor name -> its dtype type parameter. */
+  /** Tensor name -> the type expression of its dtype. */
   dtypes: Map<string, string>;
   params: string[];
 }
 
-function dimType(expr: DimExpr, scope: TypeScope): string {
+/** Named shape types, one per distinct tensor shape: `KvShape<T, L, H, D> = readonly [T, L, Mul<Mul<2, H>, D>]`. */
+const shapeTypes = new Map<string, { dims: string[]; body: string }>();
+
+/** The dim names a shape mentions, in order of first use: its named type's parameters. */
+const shapeDims = (shape: readonly DimExpr[]) => [...new Set(shape.flatMap((e) => parseDim(e).names))];
+
+function shapeTypeName(op: OpDecl, tensorName: string, shape: readonly DimExpr[]): string {
+  const dims = shapeDims(shape);
+  const params = new Map(dims.map((d, i) => [d, `D${i}`]));
+  const body = `readonly [${shape.map((e) => dimTypeWith(e, (n) => params.get(n)!)).join(', ')}]`;
+  const fits = (name: string) => !shapeTypes.has(name) || shapeTypes.get(name)!.body === body;
+  let name = `${pascal(tensorName)}Shape`;
+  if (!fits(name)) name = `${pascal(op.name)}${name}`;
+  shapeTypes.set(name, { dims, body });
+  return name;
+}
+
+function shapeTypesBlock(): string[] {
+  return [...shapeTypes].map(([name, { dims, body }]) => {
+    const params = dims.map((d) => `${pascal(d)} extends number`);
+    const named = dims.reduce((b, d, i) => b.replace(new RegExp(`\\bD${i}\\b`, 'g'), pascal(d)), body);
+    return `export type ${name}<${params.join(', ')}> = ${named};`;
+  });
+}
+
+function dimTypeWith(expr: DimExpr, name: (n: string) => string): string {
   const { constant, names } = parseDim(expr);
-  const factors = [...(constant !== 1 || names.length === 0 ? [String(constant)] : []), ...names.map((n) => scope.dims.get(n) ?? 'number')];
+  const factors = [...(constant !== 1 || names.length === 0 ? [String(constant)] : []), ...names.map(name)];
   return factors.reduce((acc, f) => `Mul<${acc}, ${f}>`);
 }
 
-const violation = (code: string) => `${q(code)}, ${q(allErrors[code]!.title)}`;
+const dimType = (expr: DimExpr, scope: TypeScope) => dimTypeWith(expr, (n) => scope.dims.get(n) ?? 'number');
 
-function argType(s: Arg, scope: TypeScope): string {
+/** A shape as its named type, each dim the type that carries it in this call. */
+function shapeType(op: OpDecl, tensorName: string, shape: readonly DimExpr[], scope: TypeScope): string {
+  const dims = shapeDims(shape).map((d) => scope.dims.get(d) ?? 'number');
+  return `${shapeTypeName(op, tensorName, shape)}<${dims.join(', ')}>`;
+}
+
+const violation = (code: string, expected?: string) => `${q(code)}, ${q(allErrors[code]!.title)}${expected ? `, ${expected}` : ''}`;
+
+function argType(op: OpDecl, s: Arg, scope: TypeScope): string {
   switch (s.kind) {
     case 'int': {
       if (!s.binds) return 'number';
@@ -175,13 +212,15 @@ function argType(s: Arg, scope: TypeScope): string {
     case 'callback':
       return callbackType(s, scope);
     case 'tensor':
-      return tensorType(s, scope);
+      return tensorType(op, s, scope);
   }
 }
 
-function tensorType(s: TensorArg, scope: TypeScope): string {
-  const { dt, s: shapeParam } = tensorParam(s.name);
-  scope.params.push(`${dt} extends DType`, `${shapeParam} extends Shape`);
+function tensorType(op: OpDecl, s: TensorArg, scope: TypeScope): string {
+  const p = tensorParam(s.name);
+  const dt = `${p}['dtype']`;
+  const shapeOf = `${p}['shape']`;
+  scope.params.push(`${p} extends Tensor`);
   const checks: string[] = [];
   if ('oneOf' in s.dtype) {
     checks.push(`Check<DTypeIn<${dt}, ${s.dtype.oneOf.map(q).join(' | ')}>, ${violation('KV004')}>`);
@@ -189,24 +228,26 @@ function tensorType(s: TensorArg, scope: TypeScope): string {
     const allowed = [scope.dtypes.get(s.dtype.sameAs)!, ...(s.dtype.or ?? []).map(q)];
     checks.push(`Check<DTypeIn<${dt}, ${allowed.join(' | ')}>, ${violation('KV005')}>`);
   }
-  // Axes that name an unbound dim bind it; the rest are compared.
-  const expected = s.shape.map((e, axis) => {
+  // Axes that name an unbound dim bind it and are not compared (`unknown` matches any dim, a type parameter too).
+  const binding = new Set<number>();
+  s.shape.forEach((e, axis) => {
     if (isDimName(e) && !scope.dims.has(e)) {
-      scope.dims.set(e, `At<${shapeParam}, ${axis}>`);
-      return 'number';
+      scope.dims.set(e, `At<${shapeOf}, ${axis}>`);
+      binding.add(axis);
     }
-    return dimType(e, scope);
   });
-  const expectedTuple = `readonly [${expected.join(', ')}]`;
+  // The expected shape as a message shows it, every dim this tensor names bound.
+  const expected = shapeType(op, s.name, s.shape, scope);
+  const compared = `readonly [${s.shape.map((e, axis) => (binding.has(axis) ? 'unknown' : dimType(e, scope))).join(', ')}]`;
   if (s.flattenable) {
-    checks.push(`Check<FlatRankOk<${shapeParam}>, ${violation(s.rankCode ?? s.code)}>`);
-    checks.push(`Check<FlatCountEq<${shapeParam}, ${expected[0]}>, ${violation(s.code)}>`);
+    checks.push(`Check<FlatRankOk<${shapeOf}>, ${violation(s.rankCode ?? s.code, expected)}>`);
+    checks.push(`Check<FlatCountEq<${shapeOf}, ${dimType(s.shape[0]!, scope)}>, ${violation(s.code, expected)}>`);
   } else {
-    if (s.rankCode) checks.push(`Check<RankIs<${shapeParam}, ${s.shape.length}>, ${violation(s.rankCode)}>`);
-    checks.push(`Check<ShapeEq<${shapeParam}, ${expectedTuple}>, ${violation(s.code)}>`);
+    if (s.rankCode) checks.push(`Check<RankIs<${shapeOf}, ${s.shape.length}>, ${violation(s.rankCode, expected)}>`);
+    checks.push(`Check<ShapeEq<${shapeOf}, ${compared}>, ${violation(s.code, expected)}>`);
   }
   scope.dtypes.set(s.name, dt);
-  const t = `Tensor<${dt}, ${shapeParam}> & ${checks.join(' & ')}`;
+  const t = `${p} & ${checks.join(' & ')}`;
   return s.orNumber ? `(${t}) | number` : t;
 }
 
@@ -217,67 +258,156 @@ function callbackType(s: CallbackArg, scope: TypeScope): string {
 
 function outputsType(op: OpDecl, scope: TypeScope): string {
   if (op.outputs.length === 0) return 'void';
-  const fields = op.outputs.map((o) => `readonly ${o.name}: Tensor<${scope.dtypes.get(o.dtypeOf)}, readonly [${o.shape.map((e) => dimType(e, scope)).join(', ')}]>`);
+  const fields = op.outputs.map((o) => `readonly ${o.name}: Tensor<${scope.dtypes.get(o.dtypeOf)}, ${shapeType(op, o.name, o.shape, scope)}>`);
   return `{ ${fields.join('; ')} }`;
 }
 
-/** Dims and dtype the materializer carries from its constructor to its calls. */
-const INHERITED_PARAMS = ['DT extends DType', 'L extends number', 'H extends number', 'D extends number', 'R extends number', 'Hidden extends number'];
-
-function inheritedScope(): TypeScope {
-  const dims = new Map([
-    ['L', 'L'],
-    ['H', 'H'],
-    ['D', 'D'],
-    ['R', 'R'],
-    ['hidden', 'Hidden'],
-  ]);
-  return { dims, dtypes: new Map([['kvWeight', 'DT']]), params: [] };
+/** What a stateful op's constructor fixes for its methods: every dim it certainly binds, and the dtypes of the tensors they follow. */
+function carried(s: StatefulDecl): { dims: string[]; dtypes: string[] } {
+  const bound = certainDims(s.create);
+  const followed = new Set(s.methods.flatMap((m) => m.steps.flatMap((st) => (st.kind === 'tensor' && 'sameAs' in st.dtype ? [st.dtype.sameAs] : st.kind === 'callback' ? [st.dtypeOf] : []))));
+  const dims = Object.keys(s.create.dims).filter((d) => bound.has(d));
+  const dtypes = s.create.steps.filter((st): st is TensorArg => st.kind === 'tensor' && followed.has(st.name)).map((t) => t.name);
+  return { dims, dtypes };
 }
 
-function signature(op: OpDecl, scope: TypeScope, positional: boolean): { generics: string; params: string; returns: string } {
+const dtypeParam = (s: StatefulDecl, tensorName: string) => (carried(s).dtypes.length === 1 ? 'DT' : `${pascal(tensorName)}DT`);
+
+function signature(op: OpDecl, scope: TypeScope): { generics: string; params: string; returns: string } {
   const fields: string[] = [];
-  const positionalParams: string[] = [];
   for (const s of op.steps.filter(isArg)) {
-    const t = argType(s, scope);
-    fields.push(`readonly ${s.name}${('optional' in s && s.optional) || s.kind === 'choice' || (s.kind === 'int' && s.default) ? '?' : ''}: ${t};`);
-    positionalParams.push(`${s.name}: ${t}`);
+    const t = argType(op, s, scope);
+    fields.push(`/** ${s.doc} */\n    readonly ${s.name}${('optional' in s && s.optional) || s.kind === 'choice' || (s.kind === 'int' && s.default) ? '?' : ''}: ${t};`);
   }
   // A type parameter with a default must come after every one without.
   const params = [...scope.params.filter((p) => !p.includes(' = ')), ...scope.params.filter((p) => p.includes(' = '))];
   return {
     generics: params.length ? `<${params.join(', ')}>` : '',
-    params: positional ? positionalParams.join(', ') : `args: {\n    ${fields.join('\n    ')}\n  }`,
+    params: `args: {\n    ${fields.join('\n    ')}\n  }`,
     returns: outputsType(op, scope),
   };
 }
 
+const fnName = (op: OpDecl) => `${pascal(op.name)}Fn`;
+
 function signaturesFile(): string {
-  const out: string[] = [
+  const body: string[] = [];
+  for (const st of allStateful) {
+    // The constructor fixes the carried dims and dtypes for every later call.
+    const { dims, dtypes } = carried(st);
+    const params = [...dtypes.map((t) => `${dtypeParam(st, t)} extends DType`), ...dims.map((d) => `${pascal(d)} extends number`)];
+    body.push(`export interface ${st.name}<${params.join(', ')}> {`);
+    for (const m of allOps.filter((o) => o.inherits === st.create.name)) {
+      const inherited: TypeScope = { dims: new Map(dims.map((d) => [d, pascal(d)])), dtypes: new Map(dtypes.map((t) => [t, dtypeParam(st, t)])), params: [] };
+      const sig = signature(m, inherited);
+      body.push(`  /** ${m.summary} */`, `  ${m.name.split('.')[1]}${sig.generics}(${sig.params}): ${sig.returns};`);
+    }
+    body.push(`  /** Frees ${st.disposes}. */`, '  dispose(): void;', '}', '');
+  }
+  return [
     HEADER,
-    "import type { DType, Shape, Tensor } from '../tensor.js';",
+    "import type { DType, Tensor } from '../tensor.js';",
     "import type { At, Check, DTypeIn, EvenAtMost, FlatCountEq, FlatRankOk, IsPositiveInt, Mul, MultipleOf, OneOf, RankIs, ShapeEq } from '../types/check.js';",
     '',
+    '// The shapes the contracts name, each dim a type parameter.',
+    ...shapeTypesBlock(),
+    '',
+    ...body,
+  ].join('\n');
+}
+
+// ---------- backend wiring ----------
+
+/** Plain result type of a kernel: the public tensor where the signature has a shaped one. */
+const kernelResult = (op: OpDecl, tensor: string) => (op.outputs.length === 0 ? 'void' : `{ ${op.outputs.map((o) => `${o.name}: ${tensor}`).join('; ')} }`);
+
+/**
+ * The per-op part of `Backend` and `BackendKernels`, and `wireOps`, which puts
+ * each op's validator in front of its kernel. Each wrapper is declared with
+ * the op's typed signature as an overload over an implementation that takes
+ * `unknown` (the validator decides), so no cast is needed.
+ */
+function backendFile(): string {
+  const plain = allOps.filter((o) => !o.inherits && !o.makes);
+  const top = [...plain, ...allStateful.map((s) => s.create)];
+  const out: string[] = [
+    HEADER,
+    "import type { Inherited, ValidationContext } from '../runtime/call.js';",
+    "import type { DType, OwnedTensor, Tensor } from '../tensor.js';",
+    "import type { At, Check, DTypeIn, EvenAtMost, FlatCountEq, FlatRankOk, IsPositiveInt, Mul, MultipleOf, OneOf, RankIs, ShapeEq } from '../types/check.js';",
+    'SHAPE_IMPORTS',
+    `import { ${allOps.map(validatorName).join(', ')} } from './validators.js';`,
+    `import type { ${allOps.map(checkedName).join(', ')} } from './validators.js';`,
+    '',
+    '/** The ops of the public `Backend`, each typed by its contract: the signatures declared in `wireOps`. */',
+    'export type BackendOps = ReturnType<typeof wireOps>;',
+    ...top.flatMap((op) => [`/** The type of \`backend.${op.name}\`. */`, `export type ${fnName(op)} = BackendOps['${op.name}'];`]),
+    '',
+    '/** What a backend implements per op: kernels over validated, dim-bound arguments. */',
+    'export interface OpKernels {',
+    ...plain.map((op) => `  ${op.name}(args: ${checkedName(op)}): ${kernelResult(op, 'OwnedTensor')};`),
+    ...allStateful.map((s) => `  ${s.create.name}(args: ${checkedName(s.create)}): ${s.name}Kernels;`),
+    '}',
+    '',
   ];
-  const plain = allOps.filter((o) => !o.inherits && o.outputs.length > 0);
+  for (const s of allStateful) {
+    const methods = allOps.filter((o) => o.inherits === s.create.name);
+    out.push(`/** What a backend implements for each \`${s.name}\` method. */`, `export interface ${s.name}Kernels {`);
+    for (const m of methods) out.push(`  ${m.name.split('.')[1]}(args: ${checkedName(m)}): ${kernelResult(m, 'OwnedTensor')};`);
+    out.push('  dispose(): void;', '}', '');
+  }
+  // Each wrapper's typed signature is an overload of an implementation that takes `unknown` (the validator decides).
+  out.push('/** Each op validated against its contract, then handed to its kernel. */', 'export function wireOps(kernels: OpKernels, ctx: ValidationContext) {');
   for (const op of plain) {
-    const sig = signature(op, { dims: new Map(), dtypes: new Map(), params: [] }, false);
-    out.push(`/** ${op.summary} */`, `export type ${pascal(op.name)}Fn = ${sig.generics}(${sig.params}) => ${sig.returns};`, '');
+    const sig = signature(op, { dims: new Map(), dtypes: new Map(), params: [] });
+    out.push(
+      `  /** ${op.summary} */`,
+      `  function ${op.name}${sig.generics}(${sig.params}): ${sig.returns};`,
+      `  function ${op.name}(args: unknown, ...extra: unknown[]): ${kernelResult(op, 'Tensor')} {`,
+      `    return kernels.${op.name}(${validatorName(op)}(args, ctx, extra.length));`,
+      '  }',
+    );
   }
-  // The materializer: its constructor fixes DT, L, H, D, R and hidden for every later call.
-  const create = byName('createKvMaterializer');
-  const createScope: TypeScope = { dims: new Map(), dtypes: new Map(), params: [] };
-  const createSig = signature(create, createScope, false);
-  const carried = ['kvWeight', 'L', 'H', 'D', 'R', 'hidden'].map((n) => (n === 'kvWeight' ? createScope.dtypes.get(n)! : createScope.dims.get(n)!));
-  out.push(`/** ${create.summary} */`, `export type CreateKvMaterializerFn = ${createSig.generics}(${createSig.params}) => KvMaterializer<${carried.join(', ')}>;`, '');
-  out.push(`export interface KvMaterializer<${INHERITED_PARAMS.join(', ')}> {`);
-  for (const op of allOps.filter((o) => o.inherits === 'createKvMaterializer')) {
-    const method = op.name.split('.')[1]!;
-    const sig = signature(op, inheritedScope(), Boolean(op.positional));
-    out.push(`  /** ${op.summary} */`, `  ${method}${sig.generics}(${sig.params}): void;`);
+  for (const s of allStateful) {
+    const { dims, dtypes } = carried(s);
+    const scope: TypeScope = { dims: new Map(), dtypes: new Map(), params: [] };
+    const sig = signature(s.create, scope);
+    const made = `${s.name}<${[...dtypes.map((t) => scope.dtypes.get(t)!), ...dims.map((d) => scope.dims.get(d)!)].join(', ')}>`;
+    out.push(
+      `  /** ${s.create.summary} */`,
+      `  function ${s.create.name}${sig.generics}(${sig.params}): ${made};`,
+      `  function ${s.create.name}(args: unknown, ...extra: unknown[]): unknown {`,
+      `    const made = ${validatorName(s.create)}(args, ctx, extra.length);`,
+      `    return wire${s.name}(kernels.${s.create.name}(made), ctx, { dims: made.dims, dtypes: made.dtypes });`,
+      '  }',
+    );
   }
-  out.push('  /** Frees the weights, caches and workspaces this materializer holds. */', '  dispose(): void;', '}', '');
-  return out.join('\n');
+  out.push(`  return { ${[...plain, ...allStateful.map((s) => s.create)].map((o) => o.name).join(', ')} };`, '}', '');
+  for (const s of allStateful) {
+    const { dims, dtypes } = carried(s);
+    const methods = allOps.filter((o) => o.inherits === s.create.name);
+    const params = [...dtypes.map((t) => `${dtypeParam(s, t)} extends DType`), ...dims.map((d) => `${pascal(d)} extends number`)];
+    // Typed as the interface in signatures.ts by the constructor's overload; the same generator writes both.
+    out.push(
+      `/** A \`${s.name}\` whose every method is validated with the dims and dtypes its constructor bound. */`,
+      `function wire${s.name}<${params.join(', ')}>(impl: ${s.name}Kernels, ctx: ValidationContext, inherited: Inherited) {`,
+    );
+    for (const m of methods) {
+      const method = m.name.split('.')[1]!;
+      const sig = signature(m, { dims: new Map(dims.map((d) => [d, pascal(d)])), dtypes: new Map(dtypes.map((t) => [t, dtypeParam(s, t)])), params: [] });
+      out.push(
+        `  /** ${m.summary} */`,
+        `  function ${method}${sig.generics}(${sig.params}): ${sig.returns};`,
+        `  function ${method}(args: unknown, ...extra: unknown[]): ${kernelResult(m, 'Tensor')} {`,
+        `    return impl.${method}(${validatorName(m)}(args, ctx, inherited, extra.length));`,
+        '  }',
+      );
+    }
+    out.push(`  return { ${methods.map((m) => m.name.split('.')[1]).join(', ')}, dispose: () => impl.dispose() };`, '}', '');
+  }
+  // The shape types are known once every signature above is written.
+  const imports = `import type { ${[...allStateful.map((s) => s.name), ...shapeTypes.keys()].join(', ')} } from './signatures.js';`;
+  return out.join('\n').replace('SHAPE_IMPORTS', imports);
 }
 
 // ---------- catalog skeleton ----------
@@ -289,10 +419,7 @@ function lineOf(file: string, code: string): number {
   return prop.getStartLineNumber();
 }
 
-/** Tensor identity codes: checked for every tensor argument and by `read`. */
-const TENSOR_IDENTITY = ['KV001', 'KV002', 'KV003', 'KV027'];
-
-/** Codes each op's validator raises, from its steps; plus the tensor calls' codes, found in src/runtime/tensors.ts. */
+/** Codes each op's validator raises, from its steps; the other calls' codes from their declarations. */
 function raisedBy(): Map<string, Set<string>> {
   const by = new Map<string, Set<string>>();
   const add = (code: string, op: string) => by.set(code, (by.get(code) ?? new Set()).add(op));
@@ -304,18 +431,12 @@ function raisedBy(): Map<string, Set<string>> {
       if (s.kind === 'tensor') codes.push(...TENSOR_IDENTITY, 'oneOf' in s.dtype ? 'KV004' : 'KV005');
       for (const c of codes) if (c) add(c, op.name);
     }
-    if (!op.positional) add('KV043', op.name);
+    // Every op takes one object of named arguments: an unknown name, or anything but that object.
+    add('KV043', op.name);
+    add('KV044', op.name);
   }
-  for (const code of TENSOR_IDENTITY) add(code, 'read');
+  for (const call of allCalls) for (const code of call.raises) add(code, call.name);
   for (const [code, decl] of Object.entries(allErrors)) for (const call of decl.raisedBy ?? []) add(code, call);
-  const tensors = project.addSourceFileAtPath(join(root, 'src/runtime/tensors.ts'));
-  for (const fn of tensors.getFunctions()) {
-    const ops = fn.getName() === 'validateTensorCreation' ? ['tensor', 'empty'] : fn.getName() === 'validateTensorData' ? ['tensor'] : [];
-    for (const lit of fn.getDescendantsOfKind(SyntaxKind.StringLiteral)) {
-      const code = lit.getLiteralValue();
-      if (/^KV\d{3}$/.test(code)) for (const op of ops) add(code, op);
-    }
-  }
   return by;
 }
 
@@ -351,7 +472,7 @@ function skeleton() {
   const args = argsOf();
   const entries = contractFiles.flatMap(({ file, contract }) =>
     Object.entries(contract.errors).map(([code, decl]) => {
-      const ops = contract.ops.filter((o) => by.get(code)?.has(o.name)).map((o) => o.name);
+      const ops = opsOf(contract).filter((o) => by.get(code)?.has(o.name)).map((o) => o.name);
       return {
         code,
         op: ops[0] ?? '*',
@@ -376,6 +497,7 @@ function skeleton() {
     summary: op.summary,
     dims: op.dims,
     inherits: op.inherits ?? null,
+    makes: op.makes ?? null,
     args: op.steps.filter(isArg).map((a) => ({ name: a.name, kind: a.kind, doc: a.doc, optional: 'optional' in a && Boolean(a.optional), shape: a.kind === 'tensor' ? a.shape : null })),
     outputs: op.outputs,
     codes: [...by.entries()].filter(([, ops]) => ops.has(op.name)).map(([c]) => c).sort(),
@@ -406,10 +528,14 @@ function verify() {
       }
     }
   }
+  for (const call of allCalls) for (const c of call.raises) if (!allErrors[c]) throw new Error(`${call.name}: ${c} has no declaration`);
 }
 
 verify();
 emit(join(root, 'src/generated/validators.ts'), validatorsFile());
+// The wiring first: writing its signatures names the shape types that signatures.ts declares.
+const backend = backendFile();
 emit(join(root, 'src/generated/signatures.ts'), signaturesFile());
+emit(join(root, 'src/generated/backend.ts'), backend);
 emit(join(root, 'generated/skeleton.json'), `${JSON.stringify(skeleton(), null, 2)}\n`);
 console.log(`contracts: ${allOps.length} ops, ${Object.keys(allErrors).length} codes generated`);

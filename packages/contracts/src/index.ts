@@ -4,12 +4,8 @@
  * Backend authors import `@kvkit/contracts/backend`; generators and docs
  * `@kvkit/contracts/dsl`.
  */
-export type {
-  CreateKvMaterializerFn,
-  FusedNormRopeStackedFn,
-  KvMaterializer,
-  RopePoolFusedFn,
-} from './generated/signatures.js';
+export type { CreateKvMaterializerFn, FusedNormRopeStackedFn, RopePoolFusedFn } from './generated/backend.js';
+export type * from './generated/signatures.js';
 export { ContractError, isContractError } from './errors/contractError.js';
 export { docsUrl, getDocsBase, setDocsBase } from './errors/docsUrl.js';
 export type { Backend } from './runtime/backend.js';

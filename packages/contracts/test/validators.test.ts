@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { defineBackend, TENSOR_OWNER } from '../src/backend/index.js';
+import { defineBackend, LAYER_VIEW, TENSOR_OWNER } from '../src/backend/index.js';
+import { allCalls } from '../src/dsl/index.js';
 import type { BackendKernels, OwnedTensor } from '../src/backend/index.js';
 import { ContractError } from '../src/index.js';
 import type { DType, Shape } from '../src/index.js';
@@ -141,12 +142,26 @@ describe('generated validators', () => {
       ropeBase: 10000,
     });
     expect(calls[0]!.args.rotaryDim).toBe(8);
-    m.materialize(backend.tensor('f16', [3, 64]), backend.tensor('i64', [1, 3]), () => {});
+    m.materialize({ ctxHidden: backend.tensor('f16', [3, 64]), positions: backend.tensor('i64', [1, 3]), writeLayerKv: () => {} });
     expect(calls[1]!.args.dims).toMatchObject({ L: 2, H: 2, D: 8, R: 8, hidden: 64, T: 3 });
-    const e = thrown(() => m.materialize(backend.tensor('f16', [3, 64]), backend.tensor('i64', [2]) as any, () => {}));
+    const e = thrown(() => m.materialize({ ctxHidden: backend.tensor('f16', [3, 64]), positions: backend.tensor('i64', [2]) as any, writeLayerKv: () => {} }));
     expect(e.code).toBe('KV023');
     expect(e.message).toContain('positions holds 2 entries; expected [T] = [3], one per token of ctxHidden');
-    expect(thrown(() => m.materialize(backend.tensor('f32', [3, 64]) as any, backend.tensor('i64', [3]), () => {})).code).toBe('KV005');
+    expect(thrown(() => m.materialize({ ctxHidden: backend.tensor('f32', [3, 64]) as any, positions: backend.tensor('i64', [3]), writeLayerKv: () => {} })).code).toBe('KV005');
+  });
+
+  it('refuse the positional materialize(ctxHidden, positions, writeLayerKv) with KV044, saying it takes one object', () => {
+    const { backend, calls } = recordingBackend();
+    const m = backend.createKvMaterializer({ kvWeight: backend.tensor('f32', [1, 4, 8]), kNormWeight: backend.tensor('f32', [1, 2]), eps: 1e-6, numKvHeads: 1, headDim: 2, ropeBase: 10000 });
+    const positional = m.materialize as unknown as (...a: unknown[]) => void;
+    let called = false;
+    const e = thrown(() => positional(backend.tensor('f32', [2, 8]), backend.tensor('i32', [2]), () => (called = true)));
+    expect(e.code).toBe('KV044');
+    expect(e.message).toContain('arguments must be one object of named arguments, KvMaterializer.materialize({ ctxHidden, positions, writeLayerKv }); got 3 positional arguments');
+    // A tensor alone where the object belongs says the same.
+    expect(thrown(() => positional(backend.tensor('f32', [2, 8]))).message).toContain('KvMaterializer.materialize({ ctxHidden, positions, writeLayerKv }); got a Tensor');
+    expect(called).toBe(false);
+    expect(calls.map((c) => c.op)).toEqual(['createKvMaterializer']);
   });
 
   it('refuse a materializer with both or neither rope source', () => {
@@ -199,5 +214,45 @@ describe('tensor creation', () => {
     backend.empty('f32', [2 ** 31 - 1]);
     const e = thrown(() => backend.empty('i64', [2 ** 16, 2 ** 15]));
     expect(e.message).toContain('at most 2147483647 elements (elements are indexed with 32-bit signed integers)');
+  });
+});
+
+describe('declared calls', () => {
+  // One bad input per way each call can fail; the codes seen must be exactly the codes declared.
+  const attempts: Record<string, ((b: ReturnType<typeof recordingBackend>['backend'], other: ReturnType<typeof recordingBackend>['backend']) => unknown)[]> = {
+    tensor: [
+      (b) => b.tensor('f64' as never, [2], [1, 2]),
+      (b) => b.tensor('f32', [2, -1]),
+      (b) => b.tensor('f32', [65536, 65536]),
+      (b) => b.tensor('f32', [2], 'ab' as never),
+      (b) => b.tensor('f32', [3], [1, 2]),
+      (b) => b.tensor('i32', [2], [1, 0.5]),
+    ],
+    empty: [(b) => b.empty('u8' as never, [2]), (b) => b.empty('f32', [1.5]), (b) => b.empty('f32', [65536, 32768, 2])],
+    read: [
+      (b) => b.read({} as never),
+      (b, other) => b.read(other.tensor('f32', [1], [1])),
+      (b) => {
+        const t = b.tensor('f32', [1], [1]);
+        t.dispose();
+        return b.read(t);
+      },
+      (b) => b.read(Object.assign(b.tensor('f32', [1], [1]), { disposed: true, [LAYER_VIEW]: 0 })),
+    ],
+  };
+
+  it.each(allCalls.map((c) => [c.name, c] as const))('%s raises exactly the codes its declaration lists', async (name, call) => {
+    const { backend } = recordingBackend();
+    const { backend: other } = recordingBackend({ label: 'other backend' });
+    const seen = new Set<string>();
+    for (const attempt of attempts[name]!) {
+      try {
+        await attempt(backend, other);
+      } catch (e) {
+        expect(e).toBeInstanceOf(ContractError);
+        seen.add((e as ContractError).code);
+      }
+    }
+    expect([...seen].sort()).toEqual([...call.raises].sort());
   });
 });

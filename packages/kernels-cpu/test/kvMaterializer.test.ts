@@ -85,7 +85,7 @@ describe('materialize', () => {
         const w = model(b, m);
         const { ctxHidden, positions, positionsTensor } = tokens(b, m, s.T, s.seed + 1);
         const mat = b.createKvMaterializer(w);
-        const layers = await materialized((cb) => mat.materialize(ctxHidden, positionsTensor, cb), b);
+        const layers = await materialized((cb) => mat.materialize({ ctxHidden, positions: positionsTensor, writeLayerKv: cb }), b);
         const kv = b.tensor(m.dtype, [s.T, m.L, 2 * m.H * m.D], await projection(b, m, w.kvWeight, ctxHidden, s.T));
         const { kvWeight: _, ...norm } = w;
         const { kOut, vOut } = b.fusedNormRopeStacked({ ...norm, kv, positions: b.tensor('i64', [s.T], positions) });
@@ -107,7 +107,7 @@ describe('materialize', () => {
     const mat = b.createKvMaterializer(model(b, m));
     const { ctxHidden, positionsTensor } = tokens(b, m, 5, 2);
     const seen: unknown[] = [];
-    mat.materialize(ctxHidden, positionsTensor, (layer, k, v) => seen.push([layer, k.shape, v.shape, k.dtype, k.disposed]));
+    mat.materialize({ ctxHidden, positions: positionsTensor, writeLayerKv: (layer, k, v) => seen.push([layer, k.shape, v.shape, k.dtype, k.disposed]) });
     expect(seen).toEqual([0, 1, 2].map((l) => [l, [5, 2, 8], [5, 2, 8], 'bf16', false]));
   });
 
@@ -127,7 +127,7 @@ describe('materialize', () => {
         [2, 70000],
       ] as const) {
         const { ctxHidden, positions, positionsTensor } = tokens(b, m, T, T * 7 + maxPosition, maxPosition);
-        const layers = await materialized((cb) => mat.materialize(ctxHidden, positionsTensor, cb), b);
+        const layers = await materialized((cb) => mat.materialize({ ctxHidden, positions: positionsTensor, writeLayerKv: cb }), b);
         const kvValues = (await b.read(b.tensor(dtype, [T, m.L, 2 * m.H * m.D], await projection(b, m, w.kvWeight, ctxHidden, T)))) as Float32Array;
         // The formula restated on purpose: an oracle apart from the backend layer's ropeFrequencies.
         const angle = (p: number, j: number) => p * 1e6 ** ((-2 * j) / m.R);
@@ -155,14 +155,14 @@ describe('materialize', () => {
     const w = model(b, m);
     const { ctxHidden, positions, positionsTensor } = tokens(b, m, 4, 6);
     // a large eps that f32 cannot hold exactly: the number must be used as the f32 tensor would hold it
-    const base = await materialized((cb) => b.createKvMaterializer({ ...w, eps: b.tensor('f32', [2], [0.3, 0.3]) }).materialize(ctxHidden, positionsTensor, cb), b);
+    const base = await materialized((cb) => b.createKvMaterializer({ ...w, eps: b.tensor('f32', [2], [0.3, 0.3]) }).materialize({ ctxHidden, positions: positionsTensor, writeLayerKv: cb }), b);
     const withNumber = b.createKvMaterializer({ ...w, eps: 0.3 });
     const shapes = [
       [4, 1],
       [1, 4],
     ] as number[][];
     for (const shape of shapes) {
-      const got = await materialized((cb) => withNumber.materialize(ctxHidden, b.tensor('i64', shape, positions), cb), b);
+      const got = await materialized((cb) => withNumber.materialize({ ctxHidden, positions: b.tensor('i64', shape, positions), writeLayerKv: cb }), b);
       got.forEach(([, k, v], l) => {
         expect(bitsOf(k)).toEqual(bitsOf(base[l]![1]));
         expect(bitsOf(v)).toEqual(bitsOf(base[l]![2]));
@@ -175,9 +175,9 @@ describe('materialize', () => {
     const m: Model = { L: 2, H: 1, D: 8, R: 8, hidden: 4, dtype: 'f32', style: 'neox', P: 8, seed: 1 };
     const mat = b.createKvMaterializer(model(b, m));
     let calls = 0;
-    mat.materialize(b.empty('f32', [0, 4]), b.empty('i32', [0]), () => {
+    mat.materialize({ ctxHidden: b.empty('f32', [0, 4]), positions: b.empty('i32', [0]), writeLayerKv: () => {
       calls += 1;
-    });
+    } });
     expect(calls).toBe(0);
   });
 
@@ -187,9 +187,9 @@ describe('materialize', () => {
     const w = model(b, m);
     const mat = b.createKvMaterializer(w);
     const { ctxHidden, positionsTensor } = tokens(b, m, 3, 4);
-    const before = await materialized((cb) => mat.materialize(ctxHidden, positionsTensor, cb), b);
+    const before = await materialized((cb) => mat.materialize({ ctxHidden, positions: positionsTensor, writeLayerKv: cb }), b);
     for (const t of [w.kvWeight, w.kNormWeight, w.eps, w.cosSinCache]) t.dispose();
-    const after = await materialized((cb) => mat.materialize(ctxHidden, positionsTensor, cb), b);
+    const after = await materialized((cb) => mat.materialize({ ctxHidden, positions: positionsTensor, writeLayerKv: cb }), b);
     expect(after).toEqual(before);
   });
 });
@@ -205,7 +205,7 @@ describe('materialize workspaces', () => {
     const counts: number[] = [];
     inputs.forEach(({ ctxHidden, positionsTensor }, i) => {
       const before = cpuBackendStats(b).buffersAllocated;
-      mat.materialize(ctxHidden, positionsTensor, () => {});
+      mat.materialize({ ctxHidden, positions: positionsTensor, writeLayerKv: () => {} });
       mat.materializeInto({ ctxHidden, positions: positionsTensor, slots: slots[i]!, ...pools });
       counts.push(cpuBackendStats(b).buffersAllocated - before);
     });
@@ -223,7 +223,7 @@ describe('materialize workspaces', () => {
     for (const p of [0, 100, 50, 101, 150, 201, 202]) {
       const positions = b.tensor('i32', [1], [p]);
       const before = cpuBackendStats(b).buffersAllocated;
-      mat.materialize(ctxHidden, positions, () => {});
+      mat.materialize({ ctxHidden, positions, writeLayerKv: () => {} });
       grown.push(cpuBackendStats(b).buffersAllocated - before);
     }
     // the first call also sizes the three workspaces; rows: 101, then 202, then 404
@@ -240,10 +240,10 @@ describe('layer views', () => {
     const { ctxHidden, positionsTensor } = tokens(b, m, 3, 1);
     const kept: Tensor<FloatDType>[] = [];
     const copies: Promise<unknown>[] = [];
-    mat.materialize(ctxHidden, positionsTensor, (_layer, k, v) => {
+    mat.materialize({ ctxHidden, positions: positionsTensor, writeLayerKv: (_layer, k, v) => {
       kept.push(k, v);
       copies.push(b.read(k));
-    });
+    } });
     for (const t of kept) expect(t.disposed).toBe(true);
     await Promise.all(copies);
     const err = await b.read(kept[2]!).catch((e: { code: string; message: string }) => e);
@@ -262,13 +262,13 @@ describe('layer views', () => {
     const { ctxHidden, positionsTensor } = tokens(b, m, 2, 1);
     let view: Tensor | undefined;
     expect(() =>
-      mat.materialize(ctxHidden, positionsTensor, (layer, k) => {
+      mat.materialize({ ctxHidden, positions: positionsTensor, writeLayerKv: (layer, k) => {
         view = k;
         if (layer === 1) throw new Error('caller bug');
-      }),
+      } }),
     ).toThrow('caller bug');
     expect(view!.disposed).toBe(true);
-    expect(await materialized((cb) => mat.materialize(ctxHidden, positionsTensor, cb), b)).toHaveLength(3);
+    expect(await materialized((cb) => mat.materialize({ ctxHidden, positions: positionsTensor, writeLayerKv: cb }), b)).toHaveLength(3);
   });
 
   it('a nested call inside writeLayerKv does not overwrite the views being handed out', async () => {
@@ -277,13 +277,13 @@ describe('layer views', () => {
     const mat = b.createKvMaterializer(model(b, m));
     const outer = tokens(b, m, 3, 1);
     const inner = tokens(b, m, 3, 2);
-    const alone = await materialized((cb) => mat.materialize(outer.ctxHidden, outer.positionsTensor, cb), b);
+    const alone = await materialized((cb) => mat.materialize({ ctxHidden: outer.ctxHidden, positions: outer.positionsTensor, writeLayerKv: cb }), b);
     const nested = await materialized(
       (cb) =>
-        mat.materialize(outer.ctxHidden, outer.positionsTensor, (layer, k, v) => {
-          mat.materialize(inner.ctxHidden, inner.positionsTensor, () => {});
+        mat.materialize({ ctxHidden: outer.ctxHidden, positions: outer.positionsTensor, writeLayerKv: (layer, k, v) => {
+          mat.materialize({ ctxHidden: inner.ctxHidden, positions: inner.positionsTensor, writeLayerKv: () => {} });
           cb(layer, k, v);
-        }),
+        } }),
       b,
     );
     expect(nested).toEqual(alone);
@@ -312,7 +312,7 @@ describe('materializeInto', () => {
           const vPool = b.tensor(dtype, [m.L, S, m.H, m.D], initialV);
           const wantK = Array.from((await b.read(kPool)) as Float32Array);
           const wantV = Array.from((await b.read(vPool)) as Float32Array);
-          for (const [l, k, v] of await materialized((cb) => mat.materialize(ctxHidden, positionsTensor, cb), b)) {
+          for (const [l, k, v] of await materialized((cb) => mat.materialize({ ctxHidden, positions: positionsTensor, writeLayerKv: cb }), b)) {
             slots.forEach((slot, t) => {
               if (slot < 0) return;
               for (let i = 0; i < row; i++) {
@@ -339,9 +339,9 @@ describe('materializer bad input', () => {
     const mat = b.createKvMaterializer(model(b, m));
     let calls = 0;
     const err = thrown(() =>
-      mat.materialize(b.tensor('f32', [2, 4], [1, 2, 3, 4, 5, 6, 7, 8]), b.tensor('i32', [2], [3, 8]), () => {
+      mat.materialize({ ctxHidden: b.tensor('f32', [2, 4], [1, 2, 3, 4, 5, 6, 7, 8]), positions: b.tensor('i32', [2], [3, 8]), writeLayerKv: () => {
         calls += 1;
-      }),
+      } }),
     );
     expect(err.code).toBe('KV017');
     expect(calls).toBe(0);
@@ -367,10 +367,10 @@ describe('materializer bad input', () => {
     const { cosSinCache: _, ...w } = model(b, m);
     const mat = b.createKvMaterializer({ ...w, ropeBase: 10000 });
     const ctxHidden = b.tensor('f32', [3, 4], randn(rng(3), 12));
-    expect(thrown(() => mat.materialize(ctxHidden, b.tensor('i32', [3], [0, -1, 0]), () => {})).code).toBe('KV017');
+    expect(thrown(() => mat.materialize({ ctxHidden, positions: b.tensor('i32', [3], [0, -1, 0]), writeLayerKv: () => {} })).code).toBe('KV017');
     // 2^19 rows of R = 8 is where the table stops growing; 2^31 - 1 is the largest position a materializer takes.
     const positions = [2 ** 19, 2 ** 31 - 1, 3];
-    const layers = await materialized((cb) => mat.materialize(ctxHidden, b.tensor('i64', [3], positions), cb), b);
+    const layers = await materialized((cb) => mat.materialize({ ctxHidden, positions: b.tensor('i64', [3], positions), writeLayerKv: cb }), b);
     // The formula restated on purpose: an oracle apart from the backend layer's ropeFrequencies.
     const angle = (p: number, j: number) => p * 10000 ** ((-2 * j) / m.R);
     const ref = referenceNormRope({
@@ -396,7 +396,7 @@ describe('materializer bad input', () => {
     const before = [await b.read(kPool), await b.read(vPool)];
     const ctxHidden = b.tensor('f32', [3, 4], randn(rng(7), 12));
     let calls = 0;
-    const err = thrown(() => mat.materialize(ctxHidden, b.tensor('i64', [3], [7n, 2n ** 31n, 2n ** 40n]), () => (calls += 1)));
+    const err = thrown(() => mat.materialize({ ctxHidden, positions: b.tensor('i64', [3], [7n, 2n ** 31n, 2n ** 40n]), writeLayerKv: () => (calls += 1) }));
     expect(err.code).toBe('KV028');
     expect(err.message).toContain('positions[1] = 2147483648');
     expect(calls).toBe(0);
@@ -416,7 +416,7 @@ describe('materializer bad input', () => {
     const ctxHidden = b.tensor('f32', [1, 4], [1, 2, 3, 4]);
     const positions = b.tensor('i32', [1], [0]);
     mat.dispose();
-    const err = thrown(() => mat.materialize(ctxHidden, positions, () => {}));
+    const err = thrown(() => mat.materialize({ ctxHidden, positions, writeLayerKv: () => {} }));
     expect(err.code).toBe('KV003');
     expect(err.message).toContain('KvMaterializer');
     const other = b.createKvMaterializer(model(b, m));

@@ -9,7 +9,7 @@ import { cudaBackendInfo } from '../src/index.js';
 import { measureCopyCeiling, timeOnDevice, timeProjectionGemm } from '../src/profiling.js';
 
 type Untyped = {
-  createKvMaterializer(a: unknown): { materialize(...a: unknown[]): void; materializeInto(a: unknown): void; dispose(): void };
+  createKvMaterializer(a: unknown): { materialize(a: unknown): void; materializeInto(a: unknown): void; dispose(): void };
   ropePoolFused(a: unknown): { qRot: Tensor; kRot: Tensor };
 };
 const untyped = (b: Backend) => b as unknown as Untyped;
@@ -87,7 +87,7 @@ export function defineCudaChecks(create: () => Promise<Backend>): void {
         const vPool = b.tensor(dtype, [L, S, H, D], values(L * S * H * D, 5));
         m.materializeInto({ ctxHidden: ctx, positions, kPool, vPool, slots: b.tensor('i32', [T], Int32Array.from(slots)) });
         const layers: Promise<Float32Array>[][] = [];
-        m.materialize(ctx, positions, (_l: number, k: Tensor, v: Tensor) => layers.push([b.read(k) as Promise<Float32Array>, b.read(v) as Promise<Float32Array>]));
+        m.materialize({ ctxHidden: ctx, positions, writeLayerKv: (_l: number, k: Tensor, v: Tensor) => layers.push([b.read(k) as Promise<Float32Array>, b.read(v) as Promise<Float32Array>]) });
         await b.sync();
         const [kAfter, vAfter] = (await Promise.all([b.read(kPool), b.read(vPool)])) as Float32Array[];
         const row = H * D;
@@ -116,21 +116,21 @@ export function defineCudaChecks(create: () => Promise<Backend>): void {
         headDim: D,
         ropeBase: 10000,
       });
-      const inputs = (T: number) => [b.tensor('bf16', [T, hidden], values(T * hidden, T)), b.tensor('i32', [T], Int32Array.from({ length: T }, (_, t) => t))] as const;
+      const inputs = (T: number) => ({ ctxHidden: b.tensor('bf16', [T, hidden], values(T * hidden, T)), positions: b.tensor('i32', [T], Int32Array.from({ length: T }, (_, t) => t)), writeLayerKv: () => {} });
       const small = inputs(8);
       const large = inputs(40);
-      const into = { ctxHidden: small[0], positions: small[1], kPool: b.empty('bf16', [L, 9, H, D]), vPool: b.empty('bf16', [L, 9, H, D]), slots: b.tensor('i32', [8], Int32Array.from({ length: 8 }, (_, t) => t)) };
-      m.materialize(...small, () => {});
+      const into = { ctxHidden: small.ctxHidden, positions: small.positions, kPool: b.empty('bf16', [L, 9, H, D]), vPool: b.empty('bf16', [L, 9, H, D]), slots: b.tensor('i32', [8], Int32Array.from({ length: 8 }, (_, t) => t)) };
+      m.materialize(small);
       m.materializeInto(into);
       const settled = cudaBackendInfo(b).allocations;
-      for (let i = 0; i < 5; i++) m.materialize(...small, () => {});
+      for (let i = 0; i < 5; i++) m.materialize(small);
       for (let i = 0; i < 2; i++) m.materializeInto(into);
       check(cudaBackendInfo(b).allocations === settled, `steady-state calls allocated ${cudaBackendInfo(b).allocations - settled} buffers`);
-      m.materialize(...large, () => {});
+      m.materialize(large);
       const grown = cudaBackendInfo(b).allocations;
       check(grown > settled, 'a larger T did not grow the workspaces');
-      for (let i = 0; i < 3; i++) m.materialize(...large, () => {});
-      m.materialize(...small, () => {});
+      for (let i = 0; i < 3; i++) m.materialize(large);
+      m.materialize(small);
       m.materializeInto(into);
       check(cudaBackendInfo(b).allocations === grown, `calls after growing allocated ${cudaBackendInfo(b).allocations - grown} more buffers`);
       await b.sync();

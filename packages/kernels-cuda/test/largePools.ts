@@ -94,7 +94,7 @@ export function defineLargePoolChecks(create: () => Promise<Backend>): void {
         const ctx = be.tensor('bf16', [T, hidden], values(T * hidden, 3));
         const positions = be.tensor('i64', [T], BigInt64Array.from([7n, 1000n, 4095n, 0n]));
         const layers: Promise<[Float32Array, Float32Array]>[] = [];
-        m.materialize(ctx, positions, (_l: number, k: Tensor, v: Tensor) => layers.push(Promise.all([be.read(k), be.read(v)]) as Promise<[Float32Array, Float32Array]>));
+        m.materialize({ ctxHidden: ctx, positions, writeLayerKv: (_l: number, k: Tensor, v: Tensor) => layers.push(Promise.all([be.read(k), be.read(v)]) as Promise<[Float32Array, Float32Array]>) });
         return { m, ctx, positions, layers };
       };
       const gpu = made(b!);

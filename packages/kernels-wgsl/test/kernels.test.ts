@@ -9,7 +9,7 @@ import { gemmSplits, planGemm, planNormRope, planRopeRows, ropeRowUnits } from '
 type Untyped = {
   fusedNormRopeStacked(a: unknown): { kOut: Tensor; vOut: Tensor };
   ropePoolFused(a: unknown): { qRot: Tensor; kRot: Tensor };
-  createKvMaterializer(a: unknown): { materialize(c: unknown, p: unknown, f: unknown): void; materializeInto(a: unknown): void; dispose(): void };
+  createKvMaterializer(a: unknown): { materialize(a: unknown): void; materializeInto(a: unknown): void; dispose(): void };
 };
 const ops = (b: Backend) => b as unknown as Untyped;
 
@@ -202,9 +202,9 @@ withDevice(`KvMaterializer: GEMM tiles and alignments, odd head dims${skipNote}`
     const layers = async (be: Backend) => {
       const m = ops(be).createKvMaterializer({ kvWeight: be.tensor(dtype, [L, 2 * H * D, hidden], w), kNormWeight: be.tensor('f32', [L, D], norm), eps: 1e-5, numKvHeads: H, headDim: D, rotaryDim: R, ropeBase: 10000 });
       const got: Promise<Float32Array>[] = [];
-      m.materialize(be.tensor(dtype, [T, hidden], x), be.tensor('i32', [T], Int32Array.from({ length: T }, (_, i) => i * 3)), (_: number, k: Tensor, v: Tensor) => {
+      m.materialize({ ctxHidden: be.tensor(dtype, [T, hidden], x), positions: be.tensor('i32', [T], Int32Array.from({ length: T }, (_, i) => i * 3)), writeLayerKv: (_: number, k: Tensor, v: Tensor) => {
         got.push(readFloats(be, k), readFloats(be, v));
-      });
+      } });
       await be.sync();
       m.dispose();
       return Promise.all(got);
@@ -269,7 +269,7 @@ withDevice(`pipelines, batching and buffers${skipNote}`, () => {
     const rope = { q: t(b.tensor('bf16', [T, 4, D], randomValues(rng, T * 4 * D))), k: t(b.tensor('bf16', [T, H, D], randomValues(rng, T * H * D))), v: t(b.tensor('bf16', [T, H, D], randomValues(rng, T * H * D))) };
     const pools = { kPool: t(b.empty('bf16', [T, H, D])), vPool: t(b.empty('bf16', [T, H, D])) };
     const once = () => {
-      m.materialize(ctx, positions, () => {});
+      m.materialize({ ctxHidden: ctx, positions, writeLayerKv: () => {} });
       const out = ops(b).ropePoolFused({ ...rope, ...pools, positions, slots: positions, headDim: D, numQoHeads: 4, numKvHeads: H, ropeBase: 10000 });
       out.qRot.dispose();
       out.kRot.dispose();
@@ -362,12 +362,12 @@ withDevice(`pipelines, batching and buffers${skipNote}`, () => {
     const ctx = b.tensor('f32', [T, hidden], randomValues(rng, T * hidden));
     const positions = b.tensor('i32', [T], [0, 4, 9]);
     const plain: Promise<Float32Array>[] = [];
-    m.materialize(ctx, positions, (_: number, k: Tensor) => plain.push(readFloats(b, k)));
+    m.materialize({ ctxHidden: ctx, positions, writeLayerKv: (_: number, k: Tensor) => plain.push(readFloats(b, k)) });
     const nested: Promise<Float32Array>[] = [];
-    m.materialize(ctx, positions, (layer: number, k: Tensor) => {
-      if (layer === 0) m.materialize(ctx, positions, () => {});
+    m.materialize({ ctxHidden: ctx, positions, writeLayerKv: (layer: number, k: Tensor) => {
+      if (layer === 0) m.materialize({ ctxHidden: ctx, positions, writeLayerKv: () => {} });
       nested.push(readFloats(b, k));
-    });
+    } });
     await b.sync();
     const [a, c] = await Promise.all([Promise.all(plain), Promise.all(nested)]);
     expect(c.map((x) => Array.from(x))).toEqual(a.map((x) => Array.from(x)));

@@ -83,7 +83,7 @@ export function readableSignature(op: OpDecl, ops: readonly OpDecl[]): string {
   const receiver = owner === 'backend' ? 'backend' : lowerFirst(owner);
   const dtIsOwn = args.some((a) => a.name === t.dtFrom);
   const generic = t.dtParam && dtIsOwn ? `<DT extends ${t.dtParam}>` : '';
-  const params = op.positional ? `(\n${body.join('\n')}\n)` : `({\n${body.join('\n')}\n})`;
+  const params = `({\n${body.join('\n')}\n})`;
   const dtNote = t.dtFrom && !dtIsOwn ? `// DT: the dtype of ${t.dtFrom}, given to ${op.inherits}\n` : '';
   return `${dtNote}${receiver}.${method}${generic}${params}: ${returnType(op, ops, t)}`;
 }
@@ -146,7 +146,7 @@ function typer(op: OpDecl, ops: readonly OpDecl[]): Typer {
 
 /**
  * The generated declaration of an op, cut from @kvkit/contracts'
- * src/generated/signatures.ts: the block after the doc comment that repeats
+ * src/generated/backend.ts (where each op's validated wrapper is declared): the block after the doc comment that repeats
  * the op's summary, up to the `;` at the indentation it started at.
  */
 export function generatedSignature(op: OpDecl, source = readGeneratedSignatures()): string | undefined {
@@ -164,7 +164,7 @@ export function generatedSignature(op: OpDecl, source = readGeneratedSignatures(
   return undefined;
 }
 
-export const generatedSignaturesFile = 'packages/contracts/src/generated/signatures.ts';
+export const generatedSignaturesFile = 'packages/contracts/src/generated/backend.ts';
 
 function readGeneratedSignatures(): string | undefined {
   try {

@@ -11,6 +11,7 @@ export type {
   RopePoolFusedChecked,
 } from '../generated/validators.js';
 export { defineBackend } from '../runtime/backend.js';
+export type { KvMaterializerKernels, OpKernels } from '../generated/backend.js';
 export type { BackendKernels, MaterializerKernels } from '../runtime/backend.js';
 export type { DuplicateRule } from '../dsl/declare.js';
 export type { DeviceCheck, Inherited, ValidationContext } from '../runtime/call.js';

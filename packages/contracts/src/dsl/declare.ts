@@ -149,19 +149,57 @@ export interface OpDecl {
   readonly name: string;
   readonly summary: string;
   readonly dims: Readonly<Record<string, string>>;
-  /** Called with positional arguments (`m.materialize(ctxHidden, positions, writeLayerKv)`), not one object. */
-  readonly positional?: boolean;
-  /** Dims bound by another op's call (the materializer's constructor) before this one runs. */
+  /** Dims bound by another op's call (a stateful op's constructor) before this one runs. Set by `stateful`, not by hand. */
   readonly inherits?: string;
+  /** The stateful object this op creates (`KvMaterializer`). Set by `stateful`, not by hand. */
+  readonly makes?: string;
   readonly errors: ErrorTable;
   readonly steps: readonly Step[];
   readonly outputs: readonly OutputDecl[];
+}
+
+/** A method of a stateful op: it runs on the object its constructor made and sees the dims and dtypes the constructor bound. */
+export type MethodDecl = Omit<OpDecl, 'dims' | 'inherits' | 'makes'>;
+
+/**
+ * An op that makes an object holding state (weights, caches, workspaces)
+ * whose methods are validated calls of their own. Every method inherits the
+ * constructor's dims and the dtypes of its tensors, so a method's rule can
+ * name `kvWeight` or `hidden` without taking them again.
+ */
+export interface StatefulDecl {
+  /** The type users hold, e.g. `KvMaterializer`; its methods are called `KvMaterializer.<method>`. */
+  readonly name: string;
+  readonly create: OpDecl;
+  readonly methods: readonly MethodDecl[];
+  /** What `dispose()` frees. */
+  readonly disposes: string;
+}
+
+/** A backend call that is not an op contract (tensor creation, reads) but whose codes the catalog lists: `raises` names them. */
+export interface CallDecl {
+  readonly name: string;
+  readonly summary: string;
+  readonly raises: readonly string[];
 }
 
 /** A family of ops declared in one file, with the codes they own. */
 export interface ContractFile {
   readonly errors: ErrorTable;
   readonly ops: readonly OpDecl[];
+  readonly stateful?: readonly StatefulDecl[];
+  readonly calls?: readonly CallDecl[];
+}
+
+/** Declares a stateful op: the constructor op, and its methods as ops named `Name.method` that inherit the constructor's dims. */
+export const stateful = (decl: StatefulDecl): StatefulDecl => decl;
+
+/** The ops of a stateful declaration as flat op declarations: the constructor, then each method. */
+export function statefulOps(s: StatefulDecl): OpDecl[] {
+  return [
+    { ...s.create, makes: s.name },
+    ...s.methods.map((m) => ({ ...m, name: `${s.name}.${m.name}`, dims: s.create.dims, inherits: s.create.name })),
+  ];
 }
 
 export const tensor = (name: string, spec: Omit<TensorArg, 'kind' | 'name'>): TensorArg => ({ kind: 'tensor', name, ...spec });

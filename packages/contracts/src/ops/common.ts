@@ -1,4 +1,5 @@
 import { errors } from '../dsl/declare.js';
+import type { CallDecl } from '../dsl/declare.js';
 
 /** Codes every op can raise: argument form, tensor identity, dtypes, and the parameters shared by all ops. */
 export const commonErrors = errors({
@@ -133,9 +134,10 @@ export const tensorErrors = errors({
     title: 'Argument of the wrong kind',
     message: '{arg} must be {expected}; got {actual}',
     fixes: [
-      'Pass a function: `m.materialize(ctxHidden, positions, (layer, k, v) => { ... })`, and do the per-layer work inside it.',
+      'Pass a function: `m.materialize({ ctxHidden, positions, writeLayerKv: (layer, k, v) => { ... } })`, and do the per-layer work inside it.',
       'To write every layer straight into `[L, S, H, D]` pools, use `m.materializeInto({ ctxHidden, positions, kPool, vPool, slots })`, which needs no callback.',
       'If you need the data on the host, start `backend.read(k)` inside the callback and await the promises afterwards.',
+      'Pass an op\'s arguments as one object named as the message lists them.',
     ],
   },
   KV045: {
@@ -205,3 +207,13 @@ export const deviceErrors = errors({
     ],
   },
 });
+
+/** Codes `Call.tensor` raises for any tensor argument: not a tensor, another backend's, disposed, a layer view used late. */
+export const TENSOR_IDENTITY = ['KV001', 'KV002', 'KV003', 'KV027'] as const;
+
+/** The backend's calls besides the ops, checked in src/runtime/tensors.ts, with the codes each raises. */
+export const tensorCalls: readonly CallDecl[] = [
+  { name: 'tensor', summary: 'A tensor of the given dtype and shape, from data when given.', raises: ['KV004', 'KV040', 'KV045', 'KV001', 'KV041', 'KV042'] },
+  { name: 'empty', summary: 'A tensor of the given dtype and shape, its contents unspecified.', raises: ['KV004', 'KV040', 'KV045'] },
+  { name: 'read', summary: 'A copy of the data of a live tensor of this backend.', raises: TENSOR_IDENTITY },
+];

@@ -1,17 +1,26 @@
-import type { ContractFile, ErrorDecl, OpDecl } from '../dsl/declare.js';
-import { commonErrors, deviceErrors, tensorErrors } from './common.js';
+import { statefulOps } from '../dsl/declare.js';
+import type { CallDecl, ContractFile, ErrorDecl, OpDecl, StatefulDecl } from '../dsl/declare.js';
+import { commonErrors, deviceErrors, tensorCalls, tensorErrors } from './common.js';
 import { fusedNormRopeStacked } from './fusedNormRopeStacked.js';
 import { kvMaterializer } from './kvMaterializer.js';
 import { ropePoolFused } from './ropePoolFused.js';
 
 /** Every contract file, in catalog order. Its path is where the generator looks up declaration lines. */
 export const contractFiles: readonly { file: string; contract: ContractFile }[] = [
-  { file: 'src/ops/common.ts', contract: { errors: { ...commonErrors, ...tensorErrors, ...deviceErrors }, ops: [] } },
+  { file: 'src/ops/common.ts', contract: { errors: { ...commonErrors, ...tensorErrors, ...deviceErrors }, ops: [], calls: tensorCalls } },
   { file: 'src/ops/fusedNormRopeStacked.ts', contract: fusedNormRopeStacked },
   { file: 'src/ops/kvMaterializer.ts', contract: kvMaterializer },
   { file: 'src/ops/ropePoolFused.ts', contract: ropePoolFused },
 ];
 
-export const allOps: readonly OpDecl[] = contractFiles.flatMap((f) => f.contract.ops);
+/** Ops in declaration order; a stateful op gives its constructor and then its methods (`KvMaterializer.materialize`). */
+export const opsOf = (c: ContractFile): OpDecl[] => [...c.ops, ...(c.stateful ?? []).flatMap(statefulOps)];
+
+export const allOps: readonly OpDecl[] = contractFiles.flatMap((f) => opsOf(f.contract));
+
+export const allStateful: readonly StatefulDecl[] = contractFiles.flatMap((f) => f.contract.stateful ?? []);
+
+/** Backend calls that are not ops (`tensor`, `empty`, `read`) and the codes they raise. */
+export const allCalls: readonly CallDecl[] = contractFiles.flatMap((f) => f.contract.calls ?? []);
 
 export const allErrors: Readonly<Record<string, ErrorDecl>> = Object.assign({}, ...contractFiles.map((f) => f.contract.errors));

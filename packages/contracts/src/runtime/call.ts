@@ -59,10 +59,15 @@ export class Call {
     throw new ContractError(code, this.op, details, { ...this.dims });
   }
 
-  /** The arguments object; an unknown key is reported before anything else so a misspelt optional argument is not silently dropped. */
-  args(raw: unknown, known: readonly string[], code: string): Record<string, unknown> {
+  /**
+   * The arguments object; an unknown key is reported before anything else so a misspelt optional argument is not
+   * silently dropped. A tensor or a second argument means a positional call (the form `materialize` once took).
+   */
+  args(raw: unknown, known: readonly string[], code: string, extra = 0): Record<string, unknown> {
+    const form = `one object of named arguments, ${this.op}({ ${known.join(', ')} })`;
+    if (extra > 0) this.fail('KV044', { arg: 'arguments', actual: `${extra + 1} positional arguments`, expected: form });
     if (raw === undefined || raw === null) return {};
-    if (typeof raw !== 'object') this.fail('KV044', { arg: 'arguments', actual: describeValue(raw), expected: 'an object of named arguments' });
+    if (typeof raw !== 'object' || isTensor(raw)) this.fail('KV044', { arg: 'arguments', actual: isTensor(raw) ? 'a Tensor' : describeValue(raw), expected: form });
     for (const key of Object.keys(raw)) {
       if (!known.includes(key)) this.fail(code, { arg: key, op: this.op, expected: known.join(', ') });
     }

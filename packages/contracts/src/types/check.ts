@@ -5,28 +5,36 @@ import type { DType, Shape } from '../tensor.js';
  * Compile-time shape checks. A literal dim is compared with the literal it
  * must equal; a `number` dim passes and is left to the runtime validator,
  * which raises the same code. A failed check leaves the argument requiring a
- * `ContractViolation` it cannot have, so tsc names the code in its error.
+ * `ContractViolation` it cannot have, so tsc names the code in its error,
+ * and the shape it expected where the check is about one.
  */
-export interface ContractViolation<Code extends string, Message extends string> {
+export interface ContractViolation<Code extends string, Message extends string, Expected = never> {
   readonly kvkitContractViolation: `${Code}: ${Message}`;
+  /** The shape the contract wanted, as far as it is known at compile time. */
+  readonly expected: Expected;
 }
 
 /** `unknown` (no constraint) when `Ok` is true; otherwise the violation the argument must satisfy. */
-export type Check<Ok extends boolean, Code extends string, Message extends string> = [Ok] extends [true] ? unknown : ContractViolation<Code, Message>;
+export type Check<Ok extends boolean, Code extends string, Message extends string, Expected = never> = [Ok] extends [true] ? unknown : ContractViolation<Code, Message, Expected>;
 
 export type IsLiteral<N> = number extends N ? false : true;
 
-/** Two dims agree unless both are literal and differ. */
-export type DimEq<A, B> = IsLiteral<A> extends true ? (IsLiteral<B> extends true ? ([A] extends [B] ? ([B] extends [A] ? true : false) : false) : true) : true;
+/**
+ * Two dims agree unless both are literal and differ. Same types agree first,
+ * and `unknown` (an axis that binds its dim) agrees with anything, both
+ * decided without looking inside: a dim typed as a type parameter of the
+ * caller's own generic code then passes through to the runtime check.
+ */
+export type DimEq<A, B> = { a: A } extends { a: B } ? true : IsLiteral<A> extends true ? (IsLiteral<B> extends true ? ([A] extends [B] ? ([B] extends [A] ? true : false) : false) : true) : true;
 
 /** Axis `I` of a shape; `number` where the shape is not a tuple or is too short. */
 export type At<S extends Shape, I extends number> = number extends S['length'] ? number : S extends { readonly [K in I]: infer X extends number } ? X : number;
 
 /** Shapes agree when the rank is unknown, or ranks match and every axis agrees. */
-export type ShapeEq<S extends Shape, E extends Shape> = number extends S['length'] ? true : S['length'] extends E['length'] ? AxesEq<S, E> : false;
+export type ShapeEq<S extends Shape, E extends readonly unknown[]> = number extends S['length'] ? true : S['length'] extends E['length'] ? AxesEq<S, E> : false;
 
-type AxesEq<S extends Shape, E extends Shape> = S extends readonly [infer A, ...infer RestS extends Shape]
-  ? E extends readonly [infer B, ...infer RestE extends Shape]
+type AxesEq<S extends Shape, E extends readonly unknown[]> = S extends readonly [infer A, ...infer RestS extends Shape]
+  ? E extends readonly [infer B, ...infer RestE extends readonly unknown[]]
     ? DimEq<A, B> extends true
       ? AxesEq<RestS, RestE>
       : false

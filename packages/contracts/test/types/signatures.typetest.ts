@@ -5,7 +5,7 @@
  * through to the runtime validators.
  */
 import { expectTypeOf } from 'vitest';
-import type { Backend, Tensor } from '../../src/index.js';
+import type { Backend, ContractViolation, Tensor } from '../../src/index.js';
 
 declare const backend: Backend;
 declare const n: number;
@@ -113,27 +113,34 @@ const m = backend.createKvMaterializer({
   ropeBase: 10000,
 });
 const ctxHidden = backend.tensor('bf16', [4, 64]);
-m.materialize(ctxHidden, positions, (layer, k, v) => {
-  expectTypeOf(layer).toEqualTypeOf<number>();
-  expectTypeOf(k).toEqualTypeOf<Tensor<'bf16', readonly [4, 2, 8]>>();
-  expectTypeOf(v.shape).toEqualTypeOf<readonly [4, 2, 8]>();
+m.materialize({
+  ctxHidden,
+  positions,
+  writeLayerKv: (layer, k, v) => {
+    expectTypeOf(layer).toEqualTypeOf<number>();
+    expectTypeOf(k).toEqualTypeOf<Tensor<'bf16', readonly [4, 2, 8]>>();
+    expectTypeOf(v.shape).toEqualTypeOf<readonly [4, 2, 8]>();
+  },
 });
-m.materialize(ctxHidden, backend.tensor('i64', [4, 1]), () => {});
-m.materialize(ctxHidden, backend.tensor('i64', [1, 4]), () => {});
+// The positional form is gone: one object, as every other op takes (at run time it throws KV044).
+// @ts-expect-error the positional form: materialize takes one object of named arguments
+m.materialize(ctxHidden, positions, () => {});
+m.materialize({ ctxHidden, positions: backend.tensor('i64', [4, 1]), writeLayerKv: () => {} });
+m.materialize({ ctxHidden, positions: backend.tensor('i64', [1, 4]), writeLayerKv: () => {} });
 // Seed 000 (KV023): positions count differs from the ctxHidden token count.
 // @ts-expect-error KV023
-m.materialize(ctxHidden, backend.tensor('i32', [3]), () => {});
+m.materialize({ ctxHidden, positions: backend.tensor('i32', [3]), writeLayerKv: () => {} });
 // @ts-expect-error KV023 (flattened [T, 1] too)
-m.materialize(ctxHidden, backend.tensor('i32', [5, 1]), () => {});
+m.materialize({ ctxHidden, positions: backend.tensor('i32', [5, 1]), writeLayerKv: () => {} });
 // KV026: positions that do not flatten to one list.
 // @ts-expect-error KV026
-m.materialize(ctxHidden, backend.tensor('i32', [2, 2]), () => {});
+m.materialize({ ctxHidden, positions: backend.tensor('i32', [2, 2]), writeLayerKv: () => {} });
 // KV022: ctxHidden width differs from the weights' hidden.
 // @ts-expect-error KV022
-m.materialize(backend.tensor('bf16', [4, 32]), positions, () => {});
+m.materialize({ ctxHidden: backend.tensor('bf16', [4, 32]), positions, writeLayerKv: () => {} });
 // KV005: ctxHidden in another dtype than the weights.
 // @ts-expect-error KV005
-m.materialize(backend.tensor('f32', [4, 64]), positions, () => {});
+m.materialize({ ctxHidden: backend.tensor('f32', [4, 64]), positions, writeLayerKv: () => {} });
 
 const kPool = backend.empty('bf16', [2, 100, 2, 8]);
 m.materializeInto({ ctxHidden, positions, kPool, vPool: backend.empty('bf16', [2, 100, 2, 8]), slots: backend.tensor('i64', [4]) });
@@ -214,3 +221,21 @@ backend.ropePoolFused({ ...rope, numQoHeads: 7, q: backend.tensor('f16', [4, 7, 
 // KV005: v in another dtype than q.
 // @ts-expect-error KV005
 backend.ropePoolFused({ ...rope, v: backend.tensor('bf16', [4, 2, 8]) });
+
+// --- A failed shape check names the shape it expected, as far as it is known at compile time.
+declare const wrongKOut: Tensor<'bf16', readonly [4, 2, 2, 8]>;
+type KOutParam = Parameters<typeof backend.fusedNormRopeStacked<2, 8, 8, 'neox', typeof kv, typeof kNormWeight, typeof eps, typeof cosSinCache, typeof positions, typeof wrongKOut, Tensor>>[0]['kOut'];
+expectTypeOf<Exclude<KOutParam, undefined>>().toEqualTypeOf<Tensor<'bf16', readonly [4, 2, 2, 8]> & ContractViolation<'KV014', 'Output is not [L, T, H, D]', readonly [2, 4, 2, 8]>>();
+
+// --- Generic code: a dim typed as the caller's own type parameter passes through to the runtime check.
+export function normRopeAnyLength<T extends number>(kvT: Tensor<'bf16', readonly [T, 2, 32]>, positionsT: Tensor<'i32', readonly [T]>) {
+  const { kOut } = backend.fusedNormRopeStacked({ ...base, kv: kvT, positions: positionsT });
+  expectTypeOf(kOut.shape).toEqualTypeOf<readonly [2, T, 2, 8]>();
+  const mT = backend.createKvMaterializer({ kvWeight: backend.tensor('bf16', [2, 32, 64]), kNormWeight, eps: 1e-6, numKvHeads: 2, headDim: 8, ropeBase: 10000 });
+  mT.materialize({
+    ctxHidden: backend.tensor('bf16', [0, 64] as unknown as readonly [T, 64]),
+    positions: positionsT,
+    writeLayerKv: (_layer, k) => expectTypeOf(k.shape).toEqualTypeOf<readonly [T, 2, 8]>(),
+  });
+  return kOut;
+}
