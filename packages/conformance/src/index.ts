@@ -9,9 +9,7 @@ export {
   randomValues,
   ropeFrequencies,
   Rng,
-  roundToBf16,
   roundToDType,
-  roundToF16,
   seedOf,
   slotPermutation,
 } from './data.js';

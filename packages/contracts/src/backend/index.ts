@@ -16,3 +16,5 @@ export type { DeviceCheck, Inherited, ValidationContext } from '../runtime/call.
 export { deliverLayerViews } from '../runtime/layerViews.js';
 export { isTensor, LAYER_VIEW, numel, TENSOR_OWNER } from '../tensor.js';
 export type { OwnedTensor } from '../tensor.js';
+export * from './halfFloats.js';
+export * from './hostData.js';
