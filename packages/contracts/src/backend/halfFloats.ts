@@ -160,36 +160,47 @@ export function encodeHalves(dtype: HalfDType, source: ArrayLike<number>, out: U
   }
 }
 
-/** Whole 32-bit words of `out` from `at` on, so two halves go out in one store; undefined if they do not line up. */
-function pairsOf(out: Uint16Array, at: number, count: number): Int32Array | undefined {
+/** Whole 32-bit words of `out` from `at` on, so two halves go out in one store; none where they do not line up. */
+function pairsOf(out: Uint16Array, at: number, count: number): Int32Array {
   const byteOffset = out.byteOffset + 2 * at;
-  return byteOffset % 4 === 0 ? new Int32Array(out.buffer, byteOffset, count >>> 1) : undefined;
+  return new Int32Array(out.buffer, byteOffset - (byteOffset % 4), byteOffset % 4 === 0 ? count >>> 1 : 0);
 }
 
-/** Encodes f32 bits into out[at...]. */
+// One loop per format and source, each calling one scalar form: V8 then inlines it (a loop shared by two would not).
+
 function encodeF32(dtype: HalfDType, bits: Int32Array, out: Uint16Array, at: number): void {
-  const n = bits.length;
-  const pairs = pairsOf(out, at, n);
-  const m = pairs ? pairs.length : 0;
-  if (pairs && dtype === 'f16') for (let j = 0; j < m; j++) pairs[j] = f16OfF32(bits[2 * j]!) | (f16OfF32(bits[2 * j + 1]!) << 16);
-  if (pairs && dtype === 'bf16') for (let j = 0; j < m; j++) pairs[j] = bf16OfF32(bits[2 * j]!) | (bf16OfF32(bits[2 * j + 1]!) << 16);
-  const encode = dtype === 'f16' ? f16OfF32 : bf16OfF32;
-  for (let i = 2 * m; i < n; i++) out[at + i] = encode(bits[i]!);
+  if (dtype === 'f16') f16sOfF32(bits, out, at);
+  else bf16sOfF32(bits, out, at);
 }
 
-/** Encodes f64 values, given as their 32-bit words, into out[at...]. */
+function f16sOfF32(bits: Int32Array, out: Uint16Array, at: number): void {
+  const pairs = pairsOf(out, at, bits.length);
+  for (let j = 0; j < pairs.length; j++) pairs[j] = f16OfF32(bits[2 * j]!) | (f16OfF32(bits[2 * j + 1]!) << 16);
+  for (let i = 2 * pairs.length; i < bits.length; i++) out[at + i] = f16OfF32(bits[i]!);
+}
+
+function bf16sOfF32(bits: Int32Array, out: Uint16Array, at: number): void {
+  const pairs = pairsOf(out, at, bits.length);
+  for (let j = 0; j < pairs.length; j++) pairs[j] = bf16OfF32(bits[2 * j]!) | (bf16OfF32(bits[2 * j + 1]!) << 16);
+  for (let i = 2 * pairs.length; i < bits.length; i++) out[at + i] = bf16OfF32(bits[i]!);
+}
+
+/** f64 values given as their 32-bit words. */
 function encodeF64(dtype: HalfDType, words: Int32Array, out: Uint16Array, at: number): void {
-  const n = words.length >>> 1;
-  const pairs = pairsOf(out, at, n);
-  const m = pairs ? pairs.length : 0;
-  if (pairs && dtype === 'f16') {
-    for (let j = 0; j < m; j++) pairs[j] = f16OfF64(words[4 * j + HI]!, words[4 * j + LO]!) | (f16OfF64(words[4 * j + 2 + HI]!, words[4 * j + 2 + LO]!) << 16);
-  }
-  if (pairs && dtype === 'bf16') {
-    for (let j = 0; j < m; j++) pairs[j] = bf16OfF64(words[4 * j + HI]!, words[4 * j + LO]!) | (bf16OfF64(words[4 * j + 2 + HI]!, words[4 * j + 2 + LO]!) << 16);
-  }
-  const encode = dtype === 'f16' ? f16OfF64 : bf16OfF64;
-  for (let i = 2 * m; i < n; i++) out[at + i] = encode(words[2 * i + HI]!, words[2 * i + LO]!);
+  if (dtype === 'f16') f16sOfF64(words, out, at);
+  else bf16sOfF64(words, out, at);
+}
+
+function f16sOfF64(w: Int32Array, out: Uint16Array, at: number): void {
+  const pairs = pairsOf(out, at, w.length >>> 1);
+  for (let j = 0; j < pairs.length; j++) pairs[j] = f16OfF64(w[4 * j + HI]!, w[4 * j + LO]!) | (f16OfF64(w[4 * j + 2 + HI]!, w[4 * j + 2 + LO]!) << 16);
+  for (let i = 2 * pairs.length; i < w.length >>> 1; i++) out[at + i] = f16OfF64(w[2 * i + HI]!, w[2 * i + LO]!);
+}
+
+function bf16sOfF64(w: Int32Array, out: Uint16Array, at: number): void {
+  const pairs = pairsOf(out, at, w.length >>> 1);
+  for (let j = 0; j < pairs.length; j++) pairs[j] = bf16OfF64(w[4 * j + HI]!, w[4 * j + LO]!) | (bf16OfF64(w[4 * j + 2 + HI]!, w[4 * j + 2 + LO]!) << 16);
+  for (let i = 2 * pairs.length; i < w.length >>> 1; i++) out[at + i] = bf16OfF64(w[2 * i + HI]!, w[2 * i + LO]!);
 }
 
 /** The exact f32 values of `bits` (f16 or bf16), into `out` (a new array if not given). */
@@ -198,23 +209,26 @@ export function decodeHalves(dtype: HalfDType, bits: Uint16Array, out: Float32Ar
   if (out.length < n) throw new RangeError(`decodeHalves: ${n} halves into ${out.length} values`);
   const words = new Int32Array(out.buffer, out.byteOffset, n);
   // Two halves per 32-bit load where they line up.
-  const pairs = bits.byteOffset % 4 === 0 ? new Int32Array(bits.buffer, bits.byteOffset, n >>> 1) : undefined;
-  const m = pairs ? pairs.length : 0;
-  if (dtype === 'bf16') {
-    for (let j = 0; j < m; j++) {
-      const w = pairs![j]!;
-      words[2 * j] = w << 16;
-      words[2 * j + 1] = w & -65536;
-    }
-    for (let i = 2 * m; i < n; i++) words[i] = bits[i]! << 16;
-  } else {
-    const table = f16Table();
-    for (let j = 0; j < m; j++) {
-      const w = pairs![j]!;
-      words[2 * j] = table[w & 0xffff]!;
-      words[2 * j + 1] = table[w >>> 16]!;
-    }
-    for (let i = 2 * m; i < n; i++) words[i] = table[bits[i]!]!;
-  }
+  const pairs = new Int32Array(bits.buffer, bits.byteOffset - (bits.byteOffset % 4), bits.byteOffset % 4 === 0 ? n >>> 1 : 0);
+  if (dtype === 'bf16') bf16ToF32Words(bits, pairs, words);
+  else f16ToF32Words(bits, pairs, words, f16Table());
   return out;
+}
+
+function bf16ToF32Words(bits: Uint16Array, pairs: Int32Array, words: Int32Array): void {
+  for (let j = 0; j < pairs.length; j++) {
+    const w = pairs[j]!;
+    words[2 * j] = w << 16;
+    words[2 * j + 1] = w & -65536;
+  }
+  for (let i = 2 * pairs.length; i < bits.length; i++) words[i] = bits[i]! << 16;
+}
+
+function f16ToF32Words(bits: Uint16Array, pairs: Int32Array, words: Int32Array, table: Int32Array): void {
+  for (let j = 0; j < pairs.length; j++) {
+    const w = pairs[j]!;
+    words[2 * j] = table[w & 0xffff]!;
+    words[2 * j + 1] = table[w >>> 16]!;
+  }
+  for (let i = 2 * pairs.length; i < bits.length; i++) words[i] = table[bits[i]!]!;
 }
