@@ -17,6 +17,7 @@ await build({
     conformance: join(here, 'src', 'conformance.ts'),
     'catalog-examples': join(here, 'src', 'catalog-examples.ts'),
     bench: join(root, 'bench', 'src', 'main.ts'),
+    'host-io': join(root, 'bench', 'src', 'hostIoMain.ts'),
   },
   outdir: out,
   outExtension: { '.js': '.mjs' },

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU host, from the project root, after `node tools/device/bundle.mjs`:
 # the suites on both GPU backends, the GPU catalog examples, compute-sanitizer
-# over the CUDA suites, the peers and the benchmark. Logs and results go to $OUT.
+# over the CUDA suites, the peers, the benchmark and host I/O. Logs and results go to $OUT.
 set -u
 OUT=${OUT:-/tmp/kvkit-device}
 mkdir -p "$OUT"
@@ -32,3 +32,5 @@ peer=(); [[ -f .peers/fused_kv_materialize.py ]] && peer=(--sglang .peers/fused_
 step peers "${PEERS_S:-120}" env PYTHONUNBUFFERED=1 python3 bench/peers/torch_peers.py --out "$OUT/peers.json" "${peer[@]}"
 step bench "${BENCH_S:-240}" node .device/bundle/bench.mjs --peers "$OUT/peers.json" --results "$OUT"
 tail -c 6000 "$OUT/bench.log"
+step host-io "${HOST_IO_S:-240}" node .device/bundle/host-io.mjs --backends cpu,cuda,webgpu
+tail -c 5000 "$OUT/host-io.log"

@@ -1,10 +1,10 @@
 import type { FloatDType } from '@kvkit/contracts';
-import { ropeAngles, writeCosSinRows } from '@kvkit/contracts/backend';
+import { ropeAngles, roundToBf16, roundToF16, writeCosSinRows } from '@kvkit/contracts/backend';
 
 /**
  * Deterministic test data: a small seeded PRNG, random values that are never
  * zero, cos/sin caches in f64 as SEMANTICS.md defines them, positions and
- * slots, and round-to-nearest-even into f16 and bf16.
+ * slots, and the values a tensor of each float dtype holds.
  */
 
 /** mulberry32: tiny, fast and good enough for test data; the same seed gives the same numbers everywhere. */
@@ -122,47 +122,6 @@ export function slotPermutation(rng: Rng, count: number, poolSlots: number, nega
     slots[t] = NEGATIVE_SLOTS[i % NEGATIVE_SLOTS.length]!;
   });
   return slots;
-}
-
-const F32 = new Float32Array(1);
-const U32 = new Uint32Array(F32.buffer);
-
-/** Ties to even on a non-negative f64 that holds an exact multiple of 1/2. */
-function roundHalfEven(q: number): number {
-  const f = Math.floor(q);
-  const d = q - f;
-  if (d > 0.5) return f + 1;
-  if (d < 0.5) return f;
-  return f % 2 === 0 ? f : f + 1;
-}
-
-/**
- * The f16 value nearest to an f32 value (ties to even, overflow to infinity).
- * Written here rather than taken from kernels-cpu so the round-trip test does
- * not check the reference against itself.
- */
-export function roundToF16(x: number): number {
-  const v = Math.fround(x);
-  if (!Number.isFinite(v) || v === 0) return v;
-  const a = Math.abs(v);
-  // Grid spacing: 2^-24 below the smallest normal f16, else 2^(e-10) for 2^e <= a < 2^(e+1).
-  const e = Math.max(Math.floor(Math.log2(a)), -14);
-  let ulp = 2 ** (e - 10);
-  // log2 can land one off next to a power of two; fix the exponent exactly.
-  if (a >= 2 ** (e + 1)) ulp *= 2;
-  else if (e > -14 && a < 2 ** e) ulp /= 2;
-  const r = roundHalfEven(a / ulp) * ulp;
-  const out = r > 65504 ? Infinity : r;
-  return v < 0 ? -out : out;
-}
-
-/** The bf16 value nearest to an f32 value (ties to even): the top 16 bits of the f32, rounded. */
-export function roundToBf16(x: number): number {
-  F32[0] = x;
-  const bits = U32[0]!;
-  if ((bits & 0x7f800000) === 0x7f800000) return F32[0]!;
-  U32[0] = ((bits + 0x7fff + ((bits >>> 16) & 1)) >>> 16) << 16;
-  return F32[0]!;
 }
 
 /** Each value rounded once to `dtype` (f32: to the nearest f32). */

@@ -8,9 +8,7 @@ export {
   randomPositive,
   randomValues,
   Rng,
-  roundToBf16,
   roundToDType,
-  roundToF16,
   seedOf,
   slotPermutation,
 } from './data.js';

@@ -4,7 +4,7 @@ import { CpuKernels } from './runtime/cpuKernels.js';
 import type { CpuBackendStats } from './runtime/cpuKernels.js';
 
 export type { CpuBackendStats } from './runtime/cpuKernels.js';
-export { roundToBf16, roundToF16 } from './numerics/halfFloats.js';
+export { roundToBf16, roundToF16 } from '@kvkit/contracts/backend';
 
 const kernelsOf = new WeakMap<Backend, CpuKernels>();
 

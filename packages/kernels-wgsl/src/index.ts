@@ -7,7 +7,7 @@ export type { AdapterFound, AdapterMissing, AdapterProbe } from './runtime/adapt
 export { createWebGpuBackend } from './runtime/createBackend.js';
 export type { WebGpuBackendOptions } from './runtime/createBackend.js';
 export type { WebGpuBackendStats } from './runtime/webGpuKernels.js';
-export { roundToBf16, roundToF16 } from './numerics/halfFloats.js';
+export { roundToBf16, roundToF16 } from '@kvkit/contracts/backend';
 
 /** Buffers and pipelines of a WebGPU backend; a steady-state call leaves `buffersCreated` unchanged. */
 export function webGpuBackendStats(backend: Backend): WebGpuBackendStats {

@@ -47,12 +47,24 @@ export function validateTensorUse(ctx: ValidationContext, op: string, t: unknown
   return new Call(op, ctx).tensor('tensor', t, { oneOf: DTYPES })!;
 }
 
+const I64_MIN = -(2n ** 63n);
+const I64_MAX = 2n ** 63n - 1n;
+
+/** Typed arrays whose every element is representable in the dtype: nothing to look at element by element. */
+function alwaysRepresentable(dtype: DType, data: TensorData): boolean {
+  if (!ArrayBuffer.isView(data)) return false;
+  if (dtype === 'i64') return !(data instanceof Float32Array || data instanceof Float64Array);
+  if (dtype === 'i32') return data instanceof Int32Array || data instanceof Int16Array || data instanceof Uint16Array || data instanceof Int8Array || data instanceof Uint8Array;
+  return !(data instanceof BigInt64Array);
+}
+
 function firstUnrepresentable(dtype: DType, data: TensorData): number | undefined {
+  if (alwaysRepresentable(dtype, data)) return undefined;
   for (let i = 0; i < data.length; i++) {
     const v = data[i]!;
     if (dtype === 'i64') {
       if (typeof v === 'bigint') {
-        if (v < -(2n ** 63n) || v >= 2n ** 63n) return i;
+        if (v < I64_MIN || v > I64_MAX) return i;
       } else if (!Number.isSafeInteger(v)) return i;
     } else if (dtype === 'i32') {
       const n = typeof v === 'bigint' ? Number(v) : v;

@@ -1,7 +1,7 @@
 import { numel } from '@kvkit/contracts';
 import type { DType, Shape, TensorData } from '@kvkit/contracts';
+import { encodeTensorData } from '@kvkit/contracts/backend';
 import type { BackendKernels, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
-import { encodeBf16, encodeF16 } from '../numerics/halfFloats.js';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';
 import { ropePoolFused } from '../ops/ropePoolFused.js';
@@ -85,7 +85,7 @@ export class CpuKernels implements BackendKernels {
 
   tensor(dtype: DType, shape: Shape, data: TensorData | undefined): OwnedTensor {
     const t = this.allocate(dtype, shape);
-    if (data !== undefined) fill(t.data, dtype, data);
+    if (data !== undefined) encodeTensorData(dtype, data, t.data);
     return t;
   }
 
@@ -115,31 +115,5 @@ export class CpuKernels implements BackendKernels {
 
   dispose(): void {
     this.disposed = true;
-  }
-}
-
-/** Data was checked by the contracts for length and representability; floats are rounded once from f64. */
-function fill(storage: Storage, dtype: DType, data: TensorData): void {
-  const n = storage.length;
-  switch (dtype) {
-    case 'f32':
-      if (data instanceof Float32Array) (storage as Float32Array).set(data); // bit-exact, NaN payloads included
-      else for (let i = 0; i < n; i++) (storage as Float32Array)[i] = data[i] as number;
-      return;
-    case 'f16':
-      for (let i = 0; i < n; i++) (storage as Uint16Array)[i] = encodeF16(data[i] as number);
-      return;
-    case 'bf16':
-      for (let i = 0; i < n; i++) (storage as Uint16Array)[i] = encodeBf16(data[i] as number);
-      return;
-    case 'i32':
-      for (let i = 0; i < n; i++) (storage as Int32Array)[i] = Number(data[i]);
-      return;
-    case 'i64':
-      for (let i = 0; i < n; i++) {
-        const v = data[i]!;
-        (storage as BigInt64Array)[i] = typeof v === 'bigint' ? v : BigInt(v);
-      }
-      return;
   }
 }

@@ -1,5 +1,5 @@
 import type { DType, FloatDType } from '@kvkit/contracts';
-import { bf16Values, encodeBf16, encodeF16, f16Values } from '../numerics/halfFloats.js';
+import { decodeBf16, decodeF16, decodeHalves, encodeBf16, encodeF16 } from '@kvkit/contracts/backend';
 import type { Storage } from './cpuTensor.js';
 
 /** Element access to float storage in f64: reads decode exactly, writes round once to the storage dtype (RNE). */
@@ -26,11 +26,11 @@ class F32Access implements FloatAccess {
 class HalfAccess implements FloatAccess {
   constructor(
     readonly bits: Uint16Array,
-    private readonly values: Float32Array,
+    private readonly decode: (h: number) => number,
     private readonly encode: (x: number) => number,
   ) {}
   get(i: number): number {
-    return this.values[this.bits[i]!]!;
+    return this.decode(this.bits[i]!);
   }
   set(i: number, x: number): void {
     this.bits[i] = this.encode(x);
@@ -42,9 +42,9 @@ export function floatAccess(dtype: DType, data: Storage): FloatAccess {
     case 'f32':
       return new F32Access(data as Float32Array);
     case 'f16':
-      return new HalfAccess(data as Uint16Array, f16Values(), encodeF16);
+      return new HalfAccess(data as Uint16Array, decodeF16, encodeF16);
     case 'bf16':
-      return new HalfAccess(data as Uint16Array, bf16Values(), encodeBf16);
+      return new HalfAccess(data as Uint16Array, decodeBf16, encodeBf16);
   }
 }
 
@@ -55,11 +55,7 @@ export function decodeToF32(dtype: DType, data: Storage, into?: Float32Array): F
     out.set(data as Float32Array);
     return out;
   }
-  const values = dtype === 'f16' ? f16Values() : bf16Values();
-  const bits = data as Uint16Array;
-  const out = into ?? new Float32Array(bits.length);
-  for (let i = 0; i < bits.length; i++) out[i] = values[bits[i]!]!;
-  return out;
+  return decodeHalves(dtype as 'f16' | 'bf16', data as Uint16Array, into);
 }
 
 /** Reads an i32 or i64 index as a number. */

@@ -1,8 +1,7 @@
 import { numel } from '@kvkit/contracts';
 import type { DType, FloatDType, Shape, TensorData } from '@kvkit/contracts';
 import type { BackendKernels, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
-import { ropeAngles } from '@kvkit/contracts/backend';
-import { decodeHalves, encodeBf16, encodeF16 } from '../numerics/halfFloats.js';
+import { decodeHalves, encodeTensorData, ropeAngles, storageView } from '@kvkit/contracts/backend';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';
 import { ropePoolFused } from '../ops/ropePoolFused.js';
@@ -104,18 +103,10 @@ export class CudaKernels implements BackendKernels {
       const event = this.cx.record(op);
       await this.cx.wait(event, op);
       this.cx.recycle(event);
+      // Halves are decoded straight from the pinned block; the rest is copied out of it.
+      if (own.dtype === 'f16' || own.dtype === 'bf16') return decodeHalves(own.dtype, new Uint16Array(block.view, 0, bytes / 2));
       const copy = block.view.slice(0, bytes);
-      switch (own.dtype) {
-        case 'f32':
-          return new Float32Array(copy);
-        case 'f16':
-        case 'bf16':
-          return decodeHalves(own.dtype, new Uint16Array(copy));
-        case 'i32':
-          return new Int32Array(copy);
-        case 'i64':
-          return new BigInt64Array(copy);
-      }
+      return own.dtype === 'f32' ? new Float32Array(copy) : own.dtype === 'i32' ? new Int32Array(copy) : new BigInt64Array(copy);
     } finally {
       this.cx.givePinned(block);
     }
@@ -181,32 +172,11 @@ function emptyOf(dtype: DType): Float32Array | Int32Array | BigInt64Array {
 
 /** The bytes to upload: data was checked by the contracts (length, representability); floats are rounded once. */
 function hostCopy(dtype: DType, data: TensorData, n: number): ArrayBufferView {
-  switch (dtype) {
-    case 'f32':
-      // Float32Array in: copied bit for bit (NaN payloads included); anything else rounded once from f64.
-      return data instanceof Float32Array ? data : Float32Array.from(data as ArrayLike<number>);
-    case 'f16':
-    case 'bf16': {
-      const encode = dtype === 'f16' ? encodeF16 : encodeBf16;
-      const bits = new Uint16Array(n);
-      for (let i = 0; i < n; i++) bits[i] = encode(data[i] as number);
-      return bits;
-    }
-    case 'i32': {
-      const out = new Int32Array(n);
-      for (let i = 0; i < n; i++) out[i] = Number(data[i]);
-      return out;
-    }
-    case 'i64': {
-      if (data instanceof BigInt64Array) return data;
-      const out = new BigInt64Array(n);
-      for (let i = 0; i < n; i++) {
-        const v = data[i]!;
-        out[i] = typeof v === 'bigint' ? v : BigInt(v);
-      }
-      return out;
-    }
-  }
+  // Already laid out as stored: uploaded as given (a Float32Array bit for bit, NaN payloads included).
+  if ((dtype === 'f32' && data instanceof Float32Array) || (dtype === 'i32' && data instanceof Int32Array) || (dtype === 'i64' && data instanceof BigInt64Array)) return data;
+  const out = storageView(dtype, new ArrayBuffer(n * ELEMENT_BYTES[dtype]), n);
+  encodeTensorData(dtype, data, out);
+  return out;
 }
 
 export type { FloatDType };

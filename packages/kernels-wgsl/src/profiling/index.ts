@@ -5,8 +5,8 @@
  * measured on the same device in the same run.
  */
 import type { Backend, FloatDType } from '@kvkit/contracts';
+import { decodeBf16, decodeF16, encodeHalves } from '@kvkit/contracts/backend';
 import { launchGemm } from '../ops/launch.js';
-import { bf16FromF32Bits, decodeBf16, decodeF16, f16FromF32Bits } from '../numerics/halfFloats.js';
 import { kernelsOf } from '../runtime/createBackend.js';
 import type { DeviceStorage } from '../runtime/gpuRuntime.js';
 import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
@@ -179,7 +179,7 @@ export async function measureFmaCeiling(backend: Backend): Promise<{ tflops: num
 
 /** Random words of `count` elements of `dtype` with values in ±[0.5, 2): f32 bits, or packed halves. */
 function randomWords(dtype: FloatDType, count: number, seed: number): Uint32Array {
-  const words = new Uint32Array(dtype === 'f32' ? count : Math.ceil(count / 2));
+  const f32Words = new Uint32Array(count);
   let x = seed >>> 0 || 1;
   const nextF32Bits = () => {
     x ^= x << 13;
@@ -188,11 +188,10 @@ function randomWords(dtype: FloatDType, count: number, seed: number): Uint32Arra
     // sign, exponent 126 or 127, random fraction
     return ((x & 0x80000000) | ((126 + ((x >>> 30) & 1)) << 23) | (x & 0x7fffff)) >>> 0;
   };
-  if (dtype === 'f32') for (let i = 0; i < count; i++) words[i] = nextF32Bits();
-  else {
-    const encode = dtype === 'f16' ? f16FromF32Bits : bf16FromF32Bits;
-    for (let i = 0; i < count; i += 2) words[i >> 1] = (encode(nextF32Bits()) | (i + 1 < count ? encode(nextF32Bits()) << 16 : 0)) >>> 0;
-  }
+  for (let i = 0; i < count; i++) f32Words[i] = nextF32Bits();
+  if (dtype === 'f32') return f32Words;
+  const words = new Uint32Array(Math.ceil(count / 2));
+  encodeHalves(dtype, new Float32Array(f32Words.buffer), new Uint16Array(words.buffer, 0, count));
   return words;
 }
 

@@ -1,8 +1,7 @@
 import type { DType, Shape, TensorData } from '@kvkit/contracts';
 import type { BackendKernels, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
-import { Workspace } from '@kvkit/contracts/backend';
+import { decodeHalves, encodeTensorData, storageView, Workspace } from '@kvkit/contracts/backend';
 import { ContractError } from '@kvkit/contracts';
-import { packHalves, unpackHalves } from '../numerics/halfFloats.js';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';
 import { ropePoolFused } from '../ops/ropePoolFused.js';
@@ -170,7 +169,7 @@ export class WebGpuKernels implements BackendKernels {
     const numel = shape.reduce((n, d) => n * d, 1);
     if (data === undefined || numel === 0) return this.allocate(dtype, shape, op);
     const s = this.storage(numel * bytesPerElement(dtype), 'kvkit tensor', op, { shape, dtype }, true);
-    fill(s.buffer.getMappedRange(), dtype, data, numel);
+    encodeTensorData(dtype, data, storageView(dtype, s.buffer.getMappedRange(), numel)); // f16/bf16: two per word, element 2i low
     s.buffer.unmap();
     return new GpuTensor(this, dtype, Object.freeze([...shape]), s, 0, { ownsStorage: true });
   }
@@ -186,10 +185,8 @@ export class WebGpuKernels implements BackendKernels {
         return new Int32Array(bytes);
       case 'i64':
         return new BigInt64Array(bytes);
-      default: {
-        const words = new Uint32Array(bytes.byteLength % 4 === 0 ? bytes : copyPadded(bytes));
-        return unpackHalves(own.dtype, words, own.numel);
-      }
+      default:
+        return decodeHalves(own.dtype, new Uint16Array(bytes, 0, own.numel));
     }
   }
 
@@ -236,42 +233,5 @@ export class WebGpuKernels implements BackendKernels {
     for (const list of this.#recycled.values()) for (const b of list) b.buffer.destroy();
     this.#recycled.clear();
     this.runtime.destroy(this.#ownsDevice);
-  }
-}
-
-function copyPadded(bytes: ArrayBuffer): ArrayBuffer {
-  const out = new Uint8Array(Math.ceil(bytes.byteLength / 4) * 4);
-  out.set(new Uint8Array(bytes));
-  return out.buffer;
-}
-
-/** Writes validated data (length and representability checked by the contracts) into a mapped buffer. */
-function fill(mapped: ArrayBuffer, dtype: DType, data: TensorData, n: number): void {
-  switch (dtype) {
-    case 'f32': {
-      const out = new Float32Array(mapped, 0, n);
-      if (data instanceof Float32Array) out.set(data); // bit-exact, NaN payloads included
-      else for (let i = 0; i < n; i++) out[i] = data[i] as number; // one rounding from the f64 value
-      return;
-    }
-    case 'f16':
-    case 'bf16':
-      packHalves(dtype, data as ArrayLike<number>, n, new Uint32Array(mapped));
-      return;
-    case 'i32': {
-      const out = new Int32Array(mapped, 0, n);
-      for (let i = 0; i < n; i++) out[i] = Number(data[i]);
-      return;
-    }
-    case 'i64': {
-      const out = new BigInt64Array(mapped, 0, n);
-      if (data instanceof BigInt64Array) out.set(data);
-      else
-        for (let i = 0; i < n; i++) {
-          const v = data[i]!;
-          out[i] = typeof v === 'bigint' ? v : BigInt(v);
-        }
-      return;
-    }
   }
 }
