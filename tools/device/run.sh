@@ -20,11 +20,13 @@ suites() { grep -E "^ℹ (tests|pass|fail|cancelled|skipped)" "$OUT/$1.log" | tr
 
 step conformance "${CONFORMANCE_S:-200}" node --test-reporter=spec .device/bundle/conformance.mjs cuda webgpu
 suites conformance
-step catalog-examples "${EXAMPLES_S:-60}" node --test-reporter=spec .device/bundle/catalog-examples.mjs
-suites catalog-examples
+for backend in cuda webgpu; do
+  step "catalog-examples-$backend" "${EXAMPLES_S:-60}" node --test-reporter=spec .device/bundle/catalog-examples.mjs "$backend"
+  suites "catalog-examples-$backend"
+done
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 for tool in memcheck racecheck; do
-  step "$tool" "${SANITIZER_S:-120}" "$sanitizer" --tool "$tool" --print-limit 20 node --test-reporter=dot .device/bundle/conformance.mjs cuda
+  step "$tool" "${SANITIZER_S:-120}" env KVKIT_SANITIZER="$tool" "$sanitizer" --tool "$tool" --print-limit 20 node --test-reporter=dot .device/bundle/conformance.mjs cuda
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/$tool.log" | tail -2
 done
 # SGLang's Triton kernel is someone else's code: measured only where a copy was placed in the ignored .peers/.
