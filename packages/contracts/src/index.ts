@@ -12,3 +12,23 @@ export type { Backend } from './runtime/backend.js';
 export { DTYPES, FLOAT_DTYPES, INDEX_DTYPES, numel } from './tensor.js';
 export type { BackendKind, DType, FloatDType, IndexDType, ReadResult, Shape, Tensor, TensorData } from './tensor.js';
 export type { Check, ContractViolation } from './types/check.js';
+
+// Before 0.2 this entry also served backend authors and generators. Those names now live in
+// `@kvkit/contracts/backend` and `@kvkit/contracts/dsl`; they stay re-exported here so code
+// written against 0.1 keeps building. New code imports them from their own entry.
+export type {
+  BackendKernels,
+  CreateKvMaterializerChecked,
+  DeviceCheck,
+  FusedNormRopeStackedChecked,
+  Inherited,
+  KvMaterializerMaterializeChecked,
+  KvMaterializerMaterializeIntoChecked,
+  MaterializerKernels,
+  OwnedTensor,
+  RopePoolFusedChecked,
+  ValidationContext,
+} from './backend/index.js';
+export { defineBackend, deliverLayerViews, isTensor, LAYER_VIEW, TENSOR_OWNER } from './backend/index.js';
+export type { Arg, ContractFile, DimExpr, DTypeRule, ErrorDecl, OpDecl, OutputDecl, Rule, Step, TensorArg } from './dsl/index.js';
+export { allErrors, allOps } from './dsl/index.js';
