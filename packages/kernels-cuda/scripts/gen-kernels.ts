@@ -91,6 +91,9 @@ function cudaHeader(): string {
   return out.join('\n');
 }
 
+/** Each kind of parameter in words (all are numbers on the host; ParamBlock encodes them by the layout's kind). */
+const PARAM_VALUE: Record<CudaParam['kind'], string> = { pointer: 'device pointer', i64: 'int64', f64: 'double' };
+
 function hostModule(): string {
   const layouts = cudaKernels.map((k) => {
     const fields = Object.entries(k.params).map(([name, p], i) => `      ${name}: { offset: ${8 * i}, kind: '${p.kind}' },`);
@@ -109,6 +112,10 @@ function hostModule(): string {
     return `  ${k.kernel}: {\n${shapes.join('\n')}\n  },`;
   });
   const records = deviceRecords.map((r) => `  ${r.struct}: ${recordLayout(r).bytes},`);
+  const values = cudaKernels.map((k) => {
+    const fields = Object.entries(k.params).map(([name, p]) => `  /** ${PARAM_VALUE[p.kind]}: ${p.doc.replaceAll('*/', '* /')} */\n  readonly ${name}: number;`);
+    return `/** A value for every field of ${k.struct}, written by ParamBlock.write. */\nexport interface ${k.struct}Fields {\n${fields.join('\n')}\n}`;
+  });
   return `// ${HEADER}
 
 /** Every parameter struct of src/cuda/generated/params.cuh: each field's byte offset and kind (a device pointer, int64 or double). */
@@ -135,6 +142,13 @@ ${records.join('\n')}
 export const FLOAT_CODE = { ${Object.entries(FLOAT_CODE)
     .map(([d, c]) => `${d}: ${c}`)
     .join(', ')} } as const;
+
+${values.join('\n\n')}
+
+/** Each parameter struct's field values, by struct. */
+export interface ParamFields {
+${cudaKernels.map((k) => `  ${k.struct}: ${k.struct}Fields;`).join('\n')}
+}
 
 export type ParamStruct = keyof typeof PARAM_LAYOUTS;
 export type KernelName = keyof typeof KERNEL_ENTRIES;

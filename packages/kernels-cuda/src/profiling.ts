@@ -50,7 +50,7 @@ export async function timeOnDevice(backend: Backend, enqueue: () => void, opts: 
   const pairs: [bigint, bigint][] = [];
   for (let r = 0; r < reps; r++) {
     cx.makeCurrent();
-    k.params.spin.set('nanoseconds', spinNs);
+    k.params.spin.write({ nanoseconds: spinNs });
     cx.launch('spin_stream', k.params.spin, 1, 1, LAUNCHES.spin.default.threads, 0, op);
     const start = cx.record(op, true);
     for (let i = 0; i < batch; i++) enqueue();
@@ -69,7 +69,7 @@ export async function timeOnDevice(backend: Backend, enqueue: () => void, opts: 
 /** Fills device memory with uniform values in [-scale, scale). */
 function fillRandom(k: CudaKernels, ptr: number, count: number, dtype: FloatDType, seed: number, scale: number, op: string): void {
   if (count === 0) return;
-  k.params.fill.set('data', ptr).set('count', count).set('seed', seed).setDouble('scale', scale);
+  k.params.fill.write({ data: ptr, count, seed, scale });
   const { threads } = LAUNCHES.fill.default;
   k.cx.launch(`fill_random_${dtype}`, k.params.fill, Math.min(Math.ceil(count / threads), k.cx.multiprocessors * 16), 1, threads, 0, op);
 }
@@ -89,7 +89,7 @@ export async function measureCopyCeiling(backend: Backend, bytes: number): Promi
     const timing = await timeOnDevice(
       backend,
       () => {
-        k.params.copy.set('src', src.ptr).set('dst', dst.ptr).set('vectors', vectors);
+        k.params.copy.write({ src: src.ptr, dst: dst.ptr, vectors });
         k.cx.launch('copy_vectors', k.params.copy, grid, 1, threads, 0, op);
       },
       { batch: 5 },

@@ -7,25 +7,10 @@ import type { Backend, FloatDType, Tensor } from '@kvkit/contracts';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { cudaBackendInfo } from '../src/index.js';
 import { measureCopyCeiling, timeOnDevice, timeProjectionGemm } from '../src/profiling.js';
-
-type Untyped = {
-  createKvMaterializer(a: unknown): { materialize(a: unknown): void; materializeInto(a: unknown): void; dispose(): void };
-  ropePoolFused(a: unknown): { qRot: Tensor; kRot: Tensor };
-};
-const untyped = (b: Backend) => b as unknown as Untyped;
+import { untyped, values } from './checkSupport.js';
 
 function check(ok: boolean, message: string): void {
   if (!ok) throw new Error(message);
-}
-
-function values(n: number, seed: number, scale = 1): Float32Array {
-  const out = new Float32Array(n);
-  let s = seed >>> 0;
-  for (let i = 0; i < n; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    out[i] = ((s / 2 ** 32) * 2 - 1 || 0.5) * scale;
-  }
-  return out;
 }
 
 const sameBits = (a: Float32Array, b: Float32Array) => a.length === b.length && a.every((x, i) => Object.is(x, b[i]));

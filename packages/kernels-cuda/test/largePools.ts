@@ -16,22 +16,7 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import type { CudaTensor } from '../src/runtime/cudaTensor.js';
 import { ELEMENT_BYTES } from '../src/runtime/cudaTensor.js';
 import { cudaKernelsOf } from '../src/runtime/registry.js';
-
-type Untyped = {
-  createKvMaterializer(a: unknown): { materialize(...a: unknown[]): void; materializeInto(a: unknown): void; dispose(): void };
-  ropePoolFused(a: unknown): { qRot: Tensor; kRot: Tensor };
-};
-const untyped = (b: Backend) => b as unknown as Untyped;
-
-function values(n: number, seed: number, scale = 1): Float32Array {
-  const out = new Float32Array(n);
-  let s = seed >>> 0;
-  for (let i = 0; i < n; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    out[i] = ((s / 2 ** 32) * 2 - 1 || 0.5) * scale;
-  }
-  return out;
-}
+import { untyped, values } from './checkSupport.js';
 
 /** Rows `rows` (each `rowElements` long) of a device tensor, copied into a small tensor on the device and read. */
 async function readRows(b: Backend, t: Tensor, rows: readonly number[], rowElements: number): Promise<Float32Array> {

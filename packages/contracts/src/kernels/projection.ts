@@ -16,8 +16,9 @@ export const gemmCuda = cudaKernel({
     batchStrideC: i64('elements between the Cs of a batch'),
   },
   launches: {
-    tensorcore: { threads: 256, doc: '128 × 128 tiles on the tensor cores' },
-    simt: { threads: 256, doc: '64 × 64 tiles of f32 FMAs' },
+    // blockM × blockN: the tile of C one block computes (the host's grid divides M and N by them); blockK: K per step.
+    tensorcore: { threads: 256, constants: { blockM: 128, blockN: 128, blockK: 32 }, doc: 'tiles on the tensor cores (wmma)' },
+    simt: { threads: 256, constants: { blockM: 64, blockN: 64, blockK: 16 }, doc: 'tiles of f32 FMAs' },
   },
   entries: [...entryGrid('gemm_tensorcore_{dtype}', ['f16', 'bf16'], ['tensorcore']), ...entryGrid('gemm_simt_{dtype}', ['f32'], ['simt'])],
 });

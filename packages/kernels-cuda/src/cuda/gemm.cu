@@ -10,7 +10,10 @@
 namespace kvkit {
 
 namespace tensorcore {
-constexpr int kBlockM = 128, kBlockN = 128, kBlockK = 32;
+// Tile sizes as declared (packages/contracts/src/kernels/projection.ts); the host sizes the grid by the same ones.
+constexpr int kBlockM = GemmTensorcoreLaunch::kBlockM, kBlockN = GemmTensorcoreLaunch::kBlockN, kBlockK = GemmTensorcoreLaunch::kBlockK;
+static_assert(GemmTensorcoreLaunch::kThreads == 256 && kBlockM == 2 * 64 && kBlockN == 4 * 32, "the warp layout below: 2 x 4 warps of 64 x 32");
+static_assert(kBlockM == kBlockN && kBlockK % 16 == 0 && kBlockM * kBlockK / 8 % 256 == 0, "A and B tiles load alike, in whole 16-byte chunks per thread");
 // Rows padded by 8 elements: keeps wmma's 16-byte row alignment and spreads smem banks.
 constexpr int kStride = kBlockK + 8;
 constexpr int kChunks = kBlockM * kBlockK / 8 / 256;  // 16-byte chunks per thread per operand
@@ -18,7 +21,7 @@ constexpr int kChunks = kBlockM * kBlockK / 8 / 256;  // 16-byte chunks per thre
 
 /**
  * Tensor-core GEMM for f16 and bf16 (wmma 16x16x16, f32 accumulators).
- * 256 threads as 2 x 4 warps, each warp a 64 x 32 tile of C; K in steps of 32,
+ * 256 threads as 2 x 4 warps, each warp a 64 x 32 tile of C; K in steps of kBlockK,
  * the next step's tile loaded into registers while this one is multiplied.
  */
 template <typename S, typename Element>
@@ -128,10 +131,12 @@ __device__ __forceinline__ void gemmTensorCore(const GemmParams& p) {
 }
 
 namespace simt {
-constexpr int kBlock = 64, kStep = 16;
+constexpr int kBlock = GemmSimtLaunch::kBlockM, kStep = GemmSimtLaunch::kBlockK;
+static_assert(GemmSimtLaunch::kThreads == 256 && kBlock == 16 * 4 && GemmSimtLaunch::kBlockN == kBlock, "16 x 16 threads of 4 x 4 results, square tiles");
+static_assert(kBlock * kStep % 256 == 0, "each thread loads whole elements of both tiles");
 }  // namespace simt
 
-// f32 GEMM on the FMA units (no TF32: the result must match an f32 reference): 64 x 64 tiles, 4 x 4 per thread.
+// f32 GEMM on the FMA units (no TF32: the result must match an f32 reference): kBlock x kBlock tiles, 4 x 4 per thread.
 __device__ __forceinline__ void gemmF32(const GemmParams& p) {
   using namespace simt;
   __shared__ float tileA[kStep][kBlock + 4];

@@ -119,41 +119,43 @@ export function launchNormRope(kernels: CudaKernels, job: NormRopeJob, claimed?:
   const claims = claimed ?? (job.slots ? claimSlots(kernels, job.slots, job.T, job.op) : undefined);
   const cache = 'cache' in job.angles ? job.angles : undefined;
   const p = kernels.params.normRope;
-  p.set('kv', job.kv)
-    .set('kNormWeight', job.kNormWeight)
-    .set('eps', job.eps)
-    .set('cosSinCache', cache ? cache.cache : 0)
-    .set('ropeFrequencies', 'ropeFrequencies' in job.angles ? job.angles.ropeFrequencies : 0)
-    .set('positions', job.positions)
-    .set('slots', job.slots ? job.slots.ptr : 0)
-    .set('kOut', job.kOut)
-    .set('vOut', job.vOut)
-    .set('badValue', kernels.badValues.record.ptr)
-    .set('numTokens', job.T)
-    .set('numLayers', job.L)
-    .set('numKvHeads', job.H)
-    .set('headDim', job.D)
-    .set('rotaryDim', job.R)
-    .set('kvTokenStride', layout.tokenStride)
-    .set('kvLayerStride', layout.layerStride)
-    .set('vOffset', layout.vOffset)
-    .set('outLayerStride', job.outLayerStride)
-    .set('gptj', job.gptj ? 1 : 0)
-    .set('weightIsF32', job.weightIsF32 ? 1 : 0)
-    .set('cacheDType', cache ? FLOAT_CODE[cache.cacheDType] : 0)
-    .set('cacheVectors', cacheVectors(job.angles, job.R) ? 1 : 0)
-    .set('positionsAreI64', job.positionsAreI64 ? 1 : 0)
-    .set('slotsAreI64', job.slots?.areI64 ? 1 : 0)
-    .set('positionMin', job.positionRule.min)
-    .set('positionBelow', job.positionRule.below)
-    .set('positionCheck', job.positionRule.check)
-    .set('slotBelow', job.slots ? job.slots.rule.below : Infinity)
-    .set('slotCheck', job.slots ? job.slots.rule.check : 0xffffffff)
-    .set('slotOwners', claims ? claims.table : 0)
-    .set('slotOwnersMask', claims ? claims.mask : 0)
-    .set('generation', claims ? claims.generation : 0)
-    .set('rowsPerUnit', plan.rowsPerUnit)
-    .set('unitsPerToken', plan.unitsPerToken)
-    .set('lanesPerRow', plan.lanesPerRow);
+  p.write({
+    kv: job.kv,
+    kNormWeight: job.kNormWeight,
+    eps: job.eps,
+    cosSinCache: cache ? cache.cache : 0,
+    ropeFrequencies: 'ropeFrequencies' in job.angles ? job.angles.ropeFrequencies : 0,
+    positions: job.positions,
+    slots: job.slots ? job.slots.ptr : 0,
+    kOut: job.kOut,
+    vOut: job.vOut,
+    badValue: kernels.badValues.record.ptr,
+    numTokens: job.T,
+    numLayers: job.L,
+    numKvHeads: job.H,
+    headDim: job.D,
+    rotaryDim: job.R,
+    kvTokenStride: layout.tokenStride,
+    kvLayerStride: layout.layerStride,
+    vOffset: layout.vOffset,
+    outLayerStride: job.outLayerStride,
+    gptj: job.gptj ? 1 : 0,
+    weightIsF32: job.weightIsF32 ? 1 : 0,
+    cacheDType: cache ? FLOAT_CODE[cache.cacheDType] : 0,
+    cacheVectors: cacheVectors(job.angles, job.R) ? 1 : 0,
+    positionsAreI64: job.positionsAreI64 ? 1 : 0,
+    slotsAreI64: job.slots?.areI64 ? 1 : 0,
+    positionMin: job.positionRule.min,
+    positionBelow: job.positionRule.below,
+    positionCheck: job.positionRule.check,
+    slotBelow: job.slots ? job.slots.rule.below : Infinity,
+    slotCheck: job.slots ? job.slots.rule.check : 0xffffffff,
+    slotOwners: claims ? claims.table : 0,
+    slotOwnersMask: claims ? claims.mask : 0,
+    generation: claims ? claims.generation : 0,
+    rowsPerUnit: plan.rowsPerUnit,
+    unitsPerToken: plan.unitsPerToken,
+    lanesPerRow: plan.lanesPerRow,
+  });
   cx.launch(fusedKernel(job.dtype, plan.path), p, plan.grid, 1, plan.block, plan.sharedBytes, job.op);
 }

@@ -56,15 +56,15 @@ export class Projection {
     }
     const n = this.#n;
     const p = this.#kernels.params.gemm;
-    const tile = this.dtype === 'f32' ? 64 : 128;
+    const shape = this.dtype === 'f32' ? LAUNCHES.gemm.simt : LAUNCHES.gemm.tensorcore;
     const kernel = this.dtype === 'f32' ? 'gemm_simt_f32' : this.dtype === 'f16' ? 'gemm_tensorcore_f16' : 'gemm_tensorcore_bf16';
     const es = ELEMENT_BYTES[this.dtype];
     // Rows of A and C go in launches of at most MAX_GRID_Y tiles down (the grid's y limit); each block's C stays M rows long.
-    const rowsPerLaunch = MAX_GRID_Y * tile;
+    const rowsPerLaunch = MAX_GRID_Y * shape.blockM;
     for (let m0 = 0; m0 < M; m0 += rowsPerLaunch) {
       const m = Math.min(rowsPerLaunch, M - m0);
-      p.set('a', a + m0 * this.K * es).set('b', w).set('c', c + m0 * n * es).set('m', m).set('n', n).set('k', this.K).set('batchStrideB', n * this.K).set('batchStrideC', M * n);
-      cx.launch(kernel, p, Math.ceil(n / tile), Math.ceil(m / tile), this.dtype === 'f32' ? LAUNCHES.gemm.simt.threads : LAUNCHES.gemm.tensorcore.threads, 0, op, this.blocks);
+      p.write({ a: a + m0 * this.K * es, b: w, c: c + m0 * n * es, m, n, k: this.K, batchStrideB: n * this.K, batchStrideC: M * n });
+      cx.launch(kernel, p, Math.ceil(n / shape.blockN), Math.ceil(m / shape.blockM), shape.threads, 0, op, this.blocks);
     }
   }
 

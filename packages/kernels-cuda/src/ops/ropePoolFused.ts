@@ -46,33 +46,35 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
   const frequencies = kernels.ropeFrequencies(args.ropeBase, R, op);
   const claims = kernels.slotOwners.claim(slots.ptr, slots.dtype === 'i64', N, S, args.duplicates.slots, op);
   const p = kernels.params.ropePool;
-  p.set('q', q.ptr)
-    .set('k', k.ptr)
-    .set('v', v.ptr)
-    .set('ropeFrequencies', frequencies)
-    .set('positions', positions.ptr)
-    .set('slots', slots.ptr)
-    .set('qRot', qRot.ptr)
-    .set('kRot', kRot.ptr)
-    .set('kPool', kPool.ptr)
-    .set('vPool', vPool.ptr)
-    .set('badValue', kernels.badValues.record.ptr)
-    .set('numTokens', N)
-    .set('numQoHeads', Hq)
-    .set('numKvHeads', H)
-    .set('headDim', D)
-    .set('rotaryDim', R)
-    .set('gptj', args.ropeStyle === 'gptj' ? 1 : 0)
-    .set('positionsAreI64', positions.dtype === 'i64' ? 1 : 0)
-    .set('slotsAreI64', slots.dtype === 'i64' ? 1 : 0)
-    .set('slotBelow', slotRule.below)
-    .set('slotCheck', slotRule.check)
-    .set('slotOwners', claims.table)
-    .set('slotOwnersMask', claims.mask)
-    .set('generation', claims.generation)
-    .set('rowsPerUnit', plan.rowsPerUnit)
-    .set('unitsPerToken', plan.unitsPerToken)
-    .set('lanesPerRow', plan.lanesPerRow);
+  p.write({
+    q: q.ptr,
+    k: k.ptr,
+    v: v.ptr,
+    ropeFrequencies: frequencies,
+    positions: positions.ptr,
+    slots: slots.ptr,
+    qRot: qRot.ptr,
+    kRot: kRot.ptr,
+    kPool: kPool.ptr,
+    vPool: vPool.ptr,
+    badValue: kernels.badValues.record.ptr,
+    numTokens: N,
+    numQoHeads: Hq,
+    numKvHeads: H,
+    headDim: D,
+    rotaryDim: R,
+    gptj: args.ropeStyle === 'gptj' ? 1 : 0,
+    positionsAreI64: positions.dtype === 'i64' ? 1 : 0,
+    slotsAreI64: slots.dtype === 'i64' ? 1 : 0,
+    slotBelow: slotRule.below,
+    slotCheck: slotRule.check,
+    slotOwners: claims.table,
+    slotOwnersMask: claims.mask,
+    generation: claims.generation,
+    rowsPerUnit: plan.rowsPerUnit,
+    unitsPerToken: plan.unitsPerToken,
+    lanesPerRow: plan.lanesPerRow,
+  });
   const kernel = ropePoolKernel(dtype, plan.path);
   // Overlap only with claim_slots, the launch just before (none for a single token).
   if (claims.table !== 0) cx.launchOverlapping(kernel, p, plan.grid, plan.block, plan.sharedBytes, op);

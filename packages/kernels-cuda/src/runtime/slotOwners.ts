@@ -60,14 +60,15 @@ export class SlotOwners {
     }
     this.#generation += 1;
     const claims = { table: this.#table!.ptr, mask: this.#entries - 1, generation: this.#generation };
-    this.#params
-      .set('slots', slots)
-      .set('slotOwners', claims.table)
-      .set('numTokens', tokens)
-      .set('slotsAreI64', slotsAreI64 ? 1 : 0)
-      .set('slotBelow', slotBelow)
-      .set('slotOwnersMask', claims.mask)
-      .set('generation', claims.generation);
+    this.#params.write({
+      slots,
+      slotOwners: claims.table,
+      numTokens: tokens,
+      slotsAreI64: slotsAreI64 ? 1 : 0,
+      slotBelow,
+      slotOwnersMask: claims.mask,
+      generation: claims.generation,
+    });
     const { threads } = LAUNCHES.claimSlots.default;
     cx.launch(CLAIM_KERNEL[rule], this.#params, Math.ceil(tokens / threads), 1, threads, 0, op);
     return claims;
