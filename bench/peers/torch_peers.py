@@ -74,11 +74,14 @@ def rope_pool_eager(q, k, v, pos, slots, k_pool, v_pool, rotary_dim, base=10000.
     return q_rot, k_rot
 
 
-def row(op, impl, shape, us, nbytes, flops, ceiling, fraction, method):
+def row(op, impl, shape, us, nbytes, flops, ceiling, fraction, method, reference=None):
     gbs = nbytes / us / 1e3 if nbytes else None
     tflops = flops / us / 1e6 if flops else None
-    return {"op": op, "impl": impl, "dtype": "bf16", "shape": shape, "us": us, "bytes": nbytes, "flops": flops,
-            "gbs": gbs, "tflops": tflops, "ceiling": ceiling, "fraction": fraction, "method": method}
+    r = {"op": op, "impl": impl, "dtype": "bf16", "shape": shape, "us": us, "bytes": nbytes, "flops": flops,
+         "gbs": gbs, "tflops": tflops, "ceiling": ceiling, "fraction": fraction, "method": method}
+    if reference:
+        r["reference"] = reference  # the row of this run and shape the fraction divides by
+    return r
 
 
 def main():
@@ -164,7 +167,8 @@ def main():
             impls.append(("sglang-triton", lambda: triton_fn(torch.mm(ctx, kv_weight_t).view(tokens, layers, -1), weight, eps, cache, pos, heads, head_dim, rotary_dim)))
         for impl, fn in impls:
             us = median_us(fn)
-            rows.append(row("materialize", impl, shape, us, 0, flops, "projection alone (cublas)", gemm_us / us, method))
+            rows.append(row("materialize", impl, shape, us, 0, flops, "projection alone (cublas)", gemm_us / us, method,
+                            {"op": "projection", "impl": "cublas"}))
 
     with open(args.out, "w") as f:
         json.dump({"ceilings": ceilings, "rows": rows, "notes": notes}, f, indent=1)

@@ -19,9 +19,14 @@ export interface ResultRow {
   readonly flops: number;
   readonly gbs: number | null;
   readonly tflops: number | null;
-  /** The ceiling of the same run this row is a fraction of, and that fraction. */
+  /**
+   * What the fraction is against: the name of a ceiling of the same run, or, where `reference` is set, a label
+   * for that row (e.g. `projection alone (cublas)`).
+   */
   readonly ceiling: string;
   readonly fraction: number;
+  /** The row of the same run, shape and dtype whose time this row's is compared with: fraction = its `us` / this `us`. */
+  readonly reference?: RowReference;
   /** The plan's target for this fraction, where it sets one. */
   readonly target?: number;
   /** For latency targets: the most device time the plan allows. */
@@ -29,6 +34,12 @@ export interface ResultRow {
   /** Relative L2 error of this op against the CPU reference, measured before timing on a small shape. */
   readonly checkError?: number;
   readonly method?: string;
+}
+
+/** Names one row of a run; with the referring row's shape and dtype it picks exactly one. */
+export interface RowReference {
+  readonly op: ResultRow['op'];
+  readonly impl: string;
 }
 
 export interface BenchResults {

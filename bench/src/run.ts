@@ -98,9 +98,10 @@ export async function runBackend(p: Profiler, log: (line: string) => void): Prom
     const flops = projectionFlops(s);
     const gemm = await p.gemm({ T: s.T, K: s.hidden, N: s.L * 2 * s.H * s.D, dtype: 'bf16' });
     const gemmCeiling = ceiling(p.gemmCeiling);
+    const projectionImpl = `${p.impl} (${gemm.engine})`;
     rows.push({
       op: 'projection',
-      impl: `${p.impl} (${gemm.engine})`,
+      impl: projectionImpl,
       dtype: 'bf16',
       shape: { ...s },
       us: gemm.medianUs,
@@ -129,6 +130,7 @@ export async function runBackend(p: Profiler, log: (line: string) => void): Prom
       tflops: flops / t.medianUs / 1e6,
       ceiling: `projection alone (${gemm.engine})`,
       fraction: gemm.medianUs / t.medianUs,
+      reference: { op: 'projection', impl: projectionImpl },
       ...(targets.materialize && s.T >= 4096 ? { target: targets.materialize } : {}),
       checkError: materializeError,
       method: t.method,

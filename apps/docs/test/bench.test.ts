@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -6,6 +6,7 @@ import { chartGroups, loadBenchResults } from '../src/site/bench.js';
 import { docsRoot } from './support/site.js';
 
 const fixtureDir = join(docsRoot, 'test', 'fixtures', 'bench');
+const committedDir = join(docsRoot, '..', '..', 'bench', 'results');
 const fixture = JSON.parse(readFileSync(join(fixtureDir, '2026-11-29-nvidia-h200.json'), 'utf8'));
 const dirs: string[] = [];
 const scratch = (files: Record<string, unknown>) => {
@@ -36,6 +37,30 @@ describe('benchmark results loader', () => {
     expect(() => loadBenchResults(scratch({ 'bad.json': bad }))).toThrow(/bad\.json: rows\[0\]\.fraction/);
     const orphan = { ...fixture, rows: [{ ...fixture.rows[0], ceiling: 'no-such-ceiling' }] };
     expect(() => loadBenchResults(scratch({ 'orphan.json': orphan }))).toThrow(/orphan\.json: .*no-such-ceiling/);
+  });
+
+  it('loads every committed run in bench/results, every row of it', () => {
+    const files = readdirSync(committedDir).filter((f) => f.endsWith('.json'));
+    expect(files.length).toBeGreaterThan(0);
+    const { runs, skipped } = loadBenchResults(committedDir);
+    expect(skipped).toEqual([]);
+    expect(runs.map((r) => r.file).sort()).toEqual(files.sort());
+    for (const run of runs) expect(run.rows.length).toBe(JSON.parse(readFileSync(join(committedDir, run.file), 'utf8')).rows.length);
+  });
+
+  it('takes a row measured against another row of its run, and checks what it names', () => {
+    const shape = { T: 7, hidden: 96 };
+    const base = { dtype: 'bf16', shape, bytes: 0, flops: 1e9, gbs: null, tflops: 1 };
+    const alone = { ...base, op: 'projection', impl: 'peer-gemm', us: 30, ceiling: fixture.ceilings[0].name, fraction: 0.5 };
+    const fused = { ...base, op: 'materialize', impl: 'kvkit-x', us: 40, ceiling: 'projection alone (peer-gemm)', fraction: 30 / 40, reference: { op: 'projection', impl: 'peer-gemm' } };
+    const run = (rows: unknown[]) => scratch({ 'r.json': { ...fixture, rows } });
+    const [loaded] = loadBenchResults(run([alone, fused])).runs;
+    expect(loaded!.rows[1]!.reference).toEqual({ op: 'projection', impl: 'peer-gemm' });
+    expect(() => loadBenchResults(run([alone, { ...fused, reference: { op: 'projection', impl: 'other' } }]))).toThrow(/rows\[1\]\.reference projection 'other' names 0 rows/);
+    expect(() => loadBenchResults(run([{ ...alone, shape: { T: 8, hidden: 96 } }, fused]))).toThrow(/names 0 rows/);
+    expect(() => loadBenchResults(run([alone, alone, fused]))).toThrow(/names 2 rows/);
+    expect(() => loadBenchResults(run([alone, { ...fused, fraction: 0.9 }]))).toThrow(/rows\[1\]\.fraction 0\.9 is not/);
+    expect(() => loadBenchResults(run([alone, { ...fused, reference: undefined }]))).toThrow(/is not one of the run's ceilings/);
   });
 
   it('leaves out, and reports, a run in a schema it does not know', () => {

@@ -151,7 +151,8 @@ describe.skipIf(!haveChromium)('the built site in Chromium', () => {
     for (const { code, message } of thrown) {
       expect((await pasteAndRank(page, message))[0], message).toBe(`${base}errors/${code.toLowerCase()}/`);
       // Only the sentence itself: the matcher must recognise the template, not just the [KVxxx] tag.
-      const bare = message.replace(/^\[KV\d{3}\]\s*/, '').replace(/\s*See \S+$/, '');
+      const bare = message.replace(/^\[KV\d{3}\]\s*/, '').replace(/\s*(?:See \S+ or run|Run) npx kvkit explain \S+$/, '');
+      expect(bare, message).not.toMatch(/KV\d{3}/);
       expect((await pasteAndRank(page, bare))[0], bare).toBe(`${base}errors/${code.toLowerCase()}/`);
     }
     // Follow the best match of one and check the page it lands on.
@@ -228,9 +229,9 @@ describe.skipIf(!haveChromium)('the built site in Chromium', () => {
         throw new Error('expected a ContractError');
       })();
       const page = await context.newPage();
-      await page.goto(thrown.docsUrl);
+      await page.goto(thrown.docsUrl!);
       await expectErrorPage(page, thrown.code);
-      expect(thrown.message).toContain(thrown.docsUrl);
+      expect(thrown.message).toContain(`See ${thrown.docsUrl} or run npx kvkit explain ${thrown.code}`);
       await page.close();
     } finally {
       setDocsBase(undefined);

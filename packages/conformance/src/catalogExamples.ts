@@ -95,8 +95,8 @@ export async function checkCatalogExample(entry: CatalogEntry, options: CatalogE
   const missing = entry.placeholders.filter((p) => !keys.includes(p));
   if (missing.length) throw new Error(`${code}: placeholders missing from details (${keys.join(', ')}): ${missing.join(', ')}`);
 
-  // A user pasting the message without its code and link still lands on this page.
-  const pasted = err.message.replace(/^\[KV\d{3}\] /, '').replace(/ See \S+$/, '');
+  // A user pasting the message without its code and closing pointer (link, CLI command) still lands on this page.
+  const pasted = err.message.replace(/^\[KV\d{3}\] /, '').replace(/ (?:See \S+ or run|Run) npx kvkit explain \S+$/, '');
   const ranked = lookup(pasted, 3).map((m) => m.entry.code);
   if (!ranked.includes(code)) throw new Error(`${code}: lookup("${pasted}") ranked ${ranked.join(', ')}`);
 

@@ -4,6 +4,7 @@ import type { Backend } from '@kvkit/contracts';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { seedOf } from './data.js';
+import { disposedBackendProblems } from './disposedBackend.js';
 import { Fixture } from './fixture.js';
 import { compare, describeIndex } from './tolerances.js';
 import { readFloats } from './tensors.js';
@@ -21,15 +22,18 @@ const TIMEOUT_MS = 60_000;
 /** Garbage values tried per argument. */
 const GARBAGE_RUNS = 100;
 
-/** `[KV012] op: what. H=2 D=8. See https://…/errors/kv012/`; the dims part is absent when nothing was bound yet. */
-const MESSAGE = /^\[(KV\d{3})\] (\S+): ([\s\S]+?)\.(?: ([A-Za-z]\w*=\d+(?: [A-Za-z]\w*=\d+)*)\.)? See (\S+)$/;
+/**
+ * `[KV012] op: what. H=2 D=8. Run npx kvkit explain KV012`, or with a docs base set
+ * `... See https://…/errors/kv012/ or run npx kvkit explain KV012`; the dims part is absent when nothing was bound yet.
+ */
+const MESSAGE = /^\[(KV\d{3})\] (\S+): ([\s\S]+?)\.(?: ([A-Za-z]\w*=\d+(?: [A-Za-z]\w*=\d+)*)\.)? (?:See (\S+) or run|Run) npx kvkit explain (KV\d{3})$/;
 
 interface CodedError extends Error {
   readonly code: string;
   readonly op: string;
   readonly details: unknown;
   readonly fixes: unknown;
-  readonly docsUrl: string;
+  readonly docsUrl: string | undefined;
 }
 
 /** What is wrong with an error against a case's expectations; empty when it is right. */
@@ -44,13 +48,14 @@ export function contractErrorProblems(e: unknown, expected: { code: string; op: 
   if (!Array.isArray(err.fixes)) problems.push('fixes is not an array');
   const m = MESSAGE.exec(e.message);
   if (!m) {
-    problems.push('message is not "[KVxxx] <op>: <what>. <dims>. See <url>"');
+    problems.push('message is not "[KVxxx] <op>: <what>. <dims>. [See <url> or run|Run] npx kvkit explain KVxxx"');
   } else {
-    const [, code, op, , dims, url] = m;
+    const [, code, op, , dims, url, explained] = m;
     if (code !== expected.code) problems.push(`message starts [${code}], expected [${expected.code}]`);
     if (op !== expected.op) problems.push(`message names op ${op}, expected ${expected.op}`);
-    if (!url!.endsWith(`/errors/${expected.code.toLowerCase()}/`)) problems.push(`docs url ${url} does not end in /errors/${expected.code.toLowerCase()}/`);
-    if (err.docsUrl !== url) problems.push(`docsUrl ${String(err.docsUrl)} differs from the url in the message ${url}`);
+    if (explained !== expected.code) problems.push(`message ends with npx kvkit explain ${explained}, expected ${expected.code}`);
+    if (url !== undefined && !url.endsWith(`/errors/${expected.code.toLowerCase()}/`)) problems.push(`docs url ${url} does not end in /errors/${expected.code.toLowerCase()}/`);
+    if (err.docsUrl !== url) problems.push(`docsUrl ${String(err.docsUrl)} differs from the url in the message (${url ?? 'none'})`);
     const bound = new Map((dims ?? '').split(' ').filter(Boolean).map((kv) => kv.split('=') as [string, string]));
     for (const [name, value] of Object.entries(expected.dims ?? {})) {
       if (bound.get(name) !== String(value)) problems.push(`message lists ${name}=${bound.get(name) ?? '(nothing)'}, expected ${name}=${value}`);
@@ -68,7 +73,7 @@ function isThenable(v: unknown): v is PromiseLike<unknown> {
 }
 
 /** Runs `fn`, awaiting a returned promise: the error, and whether it came synchronously. */
-async function outcome(fn: () => unknown): Promise<{ error?: unknown; sync: boolean; value?: unknown }> {
+export async function outcome(fn: () => unknown): Promise<{ error?: unknown; sync: boolean; value?: unknown }> {
   let value: unknown;
   try {
     value = fn();
@@ -288,6 +293,11 @@ export function defineValidationSuite(name: string, create: () => Backend | Prom
       const missing = SEEDS.filter((seed) => !validationCases.some((c) => c.seed === seed));
       if (missing.length > 0) throw new Error(`seeds without a case: ${missing.join(', ')}`);
     });
+
+    it('KV003: a disposed backend refuses every call, naming it, and dispose() twice does nothing', async () => {
+      const problems = await disposedBackendProblems(create, both()[1]);
+      if (problems.length > 0) throw new Error(`a disposed ${name} backend:\n  ${problems.join('\n  ')}`);
+    }, TIMEOUT_MS);
 
     for (const vc of validationCases) {
       const tag = vc.seed !== undefined ? ` (seed ${vc.seed})` : '';

@@ -7,7 +7,7 @@
 export type { CreateKvMaterializerFn, FusedNormRopeStackedFn, RopePoolFusedFn } from './generated/backend.js';
 export type * from './generated/signatures.js';
 export { ContractError, isContractError } from './errors/contractError.js';
-export { docsUrl, getDocsBase, setDocsBase } from './errors/docsUrl.js';
+export { docsUrl, explainCommand, getDocsBase, setDocsBase } from './errors/docsUrl.js';
 export type { Backend } from './runtime/backend.js';
 export { DTYPES, FLOAT_DTYPES, INDEX_DTYPES, numel } from './tensor.js';
 export type { BackendKind, DType, FloatDType, IndexDType, ReadResult, Shape, Tensor, TensorData } from './tensor.js';

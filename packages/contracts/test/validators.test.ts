@@ -86,7 +86,7 @@ describe('generated validators', () => {
     const { backend, calls } = recordingBackend();
     const e = thrown(() => backend.fusedNormRopeStacked({ ...fusedArgs(backend), kv: backend.tensor('bf16', [4, 64]) as any }));
     expect(e.code).toBe('KV010');
-    expect(e.message).toMatch(/^\[KV010\] fusedNormRopeStacked: kv must be 3-D \[T, L, 2\*H\*D\]; got shape \[4, 64\]\. H=2 D=8 R=8\. See /);
+    expect(e.message).toMatch(/^\[KV010\] fusedNormRopeStacked: kv must be 3-D \[T, L, 2\*H\*D\]; got shape \[4, 64\]\. H=2 D=8 R=8\. Run npx kvkit explain KV010$/);
     expect(calls).toEqual([]);
   });
 
@@ -219,8 +219,14 @@ describe('tensor creation', () => {
 
 describe('declared calls', () => {
   // One bad input per way each call can fail; the codes seen must be exactly the codes declared.
+  const disposedBackend = () => {
+    const { backend } = recordingBackend();
+    backend.dispose();
+    return backend;
+  };
   const attempts: Record<string, ((b: ReturnType<typeof recordingBackend>['backend'], other: ReturnType<typeof recordingBackend>['backend']) => unknown)[]> = {
     tensor: [
+      () => disposedBackend().tensor('f32', [1], [1]),
       (b) => b.tensor('f64' as never, [2], [1, 2]),
       (b) => b.tensor('f32', [2, -1]),
       (b) => b.tensor('f32', [65536, 65536]),
@@ -228,7 +234,7 @@ describe('declared calls', () => {
       (b) => b.tensor('f32', [3], [1, 2]),
       (b) => b.tensor('i32', [2], [1, 0.5]),
     ],
-    empty: [(b) => b.empty('u8' as never, [2]), (b) => b.empty('f32', [1.5]), (b) => b.empty('f32', [65536, 32768, 2])],
+    empty: [() => disposedBackend().empty('f32', [1]), (b) => b.empty('u8' as never, [2]), (b) => b.empty('f32', [1.5]), (b) => b.empty('f32', [65536, 32768, 2])],
     read: [
       (b) => b.read({} as never),
       (b, other) => b.read(other.tensor('f32', [1], [1])),
@@ -239,6 +245,7 @@ describe('declared calls', () => {
       },
       (b) => b.read(Object.assign(b.tensor('f32', [1], [1]), { disposed: true, [LAYER_VIEW]: 0 })),
     ],
+    sync: [() => disposedBackend().sync()],
   };
 
   it.each(allCalls.map((c) => [c.name, c] as const))('%s raises exactly the codes its declaration lists', async (name, call) => {

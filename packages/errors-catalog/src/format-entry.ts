@@ -5,6 +5,7 @@ import type { CatalogEntry } from './entry.js';
 export function formatEntry(e: CatalogEntry): string {
   const list = (items: readonly string[], numbered = false) => items.map((s, i) => `  ${numbered ? `${i + 1}.` : '-'} ${s}`).join('\n');
   const indent = (code: string) => code.replace(/^/gm, '    ');
+  const url = docsUrl(e.code);
   return [
     `${e.code}: ${e.title}${e.retired ? ' (retired)' : ''}`,
     `raised by: ${e.raisedBy.join(', ')}`,
@@ -30,6 +31,6 @@ export function formatEntry(e: CatalogEntry): string {
     '',
     `Related: ${e.related.join(', ') || 'none'}`,
     `Declared at: ${e.source.file}:${e.source.line}`,
-    `Docs: ${docsUrl(e.code)}`,
+    ...(url === undefined ? [] : [`Docs: ${url}`]),
   ].join('\n');
 }

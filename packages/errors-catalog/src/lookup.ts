@@ -40,6 +40,7 @@ export function words(text: string): string[] {
   return text
     .replace(/\{\w+\}/g, ' ')
     .replace(/https?:\/\/\S+/g, ' ')
+    .replace(/\b(?:run )?npx kvkit explain \S+/gi, ' ')
     .replace(/([a-z])([A-Z])/g, '$1 $2')
     .replace(/([A-Z]+)([A-Z][a-z])/g, '$1 $2')
     .toLowerCase()

@@ -4,14 +4,21 @@ import { describe, expect, it } from 'vitest';
 import { explain } from '../src/index.js';
 
 const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
-const kvkit = (...args: string[]) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8' });
+const { KVKIT_DOCS_BASE: _unset, ...envWithoutDocs } = process.env;
+const kvkit = (...args: string[]) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', env: envWithoutDocs });
 
 describe('kvkit CLI (built)', () => {
   it('explain prints the whole entry', () => {
     const r = kvkit('explain', 'KV012');
     const e = explain('KV012')!;
     expect(r.status).toBe(0);
-    for (const part of [e.title, e.message, e.solutions[0]!, e.example.before.split('\n')[0]!, '/errors/kv012/']) expect(r.stdout).toContain(part);
+    for (const part of [e.title, e.message, e.solutions[0]!, e.example.before.split('\n')[0]!]) expect(r.stdout).toContain(part);
+    expect(r.stdout).not.toContain('Docs:');
+  });
+
+  it('explain links the docs page only where KVKIT_DOCS_BASE is set', () => {
+    const r = spawnSync(process.execPath, [cli, 'explain', 'KV012'], { encoding: 'utf8', env: { ...envWithoutDocs, KVKIT_DOCS_BASE: 'http://localhost:4321/' } });
+    expect(r.stdout).toContain('Docs: http://localhost:4321/errors/kv012/');
   });
 
   it('explain of an unknown code fails and says what to do', () => {

@@ -1,15 +1,16 @@
 import * as contracts from '@kvkit/contracts';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ContractError, explain, isContractError, setDocsBase, version } from '../src/index.js';
+import { ContractError, explain, isContractError, setDocsBase } from '../src/index.js';
 
 describe('ContractError', () => {
   afterEach(() => setDocsBase(undefined));
 
-  it('renders the template, the bound dims and the version-pinned docs link', () => {
+  it('renders the template, the bound dims and the command that prints this entry', () => {
     const e = new ContractError('KV014', 'fusedNormRopeStacked', { arg: 'kOut', actual: [4, 2, 2, 8], expected: '[L, T, H, D] = [2, 4, 2, 8]' }, { H: 2, D: 8, T: 4, L: 2 });
     expect(e.message).toBe(
-      `[KV014] fusedNormRopeStacked: kOut has shape [4, 2, 2, 8]; expected [L, T, H, D] = [2, 4, 2, 8]. H=2 D=8 T=4 L=2. See https://kvkit.dev/v${version}/errors/kv014/`,
+      '[KV014] fusedNormRopeStacked: kOut has shape [4, 2, 2, 8]; expected [L, T, H, D] = [2, 4, 2, 8]. H=2 D=8 T=4 L=2. Run npx kvkit explain KV014',
     );
+    expect(e.docsUrl).toBeUndefined();
     expect(e).toBeInstanceOf(Error);
     expect(e.name).toBe('ContractError');
     expect(e.code).toBe('KV014');

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { lookup, words } from '../src/index.js';
+import { ContractError, lookup, setDocsBase, words } from '../src/index.js';
 
 // Messages as the original system prints them (the seeds' conditions), with the code each maps to.
 const upstream: [string, string][] = [
@@ -23,6 +23,36 @@ describe('lookup', () => {
 
   it.each(upstream)('finds our page first for the upstream message %#', (message, code) => {
     expect(lookup(message)[0]?.entry.code).toBe(code);
+  });
+
+  // The CUDA driver's names (and its strings) for the failures a CUDA backend reports.
+  const cudaErrors: [string, string][] = [
+    ['CUDA_ERROR_ILLEGAL_ADDRESS', 'KV053'],
+    ['CUDA_ERROR_LAUNCH_FAILED', 'KV053'],
+    ['CUDA_ERROR_OUT_OF_MEMORY', 'KV053'],
+    ['CUDA_ERROR_NO_BINARY_FOR_GPU', 'KV053'],
+    ['RuntimeError: CUDA error: an illegal memory access was encountered', 'KV053'],
+    ['CUDA_ERROR_NO_DEVICE', 'KV052'],
+    ['no CUDA-capable device is detected', 'KV052'],
+  ];
+  it.each(cudaErrors)('ranks the CUDA driver error %s under %s first', (message, code) => {
+    expect(lookup(message)[0]?.entry.code).toBe(code);
+  });
+
+  it('finds the code of a pasted ContractError, with or without a docs link', () => {
+    const made = () => new ContractError('KV053', 'sync', { call: 'cuStreamSynchronize', error: 'CUDA_ERROR_ILLEGAL_ADDRESS', reason: 'an illegal memory access was encountered' });
+    try {
+      expect(lookup(made().message)[0]?.entry.code).toBe('KV053');
+      setDocsBase('http://localhost:4321/');
+      expect(lookup(made().message)[0]?.entry.code).toBe('KV053');
+    } finally {
+      setDocsBase(undefined);
+    }
+  });
+
+  it('reads nothing into the closing CLI command of a message', () => {
+    expect(words('Run npx kvkit explain KV012')).toEqual([]);
+    expect(words('kOut has shape [4]. See http://x.test/errors/kv012/ or run npx kvkit explain KV012')).toEqual(words('kOut has shape [4]'));
   });
 
   it('puts a code named in the text first, whatever the words', () => {

@@ -22,7 +22,7 @@ describe('createCudaBackend without CUDA', () => {
     expect(isContractError(e)).toBe(true);
     expect(e.code).toBe('KV052');
     expect(e.op).toBe('createCudaBackend');
-    expect(e.message).toMatch(/^\[KV052\] createCudaBackend: CUDA is not available: no NVIDIA driver: libcuda-that-does-not-exist\.so\.1 could not be loaded\. .*See \S+kv052\/$/);
+    expect(e.message).toMatch(/^\[KV052\] createCudaBackend: CUDA is not available: no NVIDIA driver: libcuda-that-does-not-exist\.so\.1 could not be loaded\. .*Run npx kvkit explain KV052$/);
     expect(String(e.details?.fix)).toContain('createCpuBackend');
   });
 

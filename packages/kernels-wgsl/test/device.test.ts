@@ -1,7 +1,7 @@
 import { isContractError } from '@kvkit/contracts';
 import { describe, expect, it } from 'vitest';
 import { createWebGpuBackend, webGpuBackendStats } from '../src/index.js';
-import { findAdapter, KERNEL_TOGGLES } from '../src/runtime/adapter.js';
+import { findAdapter, KERNEL_TOGGLES, noAdapterFix } from '../src/runtime/adapter.js';
 
 describe('no WebGPU adapter', () => {
   it('is KV050, with how to get one, when the WebGPU entry point has no adapter', async () => {
@@ -9,7 +9,17 @@ describe('no WebGPU adapter', () => {
     expect(isContractError(error)).toBe(true);
     expect(error).toMatchObject({ code: 'KV050', op: 'createWebGpuBackend' });
     expect((error as Error).message).toMatch(/returned null/);
+    // This runs in Node: the advice is Node's, a Vulkan driver or SwiftShader for Dawn.
+    expect((error as Error).message).toContain(noAdapterFix('node'));
     expect((error as Error).message).toMatch(/chromium|SwiftShader/);
+  });
+
+  it("advises a browser to switch WebGPU on, and Node to install a Vulkan driver, never the other's fix", () => {
+    const browser = noAdapterFix('browser');
+    expect(browser).toMatch(/WebGPU switched on/);
+    expect(browser).not.toMatch(/Debian|chromium package|VK_ICD_FILENAMES|Vulkan/);
+    expect(noAdapterFix('node')).toMatch(/VK_ICD_FILENAMES/);
+    expect(noAdapterFix('node')).not.toMatch(/browser/);
   });
 
   it('is KV050, not a crash, when requestAdapter itself throws', async () => {

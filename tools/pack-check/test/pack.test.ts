@@ -46,7 +46,9 @@ function install(name: string, files: Record<string, string>, lib: string[] = ['
   return dir;
 }
 
-const run = (dir: string, file: string) => execFileSync(process.execPath, [file], { cwd: dir, encoding: 'utf8' });
+// Without KVKIT_DOCS_BASE, so messages end as an installed package prints them by default.
+const { KVKIT_DOCS_BASE: _docsBase, ...plainEnv } = process.env;
+const run = (dir: string, file: string) => execFileSync(process.execPath, [file], { cwd: dir, encoding: 'utf8', env: plainEnv });
 /** The kvkit packages an install brought, its own and their dependencies. */
 const installed = (dir: string) => readdirSync(join(dir, 'node_modules', '@kvkit')).sort();
 /** tsc's output: empty when the consumer compiles. */
@@ -86,7 +88,7 @@ describe('packed packages, installed alone', () => {
     expect(installed(dir)).toEqual(['contracts', 'kernels-cpu']);
     const error = JSON.parse(run(dir, 'error.mjs')) as { isContractError: boolean; message: string; fixes: number };
     expect(error.isContractError).toBe(true);
-    expect(error.message).toMatch(/^\[KV012\] fusedNormRopeStacked: kNormWeight has shape \[1, 3\]; expected \[L, D\] = \[1, 2\]\. .* See https:\/\/kvkit\.dev\/v[\d.]+\/errors\/kv012\/$/);
+    expect(error.message).toMatch(/^\[KV012\] fusedNormRopeStacked: kNormWeight has shape \[1, 3\]; expected \[L, D\] = \[1, 2\]\. .* Run npx kvkit explain KV012$/);
     expect(error.fixes).toBeGreaterThan(0);
     expect(typecheck(dir)).toBe('');
   });
@@ -107,7 +109,7 @@ describe('packed packages, installed alone', () => {
     const [ops, codes] = run(dir, 'use.mjs').trim().split(' ').map(Number);
     expect(ops).toBeGreaterThanOrEqual(3);
     expect(codes).toBeGreaterThan(40);
-    expect(run(dir, 'error.mjs').trim()).toMatch(/^\[KV003\] read: tensor was disposed and can no longer be used\. See https:\/\/kvkit\.dev\/v[\d.]+\/errors\/kv003\/$/);
+    expect(run(dir, 'error.mjs').trim()).toMatch(/^\[KV003\] read: tensor was disposed and can no longer be used\. Run npx kvkit explain KV003$/);
     expect(typecheck(dir)).toBe('');
   });
 

@@ -31,8 +31,11 @@ export interface BenchRow {
   flops: number;
   gbs: number | null;
   tflops: number | null;
+  /** A ceiling of the run, or where `reference` is set, the label of that row. */
   ceiling: string;
   fraction: number;
+  /** The row of the same run, shape and dtype this one is a fraction of (its `us` over this row's). */
+  reference?: { op: string; impl: string };
 }
 
 export interface BenchResults {
@@ -101,8 +104,14 @@ function parseRun(file: string, raw: Record<string, unknown>): BenchRun {
       ceiling: str(o.ceiling, `rows[${i}].ceiling`),
       fraction: num(o.fraction, `rows[${i}].fraction`),
     };
-    if (!ceilings.some((c) => c.name === row.ceiling)) fail(`rows[${i}].ceiling '${row.ceiling}' is not one of the run's ceilings`);
+    if (o.reference !== undefined) {
+      const ref = obj(o.reference, `rows[${i}].reference`);
+      row.reference = { op: str(ref.op, `rows[${i}].reference.op`), impl: str(ref.impl, `rows[${i}].reference.impl`) };
+    } else if (!ceilings.some((c) => c.name === row.ceiling)) fail(`rows[${i}].ceiling '${row.ceiling}' is not one of the run's ceilings`);
     return row;
+  });
+  rows.forEach((row, i) => {
+    if (row.reference) checkReference(rows, row, `rows[${i}]`, fail);
   });
   return {
     file,
@@ -114,6 +123,18 @@ function parseRun(file: string, raw: Record<string, unknown>): BenchRun {
     ceilings,
     rows,
   };
+}
+
+const sameShape = (a: Record<string, number>, b: Record<string, number>) =>
+  Object.keys(a).length === Object.keys(b).length && Object.entries(a).every(([k, v]) => b[k] === v);
+
+/** A row measured against another row of the run: exactly one row of its shape and dtype is named, and the fraction is their time ratio. */
+function checkReference(rows: BenchRow[], row: BenchRow, at: string, fail: (what: string) => never): void {
+  const { op, impl } = row.reference!;
+  const found = rows.filter((r) => r.op === op && r.impl === impl && r.dtype === row.dtype && sameShape(r.shape, row.shape));
+  if (found.length !== 1) fail(`${at}.reference ${op} '${impl}' names ${found.length} rows of its shape and dtype; expected 1`);
+  const expected = found[0]!.us / row.us;
+  if (Math.abs(row.fraction - expected) > 1e-6 * expected) fail(`${at}.fraction ${row.fraction} is not ${op} '${impl}' time over this row's (${expected})`);
 }
 
 /** Our implementations sort before the peers they are measured against. */

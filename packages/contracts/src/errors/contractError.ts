@@ -1,14 +1,15 @@
 import { errorTable } from '../generated/errors.js';
 import type { ErrorEntry } from '../generated/errors.js';
 import { canonicalCode } from './codes.js';
-import { docsUrl } from './docsUrl.js';
+import { docsUrl, explainCommand } from './docsUrl.js';
 import { render } from './render.js';
 
 /**
  * The one error kvkit throws for a call that breaks an op's contract: thrown
  * before anything is enqueued for shape and dtype errors, and by `sync()` for
  * values found bad on the device.
- * Message: `[KV012] op: what is wrong, actual and expected. Bound dims. See <docs>`.
+ * Message: `[KV012] op: what is wrong, actual and expected. Bound dims. Run npx kvkit explain KV012`, or with a
+ * docs base set (`KVKIT_DOCS_BASE`, `setDocsBase`), `... See <docs>/errors/kv012/ or run npx kvkit explain KV012`.
  * `explain(code)` of @kvkit/errors-catalog has the whole entry.
  */
 export class ContractError extends Error {
@@ -18,7 +19,8 @@ export class ContractError extends Error {
   /** The placeholder values of the message, and `dims`: every dim bound when the check failed. */
   readonly details: Readonly<Record<string, unknown>>;
   readonly fixes: readonly string[];
-  readonly docsUrl: string;
+  /** The code's page on the configured docs site; undefined while no docs base is set. */
+  readonly docsUrl: string | undefined;
 
   constructor(code: string, op: string, details: Readonly<Record<string, unknown>> = {}, dims: Readonly<Record<string, number>> = {}) {
     const entry = entryOf(code);
@@ -27,7 +29,8 @@ export class ContractError extends Error {
       .map(([k, v]) => `${k}=${v}`)
       .join(' ');
     const url = docsUrl(code);
-    super(`[${code}] ${op}: ${what}.${bound ? ` ${bound}.` : ''} See ${url}`);
+    const more = url === undefined ? `Run ${explainCommand(code)}` : `See ${url} or run ${explainCommand(code)}`;
+    super(`[${code}] ${op}: ${what}.${bound ? ` ${bound}.` : ''} ${more}`);
     this.code = code;
     this.op = op;
     this.details = { ...details, dims: { ...dims } };

@@ -24,9 +24,10 @@ export const commonErrors = errors({
     ],
   },
   KV003: {
-    title: 'Tensor used after dispose',
+    title: 'Tensor or backend used after dispose',
     message: '{arg} was disposed and can no longer be used',
     fixes: [
+      'Dispose a backend last, after every call on it has finished; to carry on, create a new backend and make its tensors again.',
       'Dispose a tensor only after its last use; create a fresh tensor for the next step instead of reusing a disposed one.',
       'Keep reusable buffers alive for the whole loop and dispose them once, after it ends.',
       'When you keep tensors in a cache, remove the entry before disposing it.',
@@ -161,8 +162,9 @@ export const deviceErrors = errors({
     message: 'no WebGPU adapter is available: {reason}. {fix}',
     raisedBy: ['createWebGpuBackend'],
     fixes: [
-      'Without a GPU, install a software adapter: on Debian, `apt-get install chromium` ships SwiftShader; set `VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json` (kvkit tries that path by itself when no driver is listed).',
-      'With a GPU, install its Vulkan driver (for NVIDIA, the driver package that provides `nvidia_icd.json`).',
+      'In a browser: use one that ships WebGPU (current Chrome or Edge; Safari or Firefox where their WebGPU is switched on), check that it is not disabled or blocklisted for this GPU (`chrome://gpu` lists it), and serve the page over HTTPS or from localhost, since WebGPU needs a secure context.',
+      'In Node without a GPU, install a software adapter: on Debian, `apt-get install chromium` ships SwiftShader; set `VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json` (kvkit tries that path by itself when no driver is listed).',
+      'In Node with a GPU, install its Vulkan driver (for NVIDIA, the driver package that provides `nvidia_icd.json`).',
       'Fall back to the CPU reference backend when this code is thrown, as the example does.',
     ],
   },
@@ -213,7 +215,8 @@ export const TENSOR_IDENTITY = ['KV001', 'KV002', 'KV003', 'KV027'] as const;
 
 /** The backend's calls besides the ops, checked in src/runtime/tensors.ts, with the codes each raises. */
 export const tensorCalls: readonly CallDecl[] = [
-  { name: 'tensor', summary: 'A tensor of the given dtype and shape, from data when given.', raises: ['KV004', 'KV040', 'KV045', 'KV001', 'KV041', 'KV042'] },
-  { name: 'empty', summary: 'A tensor of the given dtype and shape, its contents unspecified.', raises: ['KV004', 'KV040', 'KV045'] },
+  { name: 'tensor', summary: 'A tensor of the given dtype and shape, from data when given.', raises: ['KV003', 'KV004', 'KV040', 'KV045', 'KV001', 'KV041', 'KV042'] },
+  { name: 'empty', summary: 'A tensor of the given dtype and shape, its contents unspecified.', raises: ['KV003', 'KV004', 'KV040', 'KV045'] },
   { name: 'read', summary: 'A copy of the data of a live tensor of this backend.', raises: TENSOR_IDENTITY },
+  { name: 'sync', summary: 'Waits for the work enqueued so far; rejects with the first error a kernel recorded.', raises: ['KV003'] },
 ];

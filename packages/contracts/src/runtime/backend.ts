@@ -1,6 +1,7 @@
 import { wireOps } from '../generated/backend.js';
 import type { BackendOps, KvMaterializerKernels, OpKernels } from '../generated/backend.js';
 import type { BackendKind, DType, OwnedTensor, ReadResult, Shape, Tensor, TensorData } from '../tensor.js';
+import { backendDisposed } from './call.js';
 import type { ValidationContext } from './call.js';
 import { validateTensorCreation, validateTensorUse } from './tensors.js';
 import type { TensorLimit } from './tensors.js';
@@ -44,9 +45,20 @@ export interface BackendKernels extends OpKernels {
 /** The materializer's kernels, under the name backends know them by. */
 export type MaterializerKernels = KvMaterializerKernels;
 
-/** The public backend: each call validated against its contract, then handed to the kernels. */
+/**
+ * The public backend: each call validated against its contract, then handed to the kernels. Once `dispose()` ran,
+ * every call (ops and materializer methods through their validators) throws KV003 and `sync()` rejects with it;
+ * `dispose()` again does nothing. Kept here so no backend can answer a disposed call its own way.
+ */
 export function defineBackend(kernels: BackendKernels): Backend {
-  const ctx: ValidationContext = { owner: kernels, label: kernels.label, hostValues: kernels.hostValues?.bind(kernels), tensorLimit: kernels.tensorLimit?.bind(kernels) };
+  let disposed = false;
+  const ctx: ValidationContext = {
+    owner: kernels,
+    label: kernels.label,
+    hostValues: kernels.hostValues?.bind(kernels),
+    tensorLimit: kernels.tensorLimit?.bind(kernels),
+    isDisposed: () => disposed,
+  };
   function tensor<const DT extends DType, const S extends Shape>(dtype: DT, shape: S, data?: TensorData): Tensor<DT, S>;
   function tensor(dtype: unknown, shape: unknown, data?: unknown): Tensor {
     const v = validateTensorCreation(ctx, 'tensor', dtype, shape, data);
@@ -72,7 +84,11 @@ export function defineBackend(kernels: BackendKernels): Backend {
     empty,
     read,
     ...wireOps(kernels, ctx),
-    sync: () => kernels.sync(),
-    dispose: () => kernels.dispose(),
+    sync: () => (disposed ? Promise.reject(backendDisposed('sync')) : kernels.sync()),
+    dispose: () => {
+      if (disposed) return;
+      disposed = true;
+      kernels.dispose();
+    },
   };
 }

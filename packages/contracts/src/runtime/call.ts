@@ -17,6 +17,13 @@ export interface ValidationContext {
   hostValues?(t: OwnedTensor): ArrayLike<number | bigint> | undefined;
   /** The largest tensor of a dtype the backend holds (KV045); 32-bit element indexing where absent. */
   tensorLimit?(dtype: DType): TensorLimit;
+  /** True once the backend's `dispose()` ran: every call is then refused with KV003 before its arguments are read. */
+  isDisposed?(): boolean;
+}
+
+/** KV003 for any call on a disposed backend, the same on every backend. */
+export function backendDisposed(op: string): ContractError {
+  return new ContractError('KV003', op, { arg: 'this backend' });
 }
 
 /** Dims and dtypes bound by an earlier call that this one continues (the materializer's constructor). */
@@ -51,6 +58,7 @@ export class Call {
     readonly ctx: ValidationContext,
     inherited?: Inherited,
   ) {
+    if (ctx.isDisposed?.()) throw backendDisposed(op);
     this.dims = { ...inherited?.dims };
     this.dtypes = { ...inherited?.dtypes };
   }

@@ -27,6 +27,21 @@ export interface AdapterMissing {
 
 export type AdapterProbe = AdapterFound | AdapterMissing;
 
+/** Where the backend runs decides how to get an adapter: Node needs a Vulkan driver for Dawn, a browser needs WebGPU on. */
+export type WebGpuRuntime = 'node' | 'browser';
+
+export function currentRuntime(): WebGpuRuntime {
+  return typeof process !== 'undefined' && process.versions?.node ? 'node' : 'browser';
+}
+
+/** How to get a WebGPU adapter where there is none (KV050's `{fix}`): no Debian or Vulkan advice in a browser. */
+export function noAdapterFix(runtime: WebGpuRuntime = currentRuntime()): string {
+  if (runtime === 'browser') {
+    return 'Use a browser that has WebGPU switched on (current Chrome or Edge; Safari or Firefox where their WebGPU is enabled), on a page served over HTTPS or from localhost, with a GPU it does not blocklist; or fall back to @kvkit/kernels-cpu';
+  }
+  return `Install a GPU driver with Vulkan support, or, without a GPU, Debian's chromium package for SwiftShader (${SWIFTSHADER_ICD}), or set VK_ICD_FILENAMES to a Vulkan driver's ICD file; or fall back to @kvkit/kernels-cpu`;
+}
+
 /**
  * Dawn toggles of the instance the backend itself runs on (never the one
  * `probeWebGpu` hands out, so an application's own shaders keep WGSL's
@@ -82,7 +97,7 @@ export async function findAdapter(options: { powerPreference?: GPUPowerPreferenc
   const browserGpu = (globalThis as { navigator?: { gpu?: GPU } }).navigator?.gpu;
   const tries: (() => Promise<GPU>)[] = [];
   if (browserGpu) tries.push(async () => browserGpu);
-  else if (typeof process !== 'undefined' && process.versions?.node) {
+  else if (currentRuntime() === 'node') {
     const fs = (await import(/* @vite-ignore */ NODE_FS)) as typeof import('node:fs');
     if (await vulkanDriverListed(fs)) tries.push(() => dawn(toggles));
     if (!process.env.VK_ICD_FILENAMES && fs.existsSync(SWIFTSHADER_ICD)) {
@@ -100,8 +115,6 @@ export async function findAdapter(options: { powerPreference?: GPUPowerPreferenc
     }
   }
   const tried = failures.join('; ') || 'no WebGPU in this runtime';
-  const fix =
-    'Install a GPU driver with Vulkan support, or Debian\'s chromium package for SwiftShader ' +
-    `(${SWIFTSHADER_ICD}), or set VK_ICD_FILENAMES to a Vulkan driver's ICD file`;
+  const fix = noAdapterFix();
   return { ok: false, reason: `no WebGPU adapter (${tried}). ${fix}.`, tried, fix };
 }

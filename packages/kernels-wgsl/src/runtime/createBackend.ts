@@ -2,7 +2,7 @@ import { defineBackend } from '@kvkit/contracts/backend';
 import type { Backend } from '@kvkit/contracts';
 import { ContractError } from '@kvkit/contracts';
 import type { DeviceCaps } from '../shaders/plan.js';
-import { findAdapter as probeAdapter, KERNEL_TOGGLES } from './adapter.js';
+import { findAdapter as probeAdapter, KERNEL_TOGGLES, noAdapterFix } from './adapter.js';
 import { GpuRuntime } from './gpuRuntime.js';
 import { WebGpuKernels } from './webGpuKernels.js';
 
@@ -62,8 +62,7 @@ function noAdapter(reason: string, fix: string): ContractError {
 }
 
 async function findAdapter(options: WebGpuBackendOptions): Promise<GPUAdapter> {
-  const fix =
-    "Install a GPU driver with Vulkan support, or, without a GPU, Debian's chromium package (SwiftShader) with VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json; or fall back to @kvkit/kernels-cpu";
+  const fix = noAdapterFix();
   if (options.gpu) {
     let adapter: GPUAdapter | null = null;
     let why = 'requestAdapter() of the WebGPU entry point passed as options.gpu returned null';
