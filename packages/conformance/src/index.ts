@@ -20,3 +20,5 @@ export type { Comparison, Expectation, Layout } from './tolerances.js';
 export { validationCases } from './validation-cases.js';
 export type { ValidationCase } from './validation-cases.js';
 export { contractErrorProblems, defineValidationSuite } from './validation.js';
+export { definePropertySuite } from './properties/suite.js';
+export type { PropertyOptions } from './properties/suite.js';

@@ -6,7 +6,7 @@
  * GEMM, plus the CUDA-only checks of its package's tests (pools past 2^31
  * elements among them).
  */
-import { defineConformanceSuite, defineValidationSuite } from '@kvkit/conformance';
+import { defineConformanceSuite, definePropertySuite, defineValidationSuite } from '@kvkit/conformance';
 import { createWebGpuBackend } from '@kvkit/kernels-wgsl';
 // From the package's sources, like its checks: one module instance, so the checks recognise the backends made here.
 import { createCudaBackend, cudaBackendInfo } from '../../../packages/kernels-cuda/src/index.js';
@@ -20,6 +20,7 @@ const suites: Record<string, () => Promise<void>> = {
     probe.dispose();
     defineConformanceSuite('cuda', () => createCudaBackend());
     defineValidationSuite('cuda', () => createCudaBackend());
+    definePropertySuite('cuda', () => createCudaBackend());
     defineConformanceSuite('cuda, package GEMM', () => createCudaBackend({ gemm: 'kvkit' }));
     defineCudaChecks(() => createCudaBackend());
     defineLargePoolChecks(() => createCudaBackend());
@@ -30,6 +31,7 @@ const suites: Record<string, () => Promise<void>> = {
     probe.dispose();
     defineConformanceSuite('webgpu', () => createWebGpuBackend({ powerPreference: 'high-performance' }));
     defineValidationSuite('webgpu', () => createWebGpuBackend({ powerPreference: 'high-performance' }));
+    definePropertySuite('webgpu', () => createWebGpuBackend({ powerPreference: 'high-performance' }));
     defineConformanceSuite('webgpu, workgroup reductions', () => createWebGpuBackend({ powerPreference: 'high-performance', useSubgroups: false }));
   },
 };
