@@ -14,6 +14,8 @@ export {
 } from './data.js';
 export { fusedNormRopeStackedOracle, normedK, projectionOracle, ropePoolFusedOracle } from './oracle.js';
 export { defineConformanceSuite } from './suite.js';
+export { defineResourceSuite } from './resources.js';
+export type { ResourceOptions } from './resources.js';
 export type { ConformanceOptions } from './suite.js';
 export { Checks, compare, expectMatch, RELATIVE_TOLERANCE, ropeBaseTolerance } from './tolerances.js';
 export type { Comparison, Expectation, Layout } from './tolerances.js';

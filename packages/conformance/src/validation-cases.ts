@@ -63,6 +63,32 @@ function poolRowsExcept(slots: readonly number[], bad: readonly number[], layere
 
 const nothing = () => new Map<Tensor, readonly number[]>();
 
+/** Rows of kOut and vOut (`l*T + t`), or of the `[L, S, H, D]` pools at the valid slots (`l*S + slot`), of every layer but `bad`. */
+function rowsOutsideLayer(bad: number, into: 'fused' | 'pools') {
+  return (fx: Fixture) => {
+    const layers = Array.from({ length: L }, (_, l) => l).filter((l) => l !== bad);
+    if (into === 'fused') {
+      const rows = layers.flatMap((l) => Array.from({ length: T }, (_, t) => l * T + t));
+      return new Map<Tensor, readonly number[]>([[fx.kOut, rows], [fx.vOut, rows]]);
+    }
+    const rows = layers.flatMap((l) => VALID.slots4.filter((slot) => slot >= 0).map((slot) => l * S + slot));
+    return new Map<Tensor, readonly number[]>([[fx.kPool4, rows], [fx.vPool4, rows]]);
+  };
+}
+
+/** An eps tensor of the fixture's layers with `value` at `layer`, the others valid. */
+const epsWith = (fx: Fixture, layer: number, value: number) => fx.float('f32', [L], Float32Array.from({ length: L }, (_, l) => (l === layer ? value : 1e-5)));
+
+/** A materializer built with a bad eps tensor, called once: the host refuses it at creation, a device at the call's sync. */
+function materializeWithEps(fx: Fixture, eps: Tensor): void {
+  const m = create(fx, { eps }) as { materializeInto(args: unknown): void; dispose(): void };
+  try {
+    m.materializeInto(fx.intoArgs());
+  } finally {
+    m.dispose();
+  }
+}
+
 export const validationCases: readonly ValidationCase[] = [
   // KV001: not a kvkit tensor (and an arguments value that is not an object).
   { code: 'KV001', op: 'fusedNormRopeStacked', name: 'kv is a plain array', arg: 'kv', dims: BOUND.fusedParams, call: (fx) => fused(fx, { kv: [1, 2, 3] }) },
@@ -255,6 +281,54 @@ export const validationCases: readonly ValidationCase[] = [
     mentions: [`positions[1] = ${2 ** 40}`, `${2 ** 31}`],
     deferred: { mayWrite: poolRowsExcept(VALID.slots4, [1], true) },
     call: (fx) => fx.baseMaterializer.materializeInto(fx.intoArgs({ positions: fx.index('i64', [T], [0, 2 ** 40, 1, 2]) })),
+  },
+
+  // KV019: a float parameter tensor (eps) that is not finite and >= 0 (device-side value where eps lives there).
+  {
+    code: 'KV019',
+    op: 'fusedNormRopeStacked',
+    name: 'eps[1] = NaN, layer 0 fine',
+    arg: 'eps',
+    mentions: ['eps[1] = NaN', 'finite and >= 0'],
+    dims: BOUND.fusedAll,
+    deferred: { mayWrite: rowsOutsideLayer(1, 'fused') },
+    call: (fx) => fused(fx, { eps: epsWith(fx, 1, Number.NaN) }),
+  },
+  {
+    code: 'KV019',
+    op: 'fusedNormRopeStacked',
+    name: 'eps[0] negative',
+    arg: 'eps',
+    mentions: ['eps[0] = -0.5'],
+    deferred: { mayWrite: rowsOutsideLayer(0, 'fused') },
+    call: (fx) => fused(fx, { eps: epsWith(fx, 0, -0.5) }),
+  },
+  {
+    code: 'KV019',
+    op: 'fusedNormRopeStacked',
+    name: 'eps[1] = +Inf',
+    arg: 'eps',
+    mentions: ['eps[1] = Infinity'],
+    deferred: { mayWrite: rowsOutsideLayer(1, 'fused') },
+    call: (fx) => fused(fx, { eps: epsWith(fx, 1, Number.POSITIVE_INFINITY) }),
+  },
+  {
+    code: 'KV019',
+    op: 'createKvMaterializer',
+    name: 'an eps tensor with eps[1] = NaN, then materializeInto',
+    arg: 'eps',
+    mentions: ['eps[1] = NaN'],
+    deferred: { mayWrite: rowsOutsideLayer(1, 'pools') },
+    call: (fx) => materializeWithEps(fx, epsWith(fx, 1, Number.NaN)),
+  },
+  {
+    code: 'KV019',
+    op: 'createKvMaterializer',
+    name: 'an eps tensor with eps[0] = -Inf, then materializeInto',
+    arg: 'eps',
+    mentions: ['eps[0] = -Infinity'],
+    deferred: { mayWrite: rowsOutsideLayer(0, 'pools') },
+    call: (fx) => materializeWithEps(fx, epsWith(fx, 0, Number.NEGATIVE_INFINITY)),
   },
 
   // KV018: kOut and vOut the same tensor.

@@ -84,7 +84,7 @@ function stepCode(s: Step): string[] {
     case 'distinct':
       return [`c.distinct(${JSON.stringify(s.names)}, ${s.names[0]}, ${s.names[1]}, ${q(s.code)});`];
     case 'values':
-      return [`c.values(${q(s.name)}, ${s.name}, ${JSON.stringify({ min: s.min, below: s.below, negativeSkips: s.negativeSkips, ceiling: s.ceiling, duplicates: s.duplicates })}, ${q(s.code)});`];
+      return [`c.values(${q(s.name)}, ${s.name}, ${JSON.stringify({ min: s.min, below: s.below, finite: s.finite, negativeSkips: s.negativeSkips, ceiling: s.ceiling, duplicates: s.duplicates })}, ${q(s.code)});`];
   }
 }
 

@@ -63,4 +63,40 @@ describe('value rules', () => {
     const slots = call.deviceChecks[0]!;
     expect([-(2n ** 62n), -1, 0, 3, 4].map((v) => breaksValueRule(slots, v))).toEqual([false, false, false, false, true]);
   });
+
+  it('a float rule (eps): NaN, ±Inf and negatives break it, -0 and 0 do not; host and device report the same error', () => {
+    const epsRule: ValueRuleSpec = { min: 0, finite: true };
+    const float = fc.oneof(fc.float({ noDefaultInfinity: false, noNaN: false }), fc.constantFrom(Number.NaN, -0, 0, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, -1e-30, 1e-6));
+    fc.assert(
+      fc.property(fc.array(float, { minLength: 1, maxLength: 6 }), (values) => {
+        const host = (() => {
+          const call = new Call('fusedNormRopeStacked', { owner: {}, label: 'test', hostValues: () => values }, { dims: { L: values.length }, dtypes: {} });
+          try {
+            call.values('eps', {} as OwnedTensor, epsRule, 'KV019');
+            return undefined;
+          } catch (e) {
+            return e as ContractError;
+          }
+        })();
+        const call = new Call('fusedNormRopeStacked', { owner: {}, label: 'test' }, { dims: { L: values.length }, dtypes: {} });
+        call.values('eps', {} as OwnedTensor, epsRule, 'KV019');
+        const check = call.deviceChecks[0]!;
+        const first = values.findIndex((v) => breaksValueRule(check, v));
+        expect(first).toBe(values.findIndex((v) => !(Number.isFinite(v) && v >= 0)));
+        const device = first < 0 ? undefined : valueRuleError(check, first, values[first]!, call.dims);
+        expect(described(device)).toEqual(described(host));
+      }),
+    );
+    const call = new Call('fusedNormRopeStacked', { owner: {}, label: 'test' }, { dims: { L: 2 }, dtypes: {} });
+    call.values('eps', {} as OwnedTensor, epsRule, 'KV019');
+    const e = valueRuleError(call.deviceChecks[0]!, 1, Number.NaN, call.dims);
+    expect([e.code, e.details.arg, e.details.index, e.details.expected]).toEqual(['KV019', 'eps', 1, 'finite and >= 0']);
+    expect(e.message).toContain('eps[1] = NaN');
+  });
+
+  it('eps given as a number is the number rule (KV008), not a tensor rule', () => {
+    const call = new Call('createKvMaterializer', { owner: {}, label: 'test' }, { dims: { L: 2 }, dtypes: {} });
+    call.values('eps', 1e-6, { min: 0, finite: true }, 'KV019');
+    expect(call.deviceChecks).toEqual([]);
+  });
 });

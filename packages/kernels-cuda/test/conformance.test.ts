@@ -1,6 +1,6 @@
-import { defineConformanceSuite, definePropertySuite, defineValidationSuite } from '@kvkit/conformance';
+import { defineConformanceSuite, definePropertySuite, defineResourceSuite, defineValidationSuite } from '@kvkit/conformance';
 import { describe } from 'vitest';
-import { createCudaBackend } from '../src/index.js';
+import { createCudaBackend, cudaBackendInfo } from '../src/index.js';
 import { defineCudaChecks } from './cudaChecks.js';
 import { gpu } from './helpers.js';
 import { defineLargePoolChecks } from './largePools.js';
@@ -11,6 +11,7 @@ describe.skipIf(!gpu.ok)(`cuda on a GPU${why}`, () => {
   defineConformanceSuite('cuda', () => createCudaBackend());
   defineValidationSuite('cuda', () => createCudaBackend());
   definePropertySuite('cuda', () => createCudaBackend());
+  defineResourceSuite('cuda', () => createCudaBackend(), { buffers: (b) => cudaBackendInfo(b).allocations, buffersAreLive: false });
   // The package's own GEMM (tensor cores for f16/bf16, FMA for f32), where cuBLASLt would otherwise run.
   defineConformanceSuite('cuda, package GEMM', () => createCudaBackend({ gemm: 'kvkit' }));
   defineCudaChecks(() => createCudaBackend());

@@ -6,8 +6,8 @@
  * GEMM, plus the CUDA-only checks of its package's tests (pools past 2^31
  * elements among them).
  */
-import { defineConformanceSuite, definePropertySuite, defineValidationSuite } from '@kvkit/conformance';
-import { createWebGpuBackend } from '@kvkit/kernels-wgsl';
+import { defineConformanceSuite, definePropertySuite, defineResourceSuite, defineValidationSuite } from '@kvkit/conformance';
+import { createWebGpuBackend, webGpuBackendStats } from '@kvkit/kernels-wgsl';
 // From the package's sources, like its checks: one module instance, so the checks recognise the backends made here.
 import { createCudaBackend, cudaBackendInfo } from '../../../packages/kernels-cuda/src/index.js';
 import { defineCudaChecks } from '../../../packages/kernels-cuda/test/cudaChecks.js';
@@ -21,6 +21,7 @@ const suites: Record<string, () => Promise<void>> = {
     defineConformanceSuite('cuda', () => createCudaBackend());
     defineValidationSuite('cuda', () => createCudaBackend());
     definePropertySuite('cuda', () => createCudaBackend());
+    defineResourceSuite('cuda', () => createCudaBackend(), { buffers: (b) => cudaBackendInfo(b).allocations, buffersAreLive: false });
     defineConformanceSuite('cuda, package GEMM', () => createCudaBackend({ gemm: 'kvkit' }));
     defineCudaChecks(() => createCudaBackend());
     defineLargePoolChecks(() => createCudaBackend());
@@ -32,6 +33,7 @@ const suites: Record<string, () => Promise<void>> = {
     defineConformanceSuite('webgpu', () => createWebGpuBackend({ powerPreference: 'high-performance' }));
     defineValidationSuite('webgpu', () => createWebGpuBackend({ powerPreference: 'high-performance' }));
     definePropertySuite('webgpu', () => createWebGpuBackend({ powerPreference: 'high-performance' }));
+    defineResourceSuite('webgpu', () => createWebGpuBackend({ powerPreference: 'high-performance' }), { buffers: (b) => webGpuBackendStats(b).liveBuffers, buffersAreLive: true });
     defineConformanceSuite('webgpu, workgroup reductions', () => createWebGpuBackend({ powerPreference: 'high-performance', useSubgroups: false }));
   },
 };

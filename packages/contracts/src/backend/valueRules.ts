@@ -1,5 +1,6 @@
 /**
- * Value rules on index tensors (SEMANTICS.md, "Value checks"): the bounds a
+ * Value rules on index tensors and float parameter tensors (SEMANTICS.md,
+ * "Value checks"): the bounds a
  * call resolves, whether a value breaks them, and the ContractError for the
  * first token that does. The host check and every device's decoding of its
  * recorded bad value go through `valueRuleError`, so the three cannot drift.
@@ -16,6 +17,8 @@ export interface ValueBounds {
   /** The bound the rule's own dim gives (undefined while the dim is unbound): its message shows this one. */
   readonly declaredBelow: number | undefined;
   readonly negativeSkips: boolean;
+  /** NaN and ±Inf break the rule (a float parameter such as eps). */
+  readonly finite: boolean;
   readonly code: string;
   /** A bound kept whatever the dim says, reported with its own code. */
   readonly ceiling: { readonly below: number; readonly code: string } | undefined;
@@ -26,7 +29,7 @@ export interface ValueBounds {
 export function valueBounds(
   op: string,
   arg: string,
-  rule: { readonly min?: number; readonly negativeSkips?: boolean; readonly ceiling?: { readonly below: number; readonly code: string } },
+  rule: { readonly min?: number; readonly finite?: boolean; readonly negativeSkips?: boolean; readonly ceiling?: { readonly below: number; readonly code: string } },
   declaredBelow: number | undefined,
   code: string,
 ): ValueBounds {
@@ -38,6 +41,7 @@ export function valueBounds(
     below: capped,
     declaredBelow,
     negativeSkips: rule.negativeSkips ?? false,
+    finite: rule.finite ?? false,
     code,
     ceiling,
     op,
@@ -47,6 +51,7 @@ export function valueBounds(
 /** Whether `value` breaks the rule; a negative value of a rule where negatives skip never does. */
 export function breaksValueRule(rule: ValueBounds, value: number | bigint): boolean {
   const v = Number(value);
+  if (rule.finite && !Number.isFinite(v)) return true;
   if (rule.negativeSkips && v < 0) return false;
   return (rule.min !== undefined && v < rule.min) || (rule.below !== undefined && v >= rule.below);
 }
@@ -58,10 +63,17 @@ export function breaksValueRule(rule: ValueBounds, value: number | bigint): bool
  */
 export function valueRuleError(rule: ValueBounds, index: number, actual: number | bigint, dims: Readonly<Record<string, number>>): ContractError {
   const v = Number(actual);
+  if (rule.finite) return new ContractError(rule.code, rule.op, { arg: rule.arg, index, actual: v, expected: floatRuleText(rule) }, { ...dims });
   const { ceiling } = rule;
   const breaksOwnBound = (rule.min !== undefined && v < rule.min) || (rule.declaredBelow !== undefined && v >= rule.declaredBelow);
   if (ceiling !== undefined && v >= ceiling.below && !breaksOwnBound) {
     return new ContractError(ceiling.code, rule.op, { arg: rule.arg, index, actual, expected: ceiling.below }, { ...dims });
   }
   return new ContractError(rule.code, rule.op, { arg: rule.arg, index, actual, expected: rule.declaredBelow ?? '∞' }, { ...dims });
+}
+
+/** `finite and >= 0`: what every value of a float rule must be, for its message. */
+function floatRuleText(rule: ValueBounds): string {
+  const bounds = [rule.min !== undefined ? `>= ${rule.min}` : undefined, rule.below !== undefined ? `< ${rule.below}` : undefined].filter(Boolean);
+  return ['finite', ...bounds].join(' and ');
 }

@@ -121,8 +121,10 @@ export interface ValueRule {
   readonly name: string;
   /** Inclusive lower bound, unless `negativeSkips`. */
   readonly min?: number;
-  /** Exclusive upper bound; unchecked while its dim is unbound. */
-  readonly below: DimExpr;
+  /** Exclusive upper bound; unchecked while its dim is unbound. Index rules give one; a float rule may not. */
+  readonly below?: DimExpr;
+  /** A float parameter (eps): NaN and ±Inf break the rule too. */
+  readonly finite?: boolean;
   /** A negative value means "skip this token" and is valid. */
   readonly negativeSkips?: boolean;
   /** An exclusive bound kept even while `below`'s dim is unbound, raising its own code. */

@@ -85,7 +85,19 @@ export const fusedNormRopeStackedErrors = errors({
       'Omit both and use the tensors returned by the op.',
     ],
   },
+  KV019: {
+    title: 'A float parameter tensor holds a non-finite or out-of-range value',
+    message: '{arg}[{index}] = {actual}; every value must be {expected}',
+    fixes: [
+      'Build eps from the model config\'s `rms_norm_eps` (a small positive number such as `1e-6`), one value per layer.',
+      'Look for a NaN or a negative sign where the values were computed or parsed: `Number(undefined)` is NaN, and `-1e-6` is a typo for `1e-6`.',
+      'With `createKvMaterializer`, pass one number (`eps: 1e-6`): it is checked on the spot and expanded to every layer.',
+    ],
+  },
 });
+
+/** eps is added under the square root of the RMSNorm: NaN, ±Inf or a negative eps would turn a whole layer of K into NaN. */
+export const epsValues = { min: 0, finite: true, code: 'KV019' } as const;
 
 /** Shared by every op that applies RoPE: head and rotary dims, and the pairing style. */
 export const ropeParams = (rotaryDimOptional: boolean): Step[] => [
@@ -125,6 +137,7 @@ export const fusedNormRopeStacked: ContractFile = {
         tensor('vOut', { dtype: sameAs('kv'), shape: ['L', 'T', 'H', 'D'], code: 'KV014', optional: true, doc: 'Where to write V; allocated when omitted.' }),
         distinct(['kOut', 'vOut'], 'KV018'),
         values('positions', { min: 0, below: 'P', code: 'KV017' }),
+        values('eps', epsValues),
       ],
       outputs: [
         { name: 'kOut', dtypeOf: 'kv', shape: ['L', 'T', 'H', 'D'], doc: 'K after RMSNorm and RoPE.' },

@@ -1,6 +1,6 @@
 import { callback, distinct, errors, exactlyOne, F32, FLOAT, INDEX, int, number, sameAs, stateful, tensor, values } from '../dsl/declare.js';
 import type { ContractFile } from '../dsl/declare.js';
-import { ropeParams } from './fusedNormRopeStacked.js';
+import { epsValues, ropeParams } from './fusedNormRopeStacked.js';
 
 export const kvMaterializerErrors = errors({
   KV020: {
@@ -119,6 +119,7 @@ export const kvMaterializer: ContractFile = {
           number('ropeBase', { above: 0, code: 'KV008', optional: true, doc: 'RoPE base (theta); the cache is then built here and grown on demand.' }),
           exactlyOne(['cosSinCache', 'ropeBase'], 'KV021'),
           int('maxPositionHint', { code: 'KV006', optional: true, doc: 'Largest position expected; sizes the cache up front so no call reads positions on the host.' }),
+          values('eps', epsValues),
         ],
         outputs: [],
       },

@@ -32,7 +32,7 @@ export interface Backend extends BackendOps {
 export interface BackendKernels extends OpKernels {
   readonly kind: BackendKind;
   readonly label: string;
-  /** Host-side values of an index tensor, where the backend keeps them there (value rules then run before any write). */
+  /** Host-side values of a tensor (floats as numbers), where the backend keeps them there (value rules then run before any write). */
   hostValues?(t: OwnedTensor): ArrayLike<number | bigint> | undefined;
   /** The largest tensor of a dtype this backend holds, and why; `tensor()` and `empty()` refuse larger ones with KV045. */
   tensorLimit?(dtype: DType): TensorLimit;

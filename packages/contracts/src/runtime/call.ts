@@ -13,7 +13,7 @@ export interface ValidationContext {
   readonly owner: object;
   /** How the backend names itself in messages, e.g. `cpu backend #1`. */
   readonly label: string;
-  /** Values of an index tensor where they live on the host; undefined defers the rule to the device. */
+  /** Values of a tensor where they live on the host (floats as numbers); undefined defers the rule to the device. */
   hostValues?(t: OwnedTensor): ArrayLike<number | bigint> | undefined;
   /** The largest tensor of a dtype the backend holds (KV045); 32-bit element indexing where absent. */
   tensorLimit?(dtype: DType): TensorLimit;
@@ -39,7 +39,8 @@ export interface DeviceCheck extends ValueBounds {
 
 export interface ValueRuleSpec {
   readonly min?: number;
-  readonly below: DimExpr;
+  readonly below?: DimExpr;
+  readonly finite?: boolean;
   readonly negativeSkips?: boolean;
   readonly ceiling?: { readonly below: number; readonly code: string };
   readonly duplicates?: DuplicateRule;
@@ -181,10 +182,14 @@ export class Call {
     if (a !== undefined && a === b) this.fail(code, { arg: names[0], other: names[1] });
   }
 
-  /** Checks index values now where the backend holds them on the host; otherwise hands the rule to the device. */
-  values(name: string, t: OwnedTensor | undefined, rule: ValueRuleSpec, code: string): void {
-    if (t === undefined) return;
-    const bounds = valueBounds(this.op, name, rule, evalDim(rule.below, this.dims), code);
+  /**
+   * Checks index values (or a float parameter's) now where the backend holds
+   * them on the host; otherwise hands the rule to the device. A number given
+   * in place of the tensor (`orNumber`) was checked as a number already.
+   */
+  values(name: string, t: OwnedTensor | number | undefined, rule: ValueRuleSpec, code: string): void {
+    if (t === undefined || typeof t === 'number') return;
+    const bounds = valueBounds(this.op, name, rule, rule.below === undefined ? undefined : evalDim(rule.below, this.dims), code);
     if (rule.duplicates) this.duplicates[name] = rule.duplicates;
     const host = this.ctx.hostValues?.(t);
     if (host === undefined) {

@@ -78,9 +78,10 @@ export class CpuKernels implements BackendKernels {
     return TYPED_ARRAY_LIMIT;
   }
 
-  hostValues(t: OwnedTensor): ArrayLike<number | bigint> | undefined {
+  /** Every tensor lives on the host: value rules are checked before anything is written. */
+  hostValues(t: OwnedTensor): ArrayLike<number | bigint> {
     const own = this.own(t);
-    return own.dtype === 'i32' || own.dtype === 'i64' ? own.data : undefined;
+    return own.dtype === 'f16' || own.dtype === 'bf16' ? decodeToF32(own.dtype, own.data) : own.data;
   }
 
   tensor(dtype: DType, shape: Shape, data: TensorData | undefined): OwnedTensor {

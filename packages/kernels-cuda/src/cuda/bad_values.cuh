@@ -1,5 +1,6 @@
-// Device-side value checks: a token whose position or slot is out of range is
-// not written; the first such token is recorded for the host's next sync().
+// Device-side value checks: a token whose position or slot is out of range, or
+// a layer whose eps is not finite and >= 0, is not written; the first such one
+// is recorded for the host's next sync().
 #pragma once
 #include "generated/params.cuh"
 
@@ -19,6 +20,17 @@ __device__ __forceinline__ void recordBadValue(BadValueRecord* record, long long
   }
   __threadfence();
   atomicExch(&record->lock, 0);
+}
+
+// eps must be finite and >= 0 (-0 included); tested on the bits, so no fast-math folding can drop it.
+__device__ __forceinline__ bool epsIsValid(float eps) {
+  const unsigned bits = __float_as_uint(eps);
+  return bits < 0x7f800000u || bits == 0x80000000u;
+}
+
+// Records layer `layer`'s bad eps under the eps rule's check number; the value is the float's bits.
+__device__ __forceinline__ void recordBadEps(BadValueRecord* record, long long check, long long layer, float eps) {
+  recordBadValue(record, check, layer, static_cast<long long>(__float_as_uint(eps)));
 }
 
 }  // namespace kvkit

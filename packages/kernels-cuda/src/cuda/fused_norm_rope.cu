@@ -105,8 +105,12 @@ __device__ __forceinline__ void fusedNormRopeUnits(const FusedNormRopeParams& p)
 #pragma unroll
     for (int i = 0; i < ROWS; i++) {
       const bool live = i < step.left;
+      const float eps = live ? p.eps[layer] : 1.0f;
+      const bool epsOk = epsIsValid(eps);
+      if (live && !epsOk && head == 0 && lane == 0) recordBadEps(p.badValue, p.epsCheck, layer, eps);
+      const bool writes = live && dst >= 0 && epsOk;
       const size_t out = (static_cast<size_t>(layer) * static_cast<size_t>(p.outLayerStride) + (static_cast<size_t>(dst) * H + head) * D) * kElementBytes;
-      if (copyV && live && dst >= 0) {
+      if (copyV && writes) {
 #pragma unroll
         for (int s = 0; s < NV; s++) {
           const int vi = lane + s * lanes;
@@ -122,7 +126,7 @@ __device__ __forceinline__ void fusedNormRopeUnits(const FusedNormRopeParams& p)
         for (int u = 0; u < VEC; u++) sumSquares += x[s][u] * x[s][u];
       }
       sumSquares = sumOverLanes(sumSquares, lanes);
-      const float inv = 1.0f / sqrtf(sumSquares / static_cast<float>(D) + (live ? p.eps[layer] : 1.0f));
+      const float inv = 1.0f / sqrtf(sumSquares / static_cast<float>(D) + (epsOk ? eps : 1.0f));
 #pragma unroll
       for (int s = 0; s < NV; s++) {
         const int vi = lane + s * lanes;
@@ -137,7 +141,7 @@ __device__ __forceinline__ void fusedNormRopeUnits(const FusedNormRopeParams& p)
         for (int u = 0; u < VEC; u++) x[s][u] = x[s][u] * inv * w[u];
       }
       rotateRow<VEC, NV>(x, angles, lane, lanes, R, gptj);
-      if (live && dst >= 0) {
+      if (writes) {
 #pragma unroll
         for (int s = 0; s < NV; s++) {
           const int vi = lane + s * lanes;
@@ -175,6 +179,12 @@ __device__ __forceinline__ void fusedNormRopeAnyShape(const FusedNormRopeParams&
     bool positionOk = false;
     const long long dst = fusedTokenRow(p, t, lh == 0 && lane == 0, position, positionOk);
     if (dst < 0) continue;
+    // The whole warp holds this row, so skipping it keeps the warp together.
+    const float eps = p.eps[l];
+    if (!epsIsValid(eps)) {
+      if (h == 0 && lane == 0) recordBadEps(p.badValue, p.epsCheck, l, eps);
+      continue;
+    }
 
     const long long kFirst = t * p.kvTokenStride + l * p.kvLayerStride + h * D;
     float sumSquares = 0.0f;
@@ -183,7 +193,7 @@ __device__ __forceinline__ void fusedNormRopeAnyShape(const FusedNormRopeParams&
       sumSquares += x * x;
     }
     sumSquares = sumOverLanes(sumSquares, 32);
-    const float inv = 1.0f / sqrtf(sumSquares / static_cast<float>(D) + p.eps[l]);
+    const float inv = 1.0f / sqrtf(sumSquares / static_cast<float>(D) + eps);
     auto normed = [&](long long e) {
       const float weight = weightIsF32 ? loadElement<F32>(p.kNormWeight, l * D + e) : loadElement<S>(p.kNormWeight, l * D + e);
       return loadElement<S>(p.kv, kFirst + e) * inv * weight;

@@ -2,9 +2,9 @@ import type { FloatDType } from '@kvkit/contracts';
 import type { FusedNormRopeStackedChecked } from '@kvkit/contracts/backend';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
 import type { CudaTensor } from '../runtime/cudaTensor.js';
-import { boundCheck, launchNormRope, tokenMajorLayout } from './normRope.js';
+import { boundCheck, launchNormRope, tokenMajorLayout, valueCheck } from './normRope.js';
 
-/** SEMANTICS.md §1 on the device: outputs allocated (or the caller's), one launch, returns at once. */
+/** SEMANTICS.md §1 on the device: outputs allocated (or the caller's), one launch, returns at once; positions and eps are checked there. */
 export function fusedNormRopeStacked(kernels: CudaKernels, args: FusedNormRopeStackedChecked): { kOut: CudaTensor; vOut: CudaTensor } {
   const op = 'fusedNormRopeStacked';
   const { T, L, H, D, R, P } = args.dims;
@@ -17,6 +17,9 @@ export function fusedNormRopeStacked(kernels: CudaKernels, args: FusedNormRopeSt
   const cache = kernels.own(args.cosSinCache);
   const weight = kernels.own(args.kNormWeight);
   const positions = kernels.own(args.positions);
+  // Checks are numbered in the contract's order: positions, then eps.
+  const positionRule = boundCheck(kernels, args.deviceChecks, 'positions', args.dims, { min: 0, below: P });
+  const epsCheck = valueCheck(kernels, args.deviceChecks.find((c) => c.arg === 'eps'), args.dims);
   launchNormRope(kernels, {
     op,
     dtype,
@@ -31,10 +34,11 @@ export function fusedNormRopeStacked(kernels: CudaKernels, args: FusedNormRopeSt
     kNormWeight: weight.ptr,
     weightIsF32: weight.dtype === 'f32' && dtype !== 'f32',
     eps: kernels.own(args.eps).ptr,
+    epsCheck,
     angles: { cache: cache.ptr, cacheDType: cache.dtype as FloatDType },
     positions: positions.ptr,
     positionsAreI64: positions.dtype === 'i64',
-    positionRule: boundCheck(kernels, args.deviceChecks, 'positions', args.dims, { min: 0, below: P }),
+    positionRule,
     kOut: kOut.ptr,
     vOut: vOut.ptr,
     outLayerStride: T * H * D,

@@ -1,11 +1,11 @@
 import type { FloatDType } from '@kvkit/contracts';
-import type { CreateKvMaterializerChecked, KvMaterializerMaterializeChecked, KvMaterializerMaterializeIntoChecked, MaterializerKernels } from '@kvkit/contracts/backend';
+import type { CreateKvMaterializerChecked, DeviceCheck, KvMaterializerMaterializeChecked, KvMaterializerMaterializeIntoChecked, MaterializerKernels } from '@kvkit/contracts/backend';
 import { MAX_POSITION_BELOW, OpLifecycle, Workspace } from '@kvkit/contracts/backend';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
 import { CudaTensor, ELEMENT_BYTES } from '../runtime/cudaTensor.js';
 import type { DeviceBuffer } from '../runtime/memory.js';
 import type { SlotClaims } from '../runtime/slotOwners.js';
-import { boundCheck, claimSlots, launchNormRope, layerMajorLayout, normRopeVectorPath } from './normRope.js';
+import { boundCheck, claimSlots, launchNormRope, layerMajorLayout, normRopeVectorPath, valueCheck } from './normRope.js';
 import type { PoolSlots } from './normRope.js';
 import type { Angles, BoundCheck } from './normRope.js';
 import { Projection } from './projection.js';
@@ -37,6 +37,8 @@ class CudaKvMaterializer implements MaterializerKernels {
   readonly #kNormWeight: DeviceBuffer;
   readonly #weightIsF32: boolean;
   readonly #eps: DeviceBuffer;
+  /** The eps rule of an eps tensor with the dims it was checked under, numbered by every call (a number was checked at creation). */
+  readonly #epsRule: { readonly check: DeviceCheck; readonly dims: Readonly<Record<string, number>> } | undefined;
   readonly #angles: Angles;
   readonly #projection: Projection;
   /** The projection, [L, 2, T, H, D], in tokens. */
@@ -67,6 +69,8 @@ class CudaKvMaterializer implements MaterializerKernels {
     } else {
       this.#eps = this.#hold(kernels.own(args.eps).buffer);
     }
+    const epsRule = args.deviceChecks.find((c) => c.arg === 'eps');
+    this.#epsRule = epsRule && { check: epsRule, dims: { ...args.dims } };
     if (args.cosSinCache) {
       const cache = kernels.own(args.cosSinCache);
       this.#angles = { cache: this.#hold(cache.buffer).ptr, cacheDType: cache.dtype as FloatDType };
@@ -179,6 +183,8 @@ class CudaKvMaterializer implements MaterializerKernels {
         kNormWeight: this.#kNormWeight.ptr,
         weightIsF32: this.#weightIsF32,
         eps: this.#eps.ptr,
+        // Numbered after the call's positions and slots.
+        epsCheck: valueCheck(this.#kernels, this.#epsRule?.check, this.#epsRule?.dims ?? {}),
         angles: this.#angles,
         positions: positions.ptr,
         positionsAreI64: positions.dtype === 'i64',

@@ -37,6 +37,8 @@ export interface NormRopeJob {
   readonly kNormWeight: number;
   readonly weightIsF32: boolean;
   readonly eps: number;
+  /** Check number of the eps rule (finite and >= 0); 0xffffffff where no rule is left to the device. */
+  readonly epsCheck: number;
   readonly angles: Angles;
   readonly positions: number;
   readonly positionsAreI64: boolean;
@@ -82,6 +84,11 @@ export function boundCheck(kernels: CudaKernels, checks: readonly DeviceCheck[],
     below: rule.below ?? Infinity,
     check: kernels.badValues.enqueue(rule, dims),
   };
+}
+
+/** Numbers a float parameter's rule (eps) for this sync period; 0xffffffff (never reported) where none is left to the device. */
+export function valueCheck(kernels: CudaKernels, rule: DeviceCheck | undefined, dims: Readonly<Record<string, number>>): number {
+  return rule ? kernels.badValues.enqueue(rule, dims) : 0xffffffff;
 }
 
 /** Whether the job's rows (T tokens of L*H) take the vector kernel (which can work in place; the element-by-element one cannot). */
@@ -150,6 +157,7 @@ export function launchNormRope(kernels: CudaKernels, job: NormRopeJob, claimed?:
     positionCheck: job.positionRule.check,
     slotBelow: job.slots ? job.slots.rule.below : Infinity,
     slotCheck: job.slots ? job.slots.rule.check : 0xffffffff,
+    epsCheck: job.epsCheck,
     slotOwners: claims ? claims.table : 0,
     slotOwnersMask: claims ? claims.mask : 0,
     generation: claims ? claims.generation : 0,

@@ -13,7 +13,7 @@ const BAD_VALUE_BYTES = RECORD_BYTES.BadValueRecord;
 
 /**
  * The value rules the contracts hand to the device (positions inside the
- * cache, slots inside the pool). Each enqueued check gets a number; kernels
+ * cache, slots inside the pool, eps finite and >= 0). Each enqueued check gets a number; kernels
  * keep the smallest (check, token) that broke its rule, with its value, in
  * one small device record. sync() reads and clears the record and throws the
  * ContractError the host check throws (valueRuleError).
@@ -86,9 +86,10 @@ export class BadValues {
     const check = checks[words[1]!];
     if (!check) return undefined;
     const token = words[0]!;
-    const raw = new DataView(view).getBigInt64(8, true);
-    // The same value types the host check reports: a bigint for i64 tensors, a number for i32.
-    const actual = check.tensor.dtype === 'i64' ? raw : Number(raw);
+    const bytes = new DataView(view);
+    // The same value types the host check reports: a bigint for i64 tensors, a number for i32; an f32 parameter's bits.
+    const dtype = check.tensor.dtype;
+    const actual = dtype === 'f32' ? bytes.getFloat32(8, true) : dtype === 'i64' ? bytes.getBigInt64(8, true) : Number(bytes.getBigInt64(8, true));
     return valueRuleError(check, token, actual, dims[words[1]!]!);
   }
 }

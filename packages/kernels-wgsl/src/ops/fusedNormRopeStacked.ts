@@ -4,7 +4,7 @@ import { bytesPerElement } from '../runtime/gpuTensor.js';
 import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
 import { launchNormRope } from './launch.js';
 
-/** SEMANTICS §1: one dispatch over every (token, layer, head); positions are checked on the device. */
+/** SEMANTICS §1: one dispatch over every (token, layer, head); positions and eps are checked on the device. */
 export function fusedNormRopeStacked(k: WebGpuKernels, args: FusedNormRopeStackedChecked) {
   const { T, L, H, D, R, P } = args.dims;
   const kv = k.own(args.kv);
@@ -13,7 +13,9 @@ export function fusedNormRopeStacked(k: WebGpuKernels, args: FusedNormRopeStacke
   const vOut = args.vOut ? k.own(args.vOut) : k.allocate(dtype, [L, T, H, D], 'fusedNormRopeStacked');
   if (T === 0) return { kOut, vOut };
   const positions = k.own(args.positions);
-  const { flags, words } = k.checks.reserve([args.deviceChecks.find((c) => c.arg === 'positions')], args.dims);
+  const rule = (arg: string) => args.deviceChecks.find((c) => c.arg === arg);
+  // Words in the kernel's order: positions, slots (none here), eps.
+  const { flags, words } = k.checks.reserve([rule('positions'), undefined, rule('eps')], args.dims);
   launchNormRope(
     k,
     {

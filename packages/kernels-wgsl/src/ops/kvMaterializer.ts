@@ -1,7 +1,7 @@
 import type { FloatDType, IndexDType } from '@kvkit/contracts';
 import type { CreateKvMaterializerChecked, KvMaterializerMaterializeChecked, KvMaterializerMaterializeIntoChecked, MaterializerKernels } from '@kvkit/contracts/backend';
 import { MAX_POSITION_BELOW, OpLifecycle, Workspace } from '@kvkit/contracts/backend';
-import type { OpCall } from '@kvkit/contracts/backend';
+import type { DeviceCheck, OpCall } from '@kvkit/contracts/backend';
 import type { DuplicateRule } from '@kvkit/contracts/backend';
 import { align } from '../runtime/gpuRuntime.js';
 import type { BufferRange, DeviceStorage } from '../runtime/gpuRuntime.js';
@@ -40,6 +40,8 @@ class WgslKvMaterializer implements MaterializerKernels {
   readonly #kvWeight: DeviceStorage;
   readonly #normWeights: DeviceStorage;
   readonly #epsWordOffset: number;
+  /** The eps rule of an eps tensor, checked by every call's kernel on this materializer's copy (a number was checked at creation). */
+  readonly #epsCheck: DeviceCheck | undefined;
   readonly #cosSin: DeviceStorage | undefined;
   readonly #turns: BufferRange | undefined;
   /** Workspaces in tokens: the projection, K and V (layers padded), and the ropeBase cos/sin rows. */
@@ -84,6 +86,8 @@ class WgslKvMaterializer implements MaterializerKernels {
       runtime.copy(eps.storage.buffer, eps.byteOffset, this.#normWeights.buffer, weightBytes, L * 4);
     }
     runtime.copy(normWeight.storage.buffer, normWeight.byteOffset, this.#normWeights.buffer, 0, weightBytes);
+    const epsRule = args.deviceChecks.find((c) => c.arg === 'eps');
+    this.#epsCheck = epsRule && { ...epsRule, tensor: new GpuTensor(k, 'f32', Object.freeze([L]), this.#normWeights, weightBytes, { ownsStorage: false }) };
 
     if (args.cosSinCache) {
       const cache = k.own(args.cosSinCache);
@@ -165,7 +169,8 @@ class WgslKvMaterializer implements MaterializerKernels {
     }
 
     const positionRule = args.deviceChecks.find((c) => c.arg === 'positions');
-    const rules = [positionRule, ...(slots ? [args.deviceChecks.find((c) => c.arg === 'slots')] : [])];
+    // Words in the kernel's order: positions, slots, eps.
+    const rules = [positionRule, slots ? args.deviceChecks.find((c) => c.arg === 'slots') : undefined, this.#epsCheck];
     const { flags, words } = k.checks.reserve(rules, args.dims);
     const ownedSlots = slots && k.slotOwners.resolve(slots.tensor, T, args.dims.S ?? 0, slots.duplicates, call.op);
     launchNormRope(

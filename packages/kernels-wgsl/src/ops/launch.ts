@@ -24,6 +24,7 @@ export interface NormRopeLaunch {
   readonly slotBelow: number;
   /** Distance between layers of the destination, in bytes (outputs may pad layers to 256 bytes). */
   readonly destLayerBytes: number;
+  /** Flag words of the position, slot and eps rules, in that order. */
   readonly flagWords: readonly number[];
   readonly epsWordOffset: number;
 }
@@ -46,6 +47,7 @@ export function launchNormRope(k: WebGpuKernels, request: NormRopeRequest, range
       slotBelow: at.slotBelow,
       positionFlag: at.flagWords[0] ?? 0,
       slotFlag: at.flagWords[1] ?? 0,
+      epsFlag: at.flagWords[2] ?? 0,
       epsWordOffset: at.epsWordOffset,
       destLayerStride: at.destLayerBytes / vectorBytes,
     },

@@ -5,9 +5,9 @@
  * up naming the first bad token. `collect()` (run by sync) reads the words of
  * every call since the last sync, in call order, and turns the first raised
  * one into the ContractError the host check throws (valueRuleError): the index comes
- * from the flag word, the value from the index tensor at that index (index
- * tensors are never written after creation, and the call keeps its storage
- * alive until then).
+ * from the flag word, the value from the checked tensor at that index (index
+ * and parameter tensors are never written by an op, and the call keeps their
+ * storage alive until then).
  */
 import type { IndexDType } from '@kvkit/contracts';
 import type { DeviceCheck } from '@kvkit/contracts/backend';
@@ -25,7 +25,7 @@ interface Pending {
   readonly dims: Readonly<Record<string, number>>;
   readonly values: DeviceStorage;
   readonly valuesOffset: number;
-  readonly dtype: IndexDType;
+  readonly dtype: IndexDType | 'f32';
 }
 
 export class DeviceChecks {
@@ -64,7 +64,7 @@ export class DeviceChecks {
         dims: { ...dims },
         values: t.storage.retain(),
         valuesOffset: t.byteOffset,
-        dtype: t.dtype as IndexDType,
+        dtype: t.dtype as IndexDType | 'f32',
       });
     }
     const { buffer: gpu, id } = this.#buffers[buffer]!;
@@ -97,7 +97,7 @@ export class DeviceChecks {
         const index = 0xffffffff - key;
         const size = p.dtype === 'i64' ? 8 : 4;
         const raw = await runtime.readBytes(op, p.values.buffer, p.valuesOffset + index * size, size);
-        const actual = p.dtype === 'i64' ? new BigInt64Array(raw)[0]! : new Int32Array(raw)[0]!;
+        const actual = p.dtype === 'i64' ? new BigInt64Array(raw)[0]! : p.dtype === 'f32' ? new Float32Array(raw)[0]! : new Int32Array(raw)[0]!;
         return valueRuleError(p.check, index, actual, p.dims);
       }
       return undefined;

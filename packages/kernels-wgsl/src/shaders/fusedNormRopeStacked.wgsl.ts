@@ -7,7 +7,9 @@
  * lane loads whole vectors of the K and V rows, the partial sums of squares
  * meet through subgroup shuffles (no barrier) or workgroup memory, and each
  * lane rotates and writes its own vectors. A token whose position (or slot)
- * is out of range writes nothing and is recorded in the flag words.
+ * is out of range writes nothing and is recorded in the flag words; so does a
+ * layer whose eps is NaN, infinite or negative (tested on its bits, which no
+ * float optimisation may fold away).
  */
 import { NORM_ROPE } from '../generated/params.js';
 import type { NormRopeParams, NormRopeRanges } from '../generated/params.js';
@@ -113,15 +115,18 @@ fn main(${ENTRY_BUILTINS}) {
   let position = positionAt(t);
   let positionOk = indexBelow(position, params.positionBelow);
   if (live && laneInRow == 0u && !positionOk) { atomicMax(&flags[params.positionFlag], 0xffffffffu - t); }
+  let epsBits = ${plan.epsInWeights ? 'weights[params.epsWordOffset + l]' : 'bitcast<u32>(eps[l])'};
+  let epsOk = epsBits < 0x7f800000u || epsBits == 0x80000000u;
+  if (live && laneInRow == 0u && h == 0u && !epsOk) { atomicMax(&flags[params.epsFlag], 0xffffffffu - l); }
   ${
     scatter
       ? `let slot = slotAt(t);
   let skipped = indexIsNegative(slot);
   let slotOk = indexBelow(slot, params.slotBelow);
   if (live && laneInRow == 0u && !skipped && !slotOk) { atomicMax(&flags[params.slotFlag], 0xffffffffu - t); }
-  let ok = live && positionOk && slotOk;
+  let ok = live && positionOk && slotOk && epsOk;
   let destToken = select(0u, slot.x, slotOk);`
-      : `let ok = live && positionOk;
+      : `let ok = live && positionOk && epsOk;
   let destToken = t;`
   }
   let csBase = ${plan.ropeSource === 'cache' ? 'select(0u, position.x, positionOk)' : 't'} * ${R}u;
@@ -135,8 +140,7 @@ fn main(${ENTRY_BUILTINS}) {
   var sumSquares = 0.0;
   ${squares}
   ${reduce}
-  let eps = ${plan.epsInWeights ? 'bitcast<f32>(weights[params.epsWordOffset + l])' : 'eps[l]'};
-  let inv = inverseSqrt(sumSquares / ${D}.0 + eps);
+  let inv = inverseSqrt(sumSquares / ${D}.0 + bitcast<f32>(epsBits));
   ${writes}
 }
 `;

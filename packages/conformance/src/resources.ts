@@ -1,0 +1,186 @@
+import type { Backend, Tensor } from '@kvkit/contracts';
+import { createCpuBackend } from '@kvkit/kernels-cpu';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FIXTURE, Fixture } from './fixture.js';
+import { randomValues, Rng } from './data.js';
+import { readFloats, untyped } from './tensors.js';
+
+export interface ResourceOptions {
+  /** Calls of each op in the loop tests: 10 000 unless `KVKIT_RESOURCE_ITERATIONS` says otherwise or a slow device asks for fewer. */
+  readonly iterations?: number;
+  /** Why `iterations` is below 10 000, printed with the count. */
+  readonly fewerBecause?: string;
+  /** Buffers the backend holds now (live device buffers, or allocations made so far): must not grow in a steady-state loop. */
+  readonly buffers?: (backend: Backend) => number;
+  /** Whether `buffers` counts live buffers (a disposed output lowers it) or allocations made so far (it only grows). */
+  readonly buffersAreLive?: boolean;
+}
+
+const DEFAULT_ITERATIONS = 10_000;
+const LOOP_TIMEOUT_MS = 600_000;
+/** Heap and RSS growth allowed over the second half of a loop: generous, a leak of one buffer per call is far more. */
+const GROWTH_BOUND_BYTES = 48 * 2 ** 20;
+
+const { T, L, H, D, hidden } = FIXTURE;
+
+/**
+ * Resource safety on one backend: every op called many times in a loop holds
+ * the backend's buffer count flat and the process's memory bounded (outputs
+ * disposed each call, or caller-owned and reused); two materializers and other
+ * ops interleaved give the same bytes as each run alone; dispose() of tensors,
+ * materializers and backends may be called twice.
+ */
+export function defineResourceSuite(name: string, create: () => Backend | Promise<Backend>, options: ResourceOptions = {}): void {
+  const fromEnv = Number(process.env.KVKIT_RESOURCE_ITERATIONS);
+  const iterations = Number.isSafeInteger(fromEnv) && fromEnv > 0 ? fromEnv : (options.iterations ?? DEFAULT_ITERATIONS);
+  if (iterations < DEFAULT_ITERATIONS) {
+    console.log(`${name}: resource loops run ${iterations} calls of each op, not ${DEFAULT_ITERATIONS}${options.fewerBecause ? ` (${options.fewerBecause})` : ''}; set KVKIT_RESOURCE_ITERATIONS to raise it`);
+  }
+
+  describe(`${name}: resources`, () => {
+    let backend: Backend | undefined;
+    let fx: Fixture | undefined;
+    let other: Backend | undefined;
+    const ready = (): [Backend, Fixture] => {
+      if (!backend || !fx) throw new Error(`the ${name} backend was not created (see the beforeAll error)`);
+      return [backend, fx];
+    };
+    beforeAll(async () => {
+      backend = await create();
+      other = createCpuBackend();
+      fx = new Fixture(backend, other);
+    }, 60_000);
+    afterAll(() => {
+      fx?.dispose();
+      backend?.dispose();
+      other?.dispose();
+    });
+
+    // `allocates`: each call makes (and disposes) new tensors, so a count of allocations made so far grows by design.
+    const loops: { op: string; allocates?: boolean; call: (fx: Fixture) => void }[] = [
+      {
+        op: 'fusedNormRopeStacked, outputs disposed each call',
+        allocates: true,
+        call: (f) => {
+          const { kOut, vOut } = untyped(f.backend).fusedNormRopeStacked(f.fusedArgs({ kOut: undefined, vOut: undefined }));
+          kOut.dispose();
+          vOut.dispose();
+        },
+      },
+      { op: 'fusedNormRopeStacked into caller-owned outputs', call: (f) => untyped(f.backend).fusedNormRopeStacked(f.fusedArgs()) },
+      {
+        op: 'ropePoolFused, outputs disposed each call',
+        allocates: true,
+        call: (f) => {
+          const { qRot, kRot } = untyped(f.backend).ropePoolFused(f.ropeArgs());
+          qRot.dispose();
+          kRot.dispose();
+        },
+      },
+      { op: 'KvMaterializer.materialize', call: (f) => f.materializer.materialize({ ctxHidden: f.ctxHidden, positions: f.positions4, writeLayerKv: () => {} }) },
+      { op: 'KvMaterializer.materializeInto', call: (f) => f.materializer.materializeInto(f.intoArgs()) },
+      {
+        op: 'tensor() and read(), disposed each call',
+        allocates: true,
+        call: (f) => {
+          const t = f.backend.tensor('f32', [T, hidden], randomValues(new Rng(7), T * hidden));
+          void f.backend.read(t);
+          t.dispose();
+        },
+      },
+    ];
+
+    for (const loop of loops) {
+      it(
+        `${iterations} calls: ${loop.op} hold buffers flat and memory bounded`,
+        async () => {
+          const [b, f] = ready();
+          const syncEvery = 100;
+          const run = async (count: number) => {
+            for (let i = 0; i < count; i++) {
+              loop.call(f);
+              if ((i + 1) % syncEvery === 0) await b.sync();
+            }
+            await b.sync();
+          };
+          const half = Math.max(syncEvery, Math.floor(iterations / 2));
+          await run(Math.min(half, 200)); // warm-up: pipelines, workspaces, pools of recycled buffers
+          const atStart = snapshot(b, options);
+          await run(half);
+          const atHalf = snapshot(b, options);
+          await run(half);
+          const atEnd = snapshot(b, options);
+          if (options.buffers && (options.buffersAreLive || !loop.allocates)) {
+            // Flat over the second half (recycling pools have settled by then), and no more than after warm-up where counts are live.
+            expect(atEnd.buffers, `${loop.op}: buffers after warm-up ${atStart.buffers}, halfway ${atHalf.buffers}, at the end ${atEnd.buffers}`).toBe(atHalf.buffers);
+            if (options.buffersAreLive) expect(atEnd.buffers).toBeLessThanOrEqual(atStart.buffers);
+          }
+          const heapGrowth = atEnd.heap - atHalf.heap;
+          const rssGrowth = atEnd.rss - atHalf.rss;
+          expect(heapGrowth, `${loop.op}: JS heap grew ${heapGrowth} bytes over the second ${half} calls`).toBeLessThan(GROWTH_BOUND_BYTES);
+          expect(rssGrowth, `${loop.op}: RSS grew ${rssGrowth} bytes over the second ${half} calls`).toBeLessThan(GROWTH_BOUND_BYTES);
+        },
+        LOOP_TIMEOUT_MS,
+      );
+    }
+
+    it('two materializers and other ops interleaved give the same bytes as each run alone', async () => {
+      const [b, f] = ready();
+      const second = untyped(b).createKvMaterializer(f.createArgs({ kvWeight: f.float('f32', [L, 2 * H * D, hidden]), cosSinCache: undefined, ropeBase: 5000 }));
+      try {
+        const first = f.materializer;
+        const ctx = [f.ctxHidden, f.float('f32', [T, hidden])];
+        const collect = async (m: typeof first, ctxHidden: Tensor) => {
+          const reads: Promise<Float32Array>[] = [];
+          m.materialize({ ctxHidden, positions: f.positions4, writeLayerKv: (_: number, k: Tensor, v: Tensor) => reads.push(readFloats(b, k), readFloats(b, v)) });
+          return Promise.all(reads);
+        };
+        const fused = async () => {
+          const { kOut, vOut } = untyped(b).fusedNormRopeStacked(f.fusedArgs({ kOut: undefined, vOut: undefined }));
+          const out = await Promise.all([readFloats(b, kOut), readFloats(b, vOut)]);
+          kOut.dispose();
+          vOut.dispose();
+          return out;
+        };
+        const alone = [await collect(first, ctx[0]!), await collect(second, ctx[1]!), await fused()];
+        // Interleaved: calls of both materializers and the op enqueued before any result is read.
+        const reads = [collect(first, ctx[0]!), collect(second, ctx[1]!), fused(), collect(first, ctx[0]!)];
+        const mixed = await Promise.all(reads);
+        for (const [i, want] of [alone[0], alone[1], alone[2], alone[0]].entries()) {
+          const got = mixed[i]!;
+          expect(got.length).toBe(want!.length);
+          for (const [j, a] of got.entries()) expect(bytesOf(a), `result ${i}, tensor ${j}`).toEqual(bytesOf(want![j]!));
+        }
+      } finally {
+        second.dispose();
+      }
+    });
+
+    it('dispose() of a tensor, a materializer and a backend is a no-op the second time', async () => {
+      const [b, f] = ready();
+      const t = b.tensor('f32', [3], [1, 2, 3]);
+      t.dispose();
+      expect(() => t.dispose()).not.toThrow();
+      expect(t.disposed).toBe(true);
+      const m = untyped(b).createKvMaterializer(f.createArgs());
+      m.dispose();
+      expect(() => m.dispose()).not.toThrow();
+      const fresh = await create();
+      const kept = fresh.tensor('f32', [2], [1, 2]);
+      fresh.dispose();
+      expect(() => fresh.dispose()).not.toThrow();
+      expect(() => kept.dispose()).not.toThrow();
+      expect(kept.disposed).toBe(true);
+      // The backend under test is untouched by another's disposal.
+      await expect(b.read(f.eps)).resolves.toHaveLength(L);
+    });
+  });
+}
+
+function snapshot(backend: Backend, options: ResourceOptions): { buffers: number; heap: number; rss: number } {
+  (globalThis as { gc?: () => void }).gc?.();
+  const memory = process.memoryUsage();
+  return { buffers: options.buffers?.(backend) ?? 0, heap: memory.heapUsed, rss: memory.rss };
+}
+
+const bytesOf = (a: Float32Array) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
