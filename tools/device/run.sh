@@ -20,6 +20,9 @@ suites() { grep -E "^ℹ (tests|pass|fail|cancelled|skipped)" "$OUT/$1.log" | tr
 
 step conformance "${CONFORMANCE_S:-200}" node --test-reporter=spec .device/bundle/conformance.mjs cuda webgpu
 suites conformance
+# Out of memory, Vulkan after CUDA, and an illegal address (which spoils the CUDA context): a process of its own.
+step cuda-faults "${FAULTS_S:-240}" node --test-reporter=spec .device/bundle/conformance.mjs cuda-faults
+suites cuda-faults
 for backend in cuda webgpu; do
   step "catalog-examples-$backend" "${EXAMPLES_S:-60}" node --test-reporter=spec .device/bundle/catalog-examples.mjs "$backend"
   suites "catalog-examples-$backend"

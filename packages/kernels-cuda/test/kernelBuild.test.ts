@@ -1,10 +1,42 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { KERNEL_NAMES } from '../src/generated/kernels.js';
-import { fatbinEntries, fatbinPath, nvcc, parsePtxasLog, ptxasLogPath } from './helpers.js';
+import { fatbinEntries, fatbinPath, nvcc, packageRoot, parsePtxasLog, ptxasLogPath } from './helpers.js';
+
+/** The package's build script in a scratch package whose kvkit.cu is `source`, run with `compiler` as NVCC. */
+function buildScratch(source: string, compiler: string) {
+  const root = mkdtempSync(join(tmpdir(), 'kvkit-build-'));
+  mkdirSync(join(root, 'scripts'));
+  mkdirSync(join(root, 'src', 'cuda'), { recursive: true });
+  copyFileSync(join(packageRoot, 'scripts', 'build-kernels.mjs'), join(root, 'scripts', 'build-kernels.mjs'));
+  writeFileSync(join(root, 'src', 'cuda', 'kvkit.cu'), source);
+  const result = spawnSync(process.execPath, [join(root, 'scripts', 'build-kernels.mjs')], { encoding: 'utf8', env: { ...process.env, NVCC: compiler } });
+  return { ...result, fatbin: join(root, 'dist', 'kvkit.fatbin') };
+}
+
+describe('a kernel build that fails', () => {
+  it('prints the compiler log, fails the build and leaves no fatbin (a compiler that reports an error)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kvkit-nvcc-'));
+    const compiler = join(dir, 'nvcc');
+    writeFileSync(compiler, '#!/bin/sh\necho \'kvkit.cu(7): error: identifier "lanes_per_row" is undefined\' >&2\nexit 2\n');
+    chmodSync(compiler, 0o755);
+    const run = buildScratch('extern "C" __global__ void k() {}\n', compiler);
+    expect(run.status).toBe(1);
+    expect(run.stderr).toContain('kvkit.cu(7): error: identifier "lanes_per_row" is undefined');
+    expect(run.stderr).toMatch(/nvcc failed \(exit 2\)/);
+    expect(existsSync(run.fatbin)).toBe(false);
+  });
+
+  it.skipIf(!nvcc)(`prints nvcc's own error for a broken kernel and fails the build${nvcc ? '' : ' (skipped: nvcc not found)'}`, () => {
+    const run = buildScratch('extern "C" __global__ void broken(float* out) {\n  out[threadIdx.x] = undeclared_scale;\n}\n', nvcc!);
+    expect(run.status).toBe(1);
+    expect(run.stderr).toMatch(/kvkit\.cu\(2\): error: identifier "undeclared_scale" is undefined/);
+    expect(existsSync(run.fatbin)).toBe(false);
+  }, 120_000);
+});
 
 describe.skipIf(!nvcc)(`the kernels built by nvcc${nvcc ? '' : ' (skipped: nvcc not found)'}`, () => {
   it('the build wrote the fatbin and the ptxas report', () => {

@@ -2,8 +2,10 @@
  * The catalog examples that need a GPU backend, on the GPU host: KV053
  * (a failing CUDA driver call) and the WebGPU start-up codes, as node:test
  * tests:  node .device/bundle/catalog-examples.mjs [cuda|webgpu]
- * run.sh runs each backend in a process of its own: in one process, after
- * KV053's example has driven CUDA out of memory, Vulkan creates no device.
+ * run.sh runs each backend in a process of its own. In one process, after
+ * KV053's example had driven CUDA out of memory, Vulkan created no device: the
+ * CUDA memory pool kept its peak once the backend was gone. Dispose now trims
+ * the pool (conformance.mjs cuda-faults checks Vulkan after CUDA).
  */
 import { defineCatalogExamples } from '@kvkit/conformance/catalog-examples';
 import { createCpuBackend } from '@kvkit/kernels-cpu';

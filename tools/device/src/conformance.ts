@@ -4,13 +4,16 @@
  *   node .device/bundle/conformance.mjs cuda webgpu
  * `cuda` runs with cuBLASLt where it loads and again with the package's own
  * GEMM, plus the CUDA-only checks of its package's tests (pools past 2^31
- * elements among them).
+ * elements among them). `cuda-faults` provokes out of memory and an illegal
+ * address (which leaves the process's CUDA context unusable): run it alone,
+ *   node .device/bundle/conformance.mjs cuda-faults
  */
 import { defineConformanceSuite, definePropertySuite, defineResourceSuite, defineValidationSuite } from '@kvkit/conformance';
 import { createWebGpuBackend, webGpuBackendStats } from '@kvkit/kernels-wgsl';
 // From the package's sources, like its checks: one module instance, so the checks recognise the backends made here.
 import { createCudaBackend, cudaBackendInfo } from '../../../packages/kernels-cuda/src/index.js';
 import { defineCudaChecks } from '../../../packages/kernels-cuda/test/cudaChecks.js';
+import { defineCudaFaultChecks } from '../../../packages/kernels-cuda/test/cudaFaults.js';
 import { defineLargePoolChecks } from '../../../packages/kernels-cuda/test/largePools.js';
 
 const suites: Record<string, () => Promise<void>> = {
@@ -25,6 +28,9 @@ const suites: Record<string, () => Promise<void>> = {
     defineConformanceSuite('cuda, package GEMM', () => createCudaBackend({ gemm: 'kvkit' }));
     defineCudaChecks(() => createCudaBackend());
     defineLargePoolChecks(() => createCudaBackend());
+  },
+  'cuda-faults': async () => {
+    defineCudaFaultChecks(() => createCudaBackend(), { createWebGpuBackend: () => createWebGpuBackend({ powerPreference: 'high-performance' }) });
   },
   webgpu: async () => {
     const probe = await createWebGpuBackend({ powerPreference: 'high-performance' });
@@ -42,6 +48,10 @@ const asked = process.argv.slice(2);
 const unknown = asked.filter((name) => !(name in suites));
 if (asked.length === 0 || unknown.length > 0) {
   console.error(`usage: conformance.mjs ${Object.keys(suites).join('|')} ...${unknown.length ? ` (unknown: ${unknown.join(', ')})` : ''}`);
+  process.exit(2);
+}
+if (asked.includes('cuda-faults') && asked.length > 1) {
+  console.error('conformance.mjs: cuda-faults leaves the CUDA context unusable; run it in a process of its own');
   process.exit(2);
 }
 for (const name of asked) await (suites[name] as () => Promise<void>)();

@@ -208,6 +208,16 @@ export const deviceErrors = errors({
       'On a shared GPU, check what else holds memory; in browsers, other tabs count too.',
     ],
   },
+  KV055: {
+    title: 'WebGPU kernel failed to build',
+    message: 'the WebGPU kernel {kernel} did not build on this device; the compiler said: {log}. {fix}',
+    raisedBy: ['read', 'fusedNormRopeStacked', 'createKvMaterializer', 'KvMaterializer.materialize', 'KvMaterializer.materializeInto', 'ropePoolFused', 'sync'],
+    fixes: [
+      'Report it to kvkit with the compiler log of the message and `backend.label` (the adapter): the shipped kernels should build on every WebGPU device.',
+      'If something between kvkit and the device rewrites shaders (a capture or instrumentation layer, a wrapped device), build without it and try again.',
+      'Meanwhile use another WebGPU implementation (a current browser or Dawn), or the CUDA or CPU backend.',
+    ],
+  },
 });
 
 /** Codes `Call.tensor` raises for any tensor argument: not a tensor, another backend's, disposed, a layer view used late. */

@@ -1,7 +1,6 @@
 import koffi from 'koffi';
 import { ATTRIBUTE, CUDA_ERROR_NOT_READY } from './driver.js';
 import type { CudaDriver } from './driver.js';
-import { cudaCallFailed } from './errors.js';
 import { DeviceBuffer } from './memory.js';
 import type { PinnedBlock } from './memory.js';
 import type { KernelName, ParamsOf } from './kernelNames.js';
@@ -35,6 +34,8 @@ export class CudaContext {
   readonly module: bigint;
   readonly multiprocessors: number;
   readonly #asyncAlloc: boolean;
+  /** The device's default memory pool, which stream-ordered allocations come from (null without pools). */
+  readonly #pool: bigint | null = null;
   readonly #functions = new Map<string, bigint>();
   readonly #live = new Set<DeviceBuffer>();
   readonly #events: bigint[] = [];
@@ -72,11 +73,12 @@ export class CudaContext {
     out('cuDeviceGetAttribute', cu.cuDeviceGetAttribute(pools, ATTRIBUTE.memoryPoolsSupported, this.device));
     this.#asyncAlloc = pools[0] === 1;
     if (this.#asyncAlloc) {
-      // Keep freed memory in the pool across syncs: steady-state allocations then never reach the OS.
+      // Keep freed memory in the pool across syncs: steady-state allocations then never reach the OS (dispose trims it).
       const pool: (bigint | null)[] = [null];
       out('cuDeviceGetDefaultMemPool', cu.cuDeviceGetDefaultMemPool(pool, this.device));
+      this.#pool = pool[0]!;
       const threshold = new BigUint64Array([0xffffffffffffffffn]);
-      out('cuMemPoolSetAttribute', cu.cuMemPoolSetAttribute(pool[0], CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, threshold));
+      out('cuMemPoolSetAttribute', cu.cuMemPoolSetAttribute(this.#pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, threshold));
     }
     const stream: (bigint | null)[] = [null];
     out('cuStreamCreate', cu.cuStreamCreate(stream, CU_STREAM_NON_BLOCKING));
@@ -272,7 +274,12 @@ export class CudaContext {
     else this.#pinned.set(block.size, [block]);
   }
 
-  /** Frees everything this context allocated and releases the primary context. The first failing call is thrown after all cleanup ran. */
+  /**
+   * Frees everything this context allocated, hands the pool's unused memory
+   * back to the device and releases the primary context. The first failing
+   * call is thrown after all cleanup ran, unless the context had already
+   * faulted (that error was thrown where it happened).
+   */
   dispose(): void {
     if (this.#disposed) return;
     this.makeCurrent();
@@ -285,6 +292,9 @@ export class CudaContext {
     for (const buffer of this.#live) attempt(this.#asyncAlloc ? 'cuMemFreeAsync' : 'cuMemFree', this.#asyncAlloc ? cu.cuMemFreeAsync(buffer.ptr, this.stream) : cu.cuMemFree(buffer.ptr));
     this.#live.clear();
     attempt('cuStreamSynchronize', cu.cuStreamSynchronize(this.stream));
+    // The pool outlives this backend while anything else holds the primary context (another backend, the CUDA
+    // runtime under cuBLASLt): untrimmed, it keeps its peak, and Vulkan in this process then finds no memory.
+    if (this.#pool !== null) attempt('cuMemPoolTrimTo', cu.cuMemPoolTrimTo(this.#pool, 0));
     this.#disposed = true;
     for (const block of this.#allPinned) attempt('cuMemFreeHost', cu.cuMemFreeHost(block.ptr));
     for (const event of this.#allEvents) attempt('cuEventDestroy', cu.cuEventDestroy(event));
@@ -293,6 +303,6 @@ export class CudaContext {
     attempt('cuDevicePrimaryCtxRelease', cu.cuDevicePrimaryCtxRelease(this.device));
     currentContext = undefined;
     const first = failures[0];
-    if (first) throw cudaCallFailed('dispose', first[0], cu.errorName(first[1]), cu.errorText(first[1]));
+    if (first && cu.faulted === undefined) throw cu.failure('dispose', first[0], first[1]);
   }
 }

@@ -4,6 +4,7 @@
  */
 import koffi from 'koffi';
 import type { LibraryHandle } from 'koffi';
+import type { ContractError } from '@kvkit/contracts';
 import { cudaCallFailed } from './errors.js';
 
 export interface CudaDevice {
@@ -28,6 +29,17 @@ export const ATTRIBUTE = {
 
 /** cuEventQuery's "still running". */
 export const CUDA_ERROR_NOT_READY = 600;
+
+/**
+ * Errors after which the context answers every later call with the same
+ * error (a kernel faulted, or the device did): illegal and misaligned
+ * addresses, illegal instructions, traps and asserts, launch timeouts,
+ * uncorrectable ECC errors.
+ */
+const STICKY_ERRORS = new Set([214, 700, 702, 710, 714, 715, 716, 717, 718, 719]);
+
+/** Said after the driver's text when an error leaves the context unusable. */
+const UNUSABLE_CONTEXT = 'the CUDA context is unusable after this error: every later call on this device fails, so dispose of the CUDA backends and restart the process';
 
 /** The driver's library name on each platform. */
 export const LIBCUDA = process.platform === 'win32' ? 'nvcuda.dll' : 'libcuda.so.1';
@@ -61,6 +73,7 @@ export class CudaDriver {
   readonly cuMemFreeAsync: Fn;
   readonly cuDeviceGetDefaultMemPool: Fn;
   readonly cuMemPoolSetAttribute: Fn;
+  readonly cuMemPoolTrimTo: Fn;
   readonly cuMemHostAlloc: Fn;
   readonly cuMemFreeHost: Fn;
   readonly cuMemcpyHtoDAsync: Fn;
@@ -75,6 +88,8 @@ export class CudaDriver {
   readonly cuLaunchKernelEx: Fn | undefined;
   readonly #cuGetErrorName: Fn;
   readonly #cuGetErrorString: Fn;
+  /** The first sticky error a call returned (its CUDA_ERROR_… name): from then on the context only fails. */
+  faulted: string | undefined;
 
   /** Throws (koffi's error) when `lib` lacks an entry point: the caller reports that as "not a usable driver". */
   constructor(lib: LibraryHandle) {
@@ -103,6 +118,7 @@ export class CudaDriver {
     this.cuMemFreeAsync = f('int cuMemFreeAsync(uint64_t dptr, void *stream)');
     this.cuDeviceGetDefaultMemPool = f('int cuDeviceGetDefaultMemPool(_Out_ void **pool, int dev)');
     this.cuMemPoolSetAttribute = f('int cuMemPoolSetAttribute(void *pool, int attr, void *value)');
+    this.cuMemPoolTrimTo = f('int cuMemPoolTrimTo(void *pool, size_t minBytesToKeep)');
     this.cuMemHostAlloc = f('int cuMemHostAlloc(_Out_ void **p, size_t bytes, unsigned int flags)');
     this.cuMemFreeHost = f('int cuMemFreeHost(void *p)');
     this.cuMemcpyHtoDAsync = f('int cuMemcpyHtoDAsync_v2(uint64_t dst, void *src, size_t bytes, void *stream)');
@@ -133,7 +149,16 @@ export class CudaDriver {
 
   /** Throws KV053 for a non-zero status. */
   check(op: string, call: string, status: number): void {
-    if (status !== 0) throw cudaCallFailed(op, call, this.errorName(status), this.errorText(status));
+    if (status !== 0) throw this.failure(op, call, status);
+  }
+
+  /** KV053 for a failed call; a sticky error is remembered, and its message says the context is gone. */
+  failure(op: string, call: string, status: number): ContractError {
+    const name = this.errorName(status);
+    const text = this.errorText(status);
+    if (!STICKY_ERRORS.has(status)) return cudaCallFailed(op, call, name, text);
+    this.faulted ??= name;
+    return cudaCallFailed(op, call, name, `${text}; ${UNUSABLE_CONTEXT}`);
   }
 }
 

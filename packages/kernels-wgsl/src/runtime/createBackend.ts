@@ -50,7 +50,7 @@ export async function createWebGpuBackend(options: WebGpuBackendOptions = {}): P
     maxStorageBuffersPerStage: device.limits.maxStorageBuffersPerShaderStage,
   };
   const runtime = new GpuRuntime(device, caps, device.features.has('timestamp-query'));
-  if (options.device) watchDestroy(options.device, () => runtime.markLost('the device was destroyed by its owner'));
+  if (options.device) runtime.detachOnDestroy(watchDestroy(options.device, () => runtime.markLost('the device was destroyed by its owner')));
   const kernels = new WebGpuKernels(runtime, options.device === undefined, description);
   const backend = defineBackend(kernels);
   kernelsOf.set(backend, kernels);
@@ -166,21 +166,30 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(subgroup_size) size
  */
 const destroyWatchers = new WeakMap<GPUDevice, (() => void)[]>();
 
-function watchDestroy(device: GPUDevice, onDestroy: () => void): void {
+/** Returns what stops the watch; the last one gone gives the device its own destroy back. */
+function watchDestroy(device: GPUDevice, onDestroy: () => void): () => void {
   let watchers = destroyWatchers.get(device);
   if (!watchers) {
-    watchers = [];
-    destroyWatchers.set(device, watchers);
+    const made: (() => void)[] = [];
+    watchers = made;
+    destroyWatchers.set(device, made);
     const destroy = device.destroy.bind(device);
-    const list = watchers;
     Object.defineProperty(device, 'destroy', {
       configurable: true,
       writable: true,
       value: () => {
-        for (const w of list) w();
+        for (const w of [...made]) w();
         destroy();
       },
     });
   }
-  watchers.push(onDestroy);
+  const list = watchers;
+  list.push(onDestroy);
+  return () => {
+    const at = list.indexOf(onDestroy);
+    if (at >= 0) list.splice(at, 1);
+    if (list.length > 0 || destroyWatchers.get(device) !== list) return;
+    destroyWatchers.delete(device);
+    delete (device as { destroy?: unknown }).destroy;
+  };
 }

@@ -82,6 +82,16 @@ export class GpuRuntime {
   #nextId = 1;
   readonly #lost: Promise<string>;
   #destroyed = false;
+  readonly #onDeviceError: (event: Event) => void;
+  /** Undone by destroy(): what the backend hooked onto a device it does not own. */
+  readonly #detach: (() => void)[] = [];
+  /** The entry point running now, named by errors raised below it (ops run synchronously to their end). */
+  #entry = 'sync';
+  /** Builds whose compiler report is still due, and kernels whose build failed (a later call needing one throws KV055 at once). */
+  #pendingBuilds: Promise<void>[] = [];
+  readonly #failedBuilds = new Map<string, { readonly kernel: string; readonly log: string }>();
+  /** The first failed build not yet thrown by a read or sync. */
+  #unreportedBuild: { readonly kernel: string; readonly log: string } | undefined;
 
   constructor(device: GPUDevice, caps: DeviceCaps, timestamps: boolean) {
     this.device = device;
@@ -94,20 +104,27 @@ export class GpuRuntime {
       this.markLost(info.message || info.reason || 'unknown reason');
       return this.lostReason!;
     });
-    device.addEventListener?.('uncapturederror', (event) => {
+    this.#onDeviceError = (event) => {
       const error = (event as GPUUncapturedErrorEvent).error;
       this.deviceError ??= { outOfMemory: error.constructor?.name === 'GPUOutOfMemoryError' || /out of (device )?memory/i.test(error.message), message: error.message };
       if (debugging()) console.error('kernels-wgsl: device error:', error.message);
-    });
+    };
+    device.addEventListener?.('uncapturederror', this.#onDeviceError);
   }
 
   markLost(reason: string): void {
     this.lostReason ??= reason;
   }
 
+  /** Registers what destroy() undoes (a hook on a device passed in). */
+  detachOnDestroy(undo: () => void): void {
+    this.#detach.push(undo);
+  }
+
   /** Throws KV051 when the device is gone; every entry point calls it first. */
   assertDevice(op: string): void {
     if (this.lostReason !== undefined) throw this.lostError(op);
+    this.#entry = op;
   }
 
   lostError(op: string): ContractError {
@@ -117,13 +134,41 @@ export class GpuRuntime {
     });
   }
 
-  /** Resolves like `p`, or rejects with KV051 as soon as the device is lost. */
+  /** Resolves like `p`, or rejects with KV051 as soon as the device is lost (also when `p` settles after the loss). */
   guard<T>(op: string, p: Promise<T>): Promise<T> {
     const lost = this.#lost.then(() => Promise.reject(this.lostError(op)));
-    return Promise.race([p, lost]).catch((e) => {
-      if (this.lostReason !== undefined) throw this.lostError(op);
-      throw e;
+    return Promise.race([p, lost]).then(
+      (value) => {
+        if (this.lostReason !== undefined) throw this.lostError(op);
+        return value;
+      },
+      (e) => {
+        if (this.lostReason !== undefined) throw this.lostError(op);
+        throw e;
+      },
+    );
+  }
+
+  buildError(op: string, failed: { readonly kernel: string; readonly log: string }): ContractError {
+    return new ContractError('KV055', op, {
+      kernel: failed.kernel,
+      log: failed.log,
+      fix: 'Report it to kvkit with the log and the adapter (backend.label); meanwhile use another WebGPU implementation or backend',
     });
+  }
+
+  /**
+   * After the compiler reports on every kernel built so far, throws KV055
+   * for the first failed build not yet reported; the validation errors of
+   * the dispatches that used it are its consequence and are dropped.
+   */
+  async assertBuilt(op: string): Promise<void> {
+    while (this.#pendingBuilds.length > 0) await this.guard(op, Promise.all(this.#pendingBuilds.splice(0)));
+    const failed = this.#unreportedBuild;
+    if (failed === undefined) return;
+    this.#unreportedBuild = undefined;
+    if (this.deviceError && !this.deviceError.outOfMemory) this.deviceError = undefined;
+    throw this.buildError(op, failed);
   }
 
   createBuffer(bytes: number, label: string, mapped = false): { buffer: GPUBuffer; id: number } {
@@ -141,14 +186,12 @@ export class GpuRuntime {
     const key = planKey(plan);
     const cached = this.#kernels.get(key);
     if (cached) return cached;
+    const failed = this.#failedBuilds.get(key);
+    if (failed) throw this.buildError(this.#entry, failed);
     const source = build();
+    // The build's own errors go to this scope, not to the device's uncaptured errors: the report names the kernel.
+    this.device.pushErrorScope('validation');
     const module = this.device.createShaderModule({ code: source.code, label: plan.kernel });
-    if (debugging()) {
-      void module.getCompilationInfo().then((info) => {
-        const errors = info.messages.filter((m) => m.type === 'error');
-        if (errors.length > 0) console.error(`kernels-wgsl: ${plan.kernel} failed to compile:\n${errors.map((m) => `${m.lineNum}:${m.linePos} ${m.message}`).join('\n')}\n${source.code}`);
-      });
-    }
     const layout = this.device.createBindGroupLayout({
       label: plan.kernel,
       entries: [
@@ -161,9 +204,30 @@ export class GpuRuntime {
       layout: this.device.createPipelineLayout({ bindGroupLayouts: [layout] }),
       compute: { module, entryPoint: 'main' },
     });
+    this.#pendingBuilds.push(this.#reportBuild(key, plan.kernel, source.code, module, this.device.popErrorScope()));
     const compiled: CompiledKernel<P, R> = { key, pipeline, layout, bindings: source.bindings, writeUniforms: source.writeUniforms };
     this.#kernels.set(key, compiled);
     return compiled;
+  }
+
+  /** Records a failed build: the compiler's errors (line:column message), else the pipeline's validation error. */
+  async #reportBuild(key: string, kernel: string, code: string, module: GPUShaderModule, scope: Promise<GPUError | null>): Promise<void> {
+    let info: GPUCompilationInfo;
+    let error: GPUError | null;
+    try {
+      [info, error] = await Promise.all([module.getCompilationInfo(), scope]);
+    } catch (e) {
+      if (this.lostReason !== undefined) return; // the loss is what the next call reports
+      info = { messages: [] } as unknown as GPUCompilationInfo;
+      error = { message: `the compiler gave no report: ${(e as Error)?.message ?? String(e)}` } as GPUError;
+    }
+    const messages = info.messages.filter((m) => m.type === 'error').map((m) => `${m.lineNum}:${m.linePos} ${m.message}`);
+    if (messages.length === 0 && !error) return;
+    const failed = { kernel, log: messages.length > 0 ? messages.join('; ') : error!.message };
+    this.#kernels.delete(key);
+    this.#failedBuilds.set(key, failed);
+    this.#unreportedBuild ??= failed;
+    if (debugging()) console.error(`kernels-wgsl: ${kernel} failed to build:\n${failed.log}\n${code}`);
   }
 
   get kernelCount(): number {
@@ -233,6 +297,7 @@ export class GpuRuntime {
   async idle(op: string): Promise<void> {
     this.flush();
     await this.guard(op, this.device.queue.onSubmittedWorkDone());
+    await this.assertBuilt(op);
   }
 
   /** A copy of `size` bytes at `offset` of `buffer`, as the work recorded before this call leaves them. */
@@ -260,6 +325,7 @@ export class GpuRuntime {
       const out = staging.getMappedRange(0, bytes).slice(0, size);
       staging.unmap();
       this.#returnStaging(staging);
+      await this.assertBuilt(op);
       return out;
     } catch (e) {
       staging.destroy();
@@ -278,6 +344,8 @@ export class GpuRuntime {
     this.#bindGroups.clear();
     this.#kernels.clear();
     this.#uniform.destroy();
+    this.device.removeEventListener?.('uncapturederror', this.#onDeviceError);
+    for (const undo of this.#detach.splice(0)) undo();
     if (destroyDevice) this.device.destroy();
   }
 
