@@ -149,7 +149,7 @@ export function defineCudaChecks(create: () => Promise<Backend>): void {
         out.qRot.dispose();
         out.kRot.dispose();
       });
-      check(timing.medianUs > 0 && timing.medianUs < 1000, `ropePoolFused took ${timing.medianUs} µs`);
+      check(timing.medianUs > 0 && timing.medianUs < (instrumented ? 1e6 : 1000), `ropePoolFused took ${timing.medianUs} µs`);
     }, 120_000);
   });
 }
