@@ -175,6 +175,7 @@ export const validationCases: readonly ValidationCase[] = [
   { code: 'KV008', op: 'createKvMaterializer', name: 'ropeBase = 0', arg: 'ropeBase', call: (fx) => create(fx, { cosSinCache: undefined, ropeBase: 0 }) },
   { code: 'KV008', op: 'createKvMaterializer', name: 'eps = -1e-6 (a number below 0)', arg: 'eps', mentions: ['>= 0'], dims: BOUND.create, call: (fx) => create(fx, { eps: -1e-6 }) },
   { code: 'KV008', op: 'createKvMaterializer', name: 'eps = NaN', arg: 'eps', call: (fx) => create(fx, { eps: Number.NaN }) },
+  { code: 'KV008', op: 'createKvMaterializer', name: 'eps = 1e39 (finite in f64, Infinity as the f32 kernels take it)', arg: 'eps', call: (fx) => create(fx, { eps: 1e39 }) },
 
   // KV009: unknown option value.
   { code: 'KV009', op: 'fusedNormRopeStacked', name: "ropeStyle = 'llama'", arg: 'ropeStyle', mentions: ['neox', 'gptj', 'llama'], dims: BOUND.fusedParams, call: (fx) => fused(fx, { ropeStyle: 'llama' }) },

@@ -1,7 +1,7 @@
 /**
  * Writes src/generated/errors.ts: per code, only what `ContractError` needs
- * (title, message template, placeholders, fixes) and the package version its
- * docs links are pinned to. Nothing else of the declarations, so a bundle that
+ * (title, message template, placeholders, fixes) and the package version.
+ * Nothing else of the declarations, so a bundle that
  * can throw every code stays small; the prose lives in @kvkit/errors-catalog.
  * Run after generate.ts by the `gen` script.
  */
@@ -43,7 +43,7 @@ writeFileSync(
     '  readonly fixes: readonly string[];',
     '}',
     '',
-    '/** The version of @kvkit/contracts: docs links point at the pages of this release. */',
+    '/** The version of @kvkit/contracts. */',
     `export const version = ${JSON.stringify(version)};`,
     '',
     `export const errorTable: Readonly<Record<string, ErrorEntry>> = ${JSON.stringify(table, null, 2)};`,

@@ -9,16 +9,12 @@
  * exact, NaN payloads included. Bulk forms write into caller-given typed arrays
  * and allocate nothing per element.
  */
+import { HI, LO } from './hostEndian.js';
 
 export type HalfDType = 'f16' | 'bf16';
 
 const F16_QUIET_NAN = 0x7e00;
 const BF16_QUIET_NAN = 0x7fc0;
-
-const LITTLE_ENDIAN = new Uint8Array(Uint16Array.of(1).buffer)[0] === 1;
-/** Index of an f64's high (sign, exponent) and low 32-bit words in a Uint32Array over it. */
-const HI = LITTLE_ENDIAN ? 1 : 0;
-const LO = 1 - HI;
 
 /** f16 bits of an f32 given as its bits. */
 function f16OfF32(b: number): number {

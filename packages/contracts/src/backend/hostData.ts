@@ -1,5 +1,6 @@
 import type { DType, TensorData } from '../tensor.js';
 import { encodeHalves } from './halfFloats.js';
+import { HI, LO } from './hostEndian.js';
 
 /** A tensor's elements on the host, laid out as every backend stores them: f32 values, f16/bf16 bits, i32, i64 (two words, low first). */
 export type HostStorage = Float32Array | Uint16Array | Int32Array | BigInt64Array;
@@ -19,9 +20,6 @@ export function storageView(dtype: DType, buffer: ArrayBuffer, length: number): 
   }
 }
 
-const LITTLE_ENDIAN = new Uint8Array(Uint16Array.of(1).buffer)[0] === 1;
-const HI = LITTLE_ENDIAN ? 1 : 0;
-const LO = 1 - HI;
 const TWO_32 = 2 ** 32;
 
 /**

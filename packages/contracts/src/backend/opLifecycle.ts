@@ -26,7 +26,7 @@ export class OpLifecycle {
     return this.#disposed;
   }
 
-  /** Runs one call of `op`: KV003 first if the op or its backend is disposed; a nested call's fresh buffers are released after. */
+  /** Runs one call of `op` (its arguments validated already): KV003 before any work if the op or its backend is disposed; a nested call's fresh buffers are released after. */
   call<R>(op: string, body: (call: OpCall) => R): R {
     if (this.#disposed || this.#backend.disposed) throw new ContractError('KV003', op, { arg: this.#name });
     const call = new OpCall(op, this.#delivering, (delivering) => {

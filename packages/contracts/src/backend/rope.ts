@@ -1,7 +1,10 @@
 /**
- * RoPE angles, host side (SEMANTICS.md §1 and §3): the inverse frequencies
- * f_j and the cos/sin rows built from them. Every backend and the reference
- * take them from here, so a scaled variant changes `ropeAngles` alone.
+ * RoPE angles, host side: the inverse frequencies f_j and the cos/sin rows
+ * built from them. Every backend and the reference take their frequencies
+ * from here, and the cos/sin writers apply the magnitude. The device-side
+ * angle paths (WebGPU's turns table, CUDA's sincos) read the frequencies
+ * only: plain RoPE's magnitude is 1, and a scaled variant that sets another
+ * one must pass it to them too.
  */
 
 /** What fixes the angles of an op given `ropeBase`. */

@@ -38,7 +38,7 @@ export const commonErrors = errors({
     title: 'Unsupported dtype',
     message: '{arg} has dtype {actual}; expected one of {expected}',
     fixes: [
-      "Create index tensors as `'i32'` (or `'i64'` for positions beyond 2^31): `backend.tensor('i32', [T], positions)`.",
+      "Create index tensors as `'i32'` or `'i64'`: `backend.tensor('i32', [T], positions)`.",
       "Use kvkit's dtype names exactly: `'f32'`, `'f16'`, `'bf16'`, `'i32'`, `'i64'`.",
       'Keep `eps` as an `f32` tensor `[L]` (or pass a number to `createKvMaterializer`).',
       'Dequantize integer weights before uploading them as `f16`/`bf16`/`f32`.',

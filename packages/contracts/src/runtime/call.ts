@@ -108,7 +108,8 @@ export class Call {
     if (value === undefined && rule.optional) return undefined;
     const ok =
       typeof value === 'number' &&
-      Number.isFinite(value) &&
+      // Kernels take these numbers as f32: 1e39 is finite here and Infinity there.
+      Number.isFinite(Math.fround(value)) &&
       (rule.min === undefined || value >= rule.min) &&
       (rule.above === undefined || value > rule.above);
     if (!ok) this.fail(code, { arg: name, actual: describeValue(value), constraint: constraintText(rule) });

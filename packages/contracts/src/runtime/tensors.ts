@@ -52,10 +52,11 @@ const I64_MAX = 2n ** 63n - 1n;
 
 /** Typed arrays whose every element is representable in the dtype: nothing to look at element by element. */
 function alwaysRepresentable(dtype: DType, data: TensorData): boolean {
-  if (!ArrayBuffer.isView(data)) return false;
-  if (dtype === 'i64') return !(data instanceof Float32Array || data instanceof Float64Array);
-  if (dtype === 'i32') return data instanceof Int32Array || data instanceof Int16Array || data instanceof Uint16Array || data instanceof Int8Array || data instanceof Uint8Array;
-  return !(data instanceof BigInt64Array);
+  // An allow-list: any other view (a BigUint64Array, say) is looked at element by element.
+  const smallInts = data instanceof Int32Array || data instanceof Int16Array || data instanceof Uint16Array || data instanceof Int8Array || data instanceof Uint8Array;
+  if (dtype === 'i32') return smallInts;
+  if (dtype === 'i64') return smallInts || data instanceof BigInt64Array || data instanceof Uint32Array;
+  return smallInts || data instanceof Uint32Array || data instanceof Float32Array || data instanceof Float64Array;
 }
 
 function firstUnrepresentable(dtype: DType, data: TensorData): number | undefined {

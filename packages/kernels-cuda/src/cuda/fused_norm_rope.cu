@@ -178,13 +178,12 @@ __device__ __forceinline__ void fusedNormRopeAnyShape(const FusedNormRopeParams&
     long long position = 0;
     bool positionOk = false;
     const long long dst = fusedTokenRow(p, t, lh == 0 && lane == 0, position, positionOk);
-    if (dst < 0) continue;
-    // The whole warp holds this row, so skipping it keeps the warp together.
+    // A bad eps is recorded whether or not this token writes, as the vector path does.
     const float eps = p.eps[l];
-    if (!epsIsValid(eps)) {
-      if (h == 0 && lane == 0) recordBadEps(p.badValue, p.epsCheck, l, eps);
-      continue;
-    }
+    const bool epsOk = epsIsValid(eps);
+    if (!epsOk && h == 0 && lane == 0) recordBadEps(p.badValue, p.epsCheck, l, eps);
+    // The whole warp holds this row, so skipping it keeps the warp together.
+    if (dst < 0 || !epsOk) continue;
 
     const long long kFirst = t * p.kvTokenStride + l * p.kvLayerStride + h * D;
     float sumSquares = 0.0f;

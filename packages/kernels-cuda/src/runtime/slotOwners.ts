@@ -22,8 +22,8 @@ export interface SlotClaims {
 const NONE: SlotClaims = { table: 0, mask: 0, generation: 0 };
 
 /**
- * The device table behind "two tokens on one slot: one of the two rows, never
- * a mix". Before a pool write, claim_slots records the last token naming each
+ * The device table behind the contract's duplicate-slot rule ('last': of the
+ * tokens naming one slot, the last writes it). Before a pool write, claim_slots records the last token naming each
  * slot; the write kernel lets only that token write the row. Entries carry a
  * generation (one per call), so the table is cleared only when the 24-bit
  * generation wraps (every 16M calls); it grows by doubling to at least twice

@@ -12,35 +12,42 @@ export function fusedNormRopeStacked(k: WebGpuKernels, args: FusedNormRopeStacke
   const kOut = args.kOut ? k.own(args.kOut) : k.allocate(dtype, [L, T, H, D], 'fusedNormRopeStacked');
   const vOut = args.vOut ? k.own(args.vOut) : k.allocate(dtype, [L, T, H, D], 'fusedNormRopeStacked');
   if (T === 0) return { kOut, vOut };
-  const positions = k.own(args.positions);
-  const rule = (arg: string) => args.deviceChecks.find((c) => c.arg === arg);
-  // Words in the kernel's order: positions, slots (none here), eps.
-  const { flags, words } = k.checks.reserve([rule('positions'), undefined, rule('eps')], args.dims);
-  launchNormRope(
-    k,
-    {
-      kvType: dtype,
-      weightType: args.kNormWeight.dtype as FloatDType,
-      cacheType: args.cosSinCache.dtype as FloatDType,
-      positionType: positions.dtype as IndexDType,
-      slotType: undefined,
-      D,
-      R,
-      style: args.ropeStyle,
-      ropeSource: 'cache',
-      epsInWeights: false,
-    },
-    {
-      kv: kv.range,
-      weights: k.own(args.kNormWeight).range,
-      eps: k.own(args.eps).range,
-      cosSin: k.own(args.cosSinCache).range,
-      positions: positions.range,
-      kDst: kOut.range,
-      vDst: vOut.range,
-      flags,
-    },
-    { tokens: T, layers: L, heads: H, positionBelow: P, slotBelow: 0, destLayerBytes: T * H * D * bytesPerElement(dtype), flagWords: words, epsWordOffset: 0 },
-  );
+  try {
+    const positions = k.own(args.positions);
+    const rule = (arg: string) => args.deviceChecks.find((c) => c.arg === arg);
+    // Words in the kernel's order: positions, slots (none here), eps.
+    const { flags, words } = k.checks.reserve([rule('positions'), undefined, rule('eps')], args.dims);
+    launchNormRope(
+      k,
+      {
+        kvType: dtype,
+        weightType: args.kNormWeight.dtype as FloatDType,
+        cacheType: args.cosSinCache.dtype as FloatDType,
+        positionType: positions.dtype as IndexDType,
+        slotType: undefined,
+        D,
+        R,
+        style: args.ropeStyle,
+        ropeSource: 'cache',
+        epsInWeights: false,
+      },
+      {
+        kv: kv.range,
+        weights: k.own(args.kNormWeight).range,
+        eps: k.own(args.eps).range,
+        cosSin: k.own(args.cosSinCache).range,
+        positions: positions.range,
+        kDst: kOut.range,
+        vDst: vOut.range,
+        flags,
+      },
+      { tokens: T, layers: L, heads: H, positionBelow: P, slotBelow: 0, destLayerBytes: T * H * D * bytesPerElement(dtype), flagWords: words, epsWordOffset: 0 },
+    );
+  } catch (e) {
+    // A kernel that failed to build (KV055) throws here: outputs made for this call go with it.
+    if (!args.kOut) kOut.dispose();
+    if (!args.vOut) vOut.dispose();
+    throw e;
+  }
   return { kOut, vOut };
 }

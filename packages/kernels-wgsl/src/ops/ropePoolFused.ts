@@ -42,20 +42,27 @@ export function ropePoolFused(k: WebGpuKernels, args: RopePoolFusedChecked) {
   const qRot = k.allocateOverwritten(dtype, [N, Hq, D], 'ropePoolFused');
   const kRot = k.allocateOverwritten(dtype, [N, H, D], 'ropePoolFused');
   if (N === 0) return { qRot, kRot };
-  const positions = k.own(args.positions);
-  const slots = k.own(args.slots);
-  const table = k.scratch('ropePoolFused cos/sin', N * R * 4).range(0, N * R * 4);
-  launchRopeTable(k, positions.dtype as IndexDType, { positions: positions.range, turnsPerPosition: turnsBuffer(k, args.ropeBase, R).range(0, (R / 2) * 4), table }, N, R);
-  const rope = { dtype, D, R, style: args.ropeStyle, slotType: slots.dtype as IndexDType };
-  const { flags, words } = k.checks.reserve([args.deviceChecks.find((c) => c.arg === 'slots')], args.dims);
-  const owned = k.slotOwners.resolve(slots, N, S, args.duplicates.slots, 'ropePoolFused');
-  const keys = { k: k.own(args.k).range, v: k.own(args.v).range, slots: owned, kRot: kRot.range, kPool: k.own(args.kPool).range, vPool: k.own(args.vPool).range, flags };
-  const at = { queryHeads: Hq, keyHeads: H, slotBelow: S, slotFlag: words[0]! };
-  if (k.runtime.caps.maxStorageBuffersPerStage >= ROPE_ALL_BINDINGS) {
-    launchRopeRows(k, { ...rope, kind: 'all' }, { q: q.range, cosSin: table, qRot: qRot.range, ...keys }, { ...at, rows: N * (Hq + H) });
-  } else {
-    launchRopeRows(k, { ...rope, kind: 'q', slotType: undefined }, { q: q.range, cosSin: table, qRot: qRot.range }, { ...at, rows: N * Hq });
-    launchRopeRows(k, { ...rope, kind: 'kv' }, { cosSin: table, ...keys }, { ...at, rows: N * H });
+  try {
+    const positions = k.own(args.positions);
+    const slots = k.own(args.slots);
+    const table = k.scratch('ropePoolFused cos/sin', N * R * 4).range(0, N * R * 4);
+    launchRopeTable(k, positions.dtype as IndexDType, { positions: positions.range, turnsPerPosition: turnsBuffer(k, args.ropeBase, R).range(0, (R / 2) * 4), table }, N, R);
+    const rope = { dtype, D, R, style: args.ropeStyle, slotType: slots.dtype as IndexDType };
+    const { flags, words } = k.checks.reserve([args.deviceChecks.find((c) => c.arg === 'slots')], args.dims);
+    const owned = k.slotOwners.resolve(slots, N, S, args.duplicates.slots, 'ropePoolFused');
+    const keys = { k: k.own(args.k).range, v: k.own(args.v).range, slots: owned, kRot: kRot.range, kPool: k.own(args.kPool).range, vPool: k.own(args.vPool).range, flags };
+    const at = { queryHeads: Hq, keyHeads: H, slotBelow: S, slotFlag: words[0]! };
+    if (k.runtime.caps.maxStorageBuffersPerStage >= ROPE_ALL_BINDINGS) {
+      launchRopeRows(k, { ...rope, kind: 'all' }, { q: q.range, cosSin: table, qRot: qRot.range, ...keys }, { ...at, rows: N * (Hq + H) });
+    } else {
+      launchRopeRows(k, { ...rope, kind: 'q', slotType: undefined }, { q: q.range, cosSin: table, qRot: qRot.range }, { ...at, rows: N * Hq });
+      launchRopeRows(k, { ...rope, kind: 'kv' }, { cosSin: table, ...keys }, { ...at, rows: N * H });
+    }
+  } catch (e) {
+    // A kernel that failed to build (KV055) throws here: the outputs made for this call go with it.
+    qRot.dispose();
+    kRot.dispose();
+    throw e;
   }
   return { qRot, kRot };
 }

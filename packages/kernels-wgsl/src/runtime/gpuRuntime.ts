@@ -320,17 +320,19 @@ export class GpuRuntime {
     const { staging, size } = read;
     if (!staging) return new ArrayBuffer(0);
     const bytes = align(size, 4);
+    let out: ArrayBuffer;
     try {
       await this.guard(op, staging.mapAsync(0x0001, 0, bytes)); // MAP_READ
-      const out = staging.getMappedRange(0, bytes).slice(0, size);
+      out = staging.getMappedRange(0, bytes).slice(0, size);
       staging.unmap();
-      this.#returnStaging(staging);
-      await this.assertBuilt(op);
-      return out;
     } catch (e) {
       staging.destroy();
       throw e;
     }
+    // Back in the pool only once mapped and unmapped; a build failure reported next leaves it there, intact.
+    this.#returnStaging(staging);
+    await this.assertBuilt(op);
+    return out;
   }
 
   destroy(destroyDevice: boolean): void {
