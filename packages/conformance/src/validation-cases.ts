@@ -80,10 +80,10 @@ function rowsOutsideLayer(bad: number, into: 'fused' | 'pools') {
 const epsWith = (fx: Fixture, layer: number, value: number) => fx.float('f32', [L], Float32Array.from({ length: L }, (_, l) => (l === layer ? value : 1e-5)));
 
 /** A materializer built with a bad eps tensor, called once: the host refuses it at creation, a device at the call's sync. */
-function materializeWithEps(fx: Fixture, eps: Tensor): void {
+function materializeWithEps(fx: Fixture, eps: Tensor, into: Record<string, unknown> = {}): void {
   const m = create(fx, { eps }) as { materializeInto(args: unknown): void; dispose(): void };
   try {
-    m.materializeInto(fx.intoArgs());
+    m.materializeInto(fx.intoArgs(into));
   } finally {
     m.dispose();
   }
@@ -330,6 +330,16 @@ export const validationCases: readonly ValidationCase[] = [
     mentions: ['eps[0] = -Infinity'],
     deferred: { mayWrite: rowsOutsideLayer(0, 'pools') },
     call: (fx) => materializeWithEps(fx, epsWith(fx, 0, Number.NEGATIVE_INFINITY)),
+  },
+  {
+    code: 'KV019',
+    op: 'createKvMaterializer',
+    name: 'an eps tensor with eps[1] = NaN, then materializeInto with every slot skipped (the rule holds whether a token writes or not)',
+    arg: 'eps',
+    mentions: ['eps[1] = NaN'],
+    // Every token skipped: no row of any layer may be written.
+    deferred: { mayWrite: () => new Map<Tensor, readonly number[]>() },
+    call: (fx) => materializeWithEps(fx, epsWith(fx, 1, Number.NaN), { slots: fx.index('i32', [T], Array.from({ length: T }, () => -1)) }),
   },
 
   // KV018: kOut and vOut the same tensor.
