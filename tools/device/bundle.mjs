@@ -18,6 +18,7 @@ await build({
     'catalog-examples': join(here, 'src', 'catalog-examples.ts'),
     bench: join(root, 'bench', 'src', 'main.ts'),
     'host-io': join(root, 'bench', 'src', 'hostIoMain.ts'),
+    'external-memory': join(root, 'packages', 'kernels-cuda', 'examples', 'external-memory.mjs'),
   },
   outdir: out,
   outExtension: { '.js': '.mjs' },

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the GPU host, from the project root, after `node tools/device/bundle.mjs`:
-# the suites on both GPU backends, the GPU catalog examples, compute-sanitizer
+# the suites on both GPU backends, the CUDA engine example, the GPU catalog examples, compute-sanitizer
 # over the CUDA suites, the peers, the benchmark and host I/O. Logs and results go to $OUT.
 set -u
 OUT=${OUT:-/tmp/kvkit-device}
@@ -24,6 +24,9 @@ suites conformance
 # Out of memory, Vulkan after CUDA, and an illegal address (which spoils the CUDA context): a process of its own.
 step cuda-faults "${FAULTS_S:-240}" node --test-reporter=spec .device/bundle/conformance.mjs cuda-faults
 suites cuda-faults
+# The README's engine example: kvkit on device memory and a stream the caller made, checked against the CPU.
+step external-memory "${EXAMPLE_S:-60}" node .device/bundle/external-memory.mjs
+tail -6 "$OUT/external-memory.log"
 for backend in cuda webgpu; do
   step "catalog-examples-$backend" "${EXAMPLES_S:-60}" node --test-reporter=spec .device/bundle/catalog-examples.mjs "$backend"
   suites "catalog-examples-$backend"

@@ -8,6 +8,7 @@ import type { Backend, Tensor } from '@kvkit/contracts';
 type Untyped = {
   createKvMaterializer(a: unknown): { materialize(a: unknown): void; materializeInto(a: unknown): void; dispose(): void };
   ropePoolFused(a: unknown): { qRot: Tensor; kRot: Tensor };
+  fusedNormRopeStacked(a: unknown): { kOut: Tensor; vOut: Tensor };
 };
 export const untyped = (b: Backend) => b as unknown as Untyped;
 

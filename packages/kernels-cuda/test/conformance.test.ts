@@ -2,6 +2,7 @@ import { defineConformanceSuite, definePropertySuite, defineResourceSuite, defin
 import { describe } from 'vitest';
 import { createCudaBackend, cudaBackendInfo } from '../src/index.js';
 import { defineCudaChecks } from './cudaChecks.js';
+import { defineExternalMemoryChecks } from './externalMemory.js';
 import { gpu } from './helpers.js';
 import { defineLargePoolChecks } from './largePools.js';
 
@@ -16,4 +17,5 @@ describe.skipIf(!gpu.ok)(`cuda on a GPU${why}`, () => {
   defineConformanceSuite('cuda, package GEMM', () => createCudaBackend({ gemm: 'kvkit' }));
   defineCudaChecks(() => createCudaBackend());
   defineLargePoolChecks(() => createCudaBackend());
+  defineExternalMemoryChecks();
 });

@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isContractError } from '@kvkit/contracts';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createCudaBackend } from '../src/index.js';
+import { createCpuBackend } from '@kvkit/kernels-cpu';
+import { createCudaBackend, streamOf, wrapDeviceMemory } from '../src/index.js';
 import { loadFatbin } from '../src/runtime/fatbin.js';
 import { fatbinPath, gpu, nvcc } from './helpers.js';
 
@@ -35,6 +36,29 @@ describe('createCudaBackend without CUDA', () => {
   it.skipIf(gpu.ok)(`rejects with KV052 on this machine${gpu.ok ? ' (skipped: a GPU is here)' : ''}`, async () => {
     const e = await rejection(createCudaBackend());
     expect(e.code).toBe('KV052');
+  });
+});
+
+describe('the engine-facing calls on a backend that is not CUDA', () => {
+  it('wrapDeviceMemory and streamOf refuse it with KV044 naming the backend', () => {
+    const cpu = createCpuBackend();
+    for (const [op, call] of [
+      ['wrapDeviceMemory', () => wrapDeviceMemory(cpu, 0x7f0000000000n, 'f32', [4])],
+      ['streamOf', () => streamOf(cpu)],
+    ] as const) {
+      let e: (Error & { code?: string; op?: string; details?: Record<string, unknown> }) | undefined;
+      try {
+        call();
+      } catch (thrown) {
+        e = thrown as Error;
+      }
+      expect(isContractError(e)).toBe(true);
+      expect(e?.code).toBe('KV044');
+      expect(e?.op).toBe(op);
+      expect(e?.details?.arg).toBe('backend');
+      expect(e?.message).toContain('a backend made by createCudaBackend()');
+    }
+    cpu.dispose();
   });
 });
 

@@ -4,7 +4,7 @@
  *   node .device/bundle/conformance.mjs cuda webgpu
  * `cuda` runs with cuBLASLt where it loads and again with the package's own
  * GEMM, plus the CUDA-only checks of its package's tests (pools past 2^31
- * elements among them). `cuda-faults` provokes out of memory and an illegal
+ * elements, application memory and streams among them). `cuda-faults` provokes out of memory and an illegal
  * address (which leaves the process's CUDA context unusable): run it alone,
  *   node .device/bundle/conformance.mjs cuda-faults
  */
@@ -14,6 +14,7 @@ import { createWebGpuBackend, webGpuBackendStats } from '@kvkit/kernels-wgsl';
 import { createCudaBackend, cudaBackendInfo } from '../../../packages/kernels-cuda/src/index.js';
 import { defineCudaChecks } from '../../../packages/kernels-cuda/test/cudaChecks.js';
 import { defineCudaFaultChecks } from '../../../packages/kernels-cuda/test/cudaFaults.js';
+import { defineExternalMemoryChecks } from '../../../packages/kernels-cuda/test/externalMemory.js';
 import { defineLargePoolChecks } from '../../../packages/kernels-cuda/test/largePools.js';
 
 const suites: Record<string, () => Promise<void>> = {
@@ -28,6 +29,7 @@ const suites: Record<string, () => Promise<void>> = {
     defineConformanceSuite('cuda, package GEMM', () => createCudaBackend({ gemm: 'kvkit' }));
     defineCudaChecks(() => createCudaBackend());
     defineLargePoolChecks(() => createCudaBackend());
+    defineExternalMemoryChecks();
   },
   'cuda-faults': async () => {
     defineCudaFaultChecks(() => createCudaBackend(), { createWebGpuBackend: () => createWebGpuBackend({ powerPreference: 'high-performance' }) });

@@ -134,11 +134,13 @@ export const tensorErrors = errors({
   KV044: {
     title: 'Argument of the wrong kind',
     message: '{arg} must be {expected}; got {actual}',
+    raisedBy: ['createCudaBackend', 'streamOf', 'wrapDeviceMemory'],
     fixes: [
       'Pass a function: `m.materialize({ ctxHidden, positions, writeLayerKv: (layer, k, v) => { ... } })`, and do the per-layer work inside it.',
       'To write every layer straight into `[L, S, H, D]` pools, use `m.materializeInto({ ctxHidden, positions, kPool, vPool, slots })`, which needs no callback.',
       'If you need the data on the host, start `backend.read(k)` inside the callback and await the promises afterwards.',
       'Pass an op\'s arguments as one object named as the message lists them.',
+      "For CUDA's `wrapDeviceMemory` and `createCudaBackend({ stream })`: pass the `CUdeviceptr` or `CUstream` as a bigint, with memory from the backend's device and context (`streamOf(backend)`'s), its allocation holding the whole shape from that address.",
     ],
   },
   KV045: {

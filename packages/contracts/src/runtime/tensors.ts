@@ -16,8 +16,8 @@ export interface TensorLimit {
 /** For a backend that states no limit of its own: kernels that index elements with 32-bit signed integers. */
 export const INDEX32_LIMIT: TensorLimit = { elements: I32_MAX, reason: 'elements are indexed with 32-bit signed integers' };
 
-/** The checks of `tensor(dtype, shape, data?)` and `empty(dtype, shape)`: the tensor contract in `ops/common.ts`. */
-export function validateTensorCreation(ctx: ValidationContext, op: 'tensor' | 'empty', dtype: unknown, shape: unknown, data?: unknown): { dtype: DType; shape: Shape } {
+/** The checks of `tensor(dtype, shape, data?)` and `empty(dtype, shape)` (and a backend's wrap of memory it does not own): the tensor contract in `ops/common.ts`. */
+export function validateTensorCreation(ctx: ValidationContext, op: string, dtype: unknown, shape: unknown, data?: unknown): { dtype: DType; shape: Shape } {
   const call = new Call(op, ctx);
   if (typeof dtype !== 'string' || !DTYPES.includes(dtype as DType)) call.fail('KV004', { arg: 'dtype', actual: describeValue(dtype), expected: DTYPES.join(', ') });
   // Array.from turns holes into undefined, which the check then rejects.

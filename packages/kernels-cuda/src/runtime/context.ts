@@ -1,6 +1,7 @@
 import koffi from 'koffi';
 import { ATTRIBUTE, CUDA_ERROR_NOT_READY } from './driver.js';
 import type { CudaDriver } from './driver.js';
+import type { CallerStream } from './callerStream.js';
 import { DeviceBuffer } from './memory.js';
 import type { PinnedBlock } from './memory.js';
 import type { KernelName, ParamsOf } from './kernelNames.js';
@@ -22,8 +23,9 @@ const nextTick = () => new Promise<void>((resolve) => setImmediate(resolve));
 const after = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
- * One device's primary context, a non-blocking stream, the loaded fatbin and
- * the memory this backend owns. Every driver status is checked; a failure is
+ * One device's primary context and a non-blocking stream (or a stream the
+ * application made, and its context), the loaded fatbin and the memory this
+ * backend owns. Every driver status is checked; a failure is
  * a KV053 ContractError naming the op, the call and the CUDA error.
  */
 export class CudaContext {
@@ -45,6 +47,9 @@ export class CudaContext {
   readonly #allPinned: PinnedBlock[] = [];
   readonly #out = Buffer.alloc(256);
   readonly #outWords = new Uint32Array(this.#out.buffer, this.#out.byteOffset, 2);
+  /** Whether the stream (and its context) are the application's: used, never destroyed or released. */
+  readonly #callerStream: boolean;
+  readonly #currentOut: (bigint | null)[] = [null];
   #disposed = false;
   #allocations = 0;
   /** cuLaunchKernelEx's config and its one attribute (programmatic stream serialization), kept at fixed addresses. */
@@ -54,17 +59,25 @@ export class CudaContext {
   /** Whether launchOverlapping overlaps (Hopper or newer, cuLaunchKernelEx present), or why not. */
   #overlap: true | string;
 
-  /** Retains the device's primary context, creates the stream and loads the fatbin; throws KV053 on a failing call. */
-  constructor(cu: CudaDriver, ordinal: number, fatbin: Buffer) {
+  /**
+   * Retains the device's primary context and creates the stream, or takes the
+   * application's stream and its context; loads the fatbin. Throws KV053 on a
+   * failing call.
+   */
+  constructor(cu: CudaDriver, ordinal: number, fatbin: Buffer, caller?: CallerStream) {
     this.#cu = cu;
+    this.#callerStream = caller !== undefined;
     const op = 'createCudaBackend';
     const out = (call: string, status: number) => cu.check(op, call, status);
     const dev = [0];
     out('cuDeviceGet', cu.cuDeviceGet(dev, ordinal));
     this.device = dev[0]!;
-    const ctx: (bigint | null)[] = [null];
-    out('cuDevicePrimaryCtxRetain', cu.cuDevicePrimaryCtxRetain(ctx, this.device));
-    this.context = ctx[0]!;
+    if (caller) this.context = caller.context;
+    else {
+      const ctx: (bigint | null)[] = [null];
+      out('cuDevicePrimaryCtxRetain', cu.cuDevicePrimaryCtxRetain(ctx, this.device));
+      this.context = ctx[0]!;
+    }
     this.makeCurrent();
     const count = [0];
     out('cuDeviceGetAttribute', cu.cuDeviceGetAttribute(count, ATTRIBUTE.multiprocessorCount, this.device));
@@ -80,9 +93,12 @@ export class CudaContext {
       const threshold = new BigUint64Array([0xffffffffffffffffn]);
       out('cuMemPoolSetAttribute', cu.cuMemPoolSetAttribute(this.#pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, threshold));
     }
-    const stream: (bigint | null)[] = [null];
-    out('cuStreamCreate', cu.cuStreamCreate(stream, CU_STREAM_NON_BLOCKING));
-    this.stream = stream[0]!;
+    if (caller) this.stream = caller.stream;
+    else {
+      const stream: (bigint | null)[] = [null];
+      out('cuStreamCreate', cu.cuStreamCreate(stream, CU_STREAM_NON_BLOCKING));
+      this.stream = stream[0]!;
+    }
     const module: (bigint | null)[] = [null];
     out('cuModuleLoadData', cu.cuModuleLoadData(module, fatbin));
     this.module = module[0]!;
@@ -115,7 +131,14 @@ export class CudaContext {
   }
 
   makeCurrent(): void {
-    if (currentContext === this.context) return;
+    if (this.#callerStream) {
+      // The application may make another context current between kvkit's calls: ask the driver, not the cache.
+      this.#cu.check('cuda', 'cuCtxGetCurrent', this.#cu.cuCtxGetCurrent(this.#currentOut));
+      if (this.#currentOut[0] === this.context) {
+        currentContext = this.context;
+        return;
+      }
+    } else if (currentContext === this.context) return;
     this.#cu.check('cuda', 'cuCtxSetCurrent', this.#cu.cuCtxSetCurrent(this.context));
     currentContext = this.context;
   }
@@ -276,7 +299,8 @@ export class CudaContext {
 
   /**
    * Frees everything this context allocated, hands the pool's unused memory
-   * back to the device and releases the primary context. The first failing
+   * back to the device and releases the primary context (an application's
+   * stream and context are left as they were). The first failing
    * call is thrown after all cleanup ran, unless the context had already
    * faulted (that error was thrown where it happened).
    */
@@ -299,8 +323,10 @@ export class CudaContext {
     for (const block of this.#allPinned) attempt('cuMemFreeHost', cu.cuMemFreeHost(block.ptr));
     for (const event of this.#allEvents) attempt('cuEventDestroy', cu.cuEventDestroy(event));
     attempt('cuModuleUnload', cu.cuModuleUnload(this.module));
-    attempt('cuStreamDestroy', cu.cuStreamDestroy(this.stream));
-    attempt('cuDevicePrimaryCtxRelease', cu.cuDevicePrimaryCtxRelease(this.device));
+    if (!this.#callerStream) {
+      attempt('cuStreamDestroy', cu.cuStreamDestroy(this.stream));
+      attempt('cuDevicePrimaryCtxRelease', cu.cuDevicePrimaryCtxRelease(this.device));
+    }
     currentContext = undefined;
     const first = failures[0];
     if (first && cu.faulted === undefined) throw cu.failure('dispose', first[0], first[1]);

@@ -27,6 +27,18 @@ export const ATTRIBUTE = {
   memoryPoolsSupported: 115,
 } as const;
 
+/** Pointer attributes (CUpointer_attribute) that wrapDeviceMemory reads. */
+export const POINTER_ATTRIBUTE = {
+  context: 1,
+  memoryType: 2,
+  deviceOrdinal: 9,
+  rangeStart: 11,
+  rangeSize: 12,
+} as const;
+
+/** CUmemorytype: what CU_POINTER_ATTRIBUTE_MEMORY_TYPE reports. */
+export const MEMORY_TYPE = { host: 1, device: 2, array: 3, unified: 4 } as const;
+
 /** cuEventQuery's "still running". */
 export const CUDA_ERROR_NOT_READY = 600;
 
@@ -59,6 +71,12 @@ export class CudaDriver {
   readonly cuDevicePrimaryCtxRetain: Fn;
   readonly cuDevicePrimaryCtxRelease: Fn;
   readonly cuCtxSetCurrent: Fn;
+  readonly cuCtxGetCurrent: Fn;
+  readonly cuCtxPushCurrent: Fn;
+  readonly cuCtxPopCurrent: Fn;
+  readonly cuCtxGetDevice: Fn;
+  readonly cuStreamGetCtx: Fn;
+  readonly cuPointerGetAttribute: Fn;
   readonly cuStreamCreate: Fn;
   readonly cuStreamDestroy: Fn;
   readonly cuStreamSynchronize: Fn;
@@ -104,6 +122,12 @@ export class CudaDriver {
     this.cuDevicePrimaryCtxRetain = f('int cuDevicePrimaryCtxRetain(_Out_ void **ctx, int dev)');
     this.cuDevicePrimaryCtxRelease = f('int cuDevicePrimaryCtxRelease_v2(int dev)');
     this.cuCtxSetCurrent = f('int cuCtxSetCurrent(void *ctx)');
+    this.cuCtxGetCurrent = f('int cuCtxGetCurrent(_Out_ void **ctx)');
+    this.cuCtxPushCurrent = f('int cuCtxPushCurrent_v2(void *ctx)');
+    this.cuCtxPopCurrent = f('int cuCtxPopCurrent_v2(_Out_ void **ctx)');
+    this.cuCtxGetDevice = f('int cuCtxGetDevice(_Out_ int *device)');
+    this.cuStreamGetCtx = f('int cuStreamGetCtx(void *stream, _Out_ void **ctx)');
+    this.cuPointerGetAttribute = f('int cuPointerGetAttribute(void *data, int attribute, uint64_t ptr)');
     this.cuStreamCreate = f('int cuStreamCreate(_Out_ void **stream, unsigned int flags)');
     this.cuStreamDestroy = f('int cuStreamDestroy_v2(void *stream)');
     this.cuStreamSynchronize = f('int cuStreamSynchronize(void *stream)');

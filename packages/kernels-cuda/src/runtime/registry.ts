@@ -7,6 +7,11 @@ export function register(backend: Backend, kernels: CudaKernels): void {
   kernelsOf.set(backend, kernels);
 }
 
+/** The kernels behind a backend made by createCudaBackend(), or undefined. */
+export function findCudaKernels(backend: unknown): CudaKernels | undefined {
+  return typeof backend === 'object' && backend !== null ? kernelsOf.get(backend as Backend) : undefined;
+}
+
 /** The kernels behind a backend made by createCudaBackend(); a TypeError for anything else. */
 export function cudaKernelsOf(backend: Backend, caller: string): CudaKernels {
   const kernels = kernelsOf.get(backend);
