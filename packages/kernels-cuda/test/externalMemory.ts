@@ -81,7 +81,7 @@ export function defineExternalMemoryChecks(): void {
 
     for (const dtype of DTYPES) {
       it(`ropePoolFused on wrapped q, k, v, indices and pools gives the owned tensors' bits; contested slots [${dtype}]`, async () => {
-        const [N, Hq, H, D, S] = [13, 3, 2, 40, 7];
+        const [N, Hq, H, D, S] = [13, 6, 2, 40, 7]; // three query heads per KV head
         const t = new Twins(b!, app!);
         const [q, qW] = t.make(dtype, [N, Hq, D], values(N * Hq * D, 1));
         const [k, kW] = t.make(dtype, [N, H, D], values(N * H * D, 2));
