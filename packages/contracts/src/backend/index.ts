@@ -16,6 +16,7 @@ export type { BackendKernels, MaterializerKernels } from '../runtime/backend.js'
 export type { DuplicateRule } from '../dsl/declare.js';
 export type { DeviceCheck, Inherited, ValidationContext } from '../runtime/call.js';
 export { deliverLayerViews } from '../runtime/layerViews.js';
+export { validateTensorUse } from '../runtime/tensors.js';
 export type { TensorLimit } from '../runtime/tensors.js';
 export { isTensor, LAYER_VIEW, numel, TENSOR_OWNER } from '../tensor.js';
 export type { OwnedTensor } from '../tensor.js';
