@@ -44,6 +44,7 @@ function recordingBackend(opts: { label?: string; valuesOnHost?: boolean; tensor
       return { qRot: args.q, kRot: args.k };
     },
     sync: async () => {},
+    flush: () => {},
     dispose: () => {},
   };
   return { backend: defineBackend(kernels), calls, made };
@@ -246,6 +247,7 @@ describe('declared calls', () => {
       (b) => b.read(Object.assign(b.tensor('f32', [1], [1]), { disposed: true, [LAYER_VIEW]: 0 })),
     ],
     sync: [() => disposedBackend().sync()],
+    flush: [() => disposedBackend().flush()],
   };
 
   it.each(allCalls.map((c) => [c.name, c] as const))('%s raises exactly the codes its declaration lists', async (name, call) => {

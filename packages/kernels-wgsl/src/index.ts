@@ -5,6 +5,8 @@ import type { WebGpuBackendStats } from './runtime/webGpuKernels.js';
 export { probeWebGpu, SWIFTSHADER_ICD } from './runtime/adapter.js';
 export type { AdapterFound, AdapterMissing, AdapterProbe } from './runtime/adapter.js';
 export { createWebGpuBackend } from './runtime/createBackend.js';
+export { gpuBufferOf } from './runtime/gpuBufferOf.js';
+export type { GpuBufferRange } from './runtime/gpuBufferOf.js';
 export type { WebGpuBackendOptions } from './runtime/createBackend.js';
 export type { WebGpuBackendStats } from './runtime/webGpuKernels.js';
 export { roundToBf16, roundToF16 } from '@kvkit/contracts/backend';

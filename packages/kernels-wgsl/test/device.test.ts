@@ -56,7 +56,7 @@ describe.skipIf(!found.ok)(`a device passed in and then lost${found.ok ? '' : ' 
     device.destroy();
   });
 
-  it('after device.destroy(), every call throws KV051 at once: tensor, ops, read, sync', async () => {
+  it('once device.lost settles after device.destroy(), every call throws KV051 at once: tensor, ops, read, sync', async () => {
     const device = await ownDevice();
     const backend = await createWebGpuBackend({ device });
     const kept = backend.tensor('f32', [4], [1, 2, 3, 4]);
@@ -76,6 +76,7 @@ describe.skipIf(!found.ok)(`a device passed in and then lost${found.ok ? '' : ' 
     const materializer = { kvWeight: backend.tensor('f32', [1, 4, 4], new Float32Array(16).fill(0.5)), kNormWeight: backend.tensor('f32', [1, 2], [1, 1]), eps: 1e-6, numKvHeads: 1, headDim: 2, ropeBase: 10000 };
     expect(() => backend.ropePoolFused(rope)).not.toThrow();
     device.destroy();
+    await device.lost;
     expect(() => backend.tensor('f32', [2], [1, 2])).toThrow(expect.objectContaining({ code: 'KV051', op: 'tensor' }));
     expect(() => backend.empty('bf16', [2])).toThrow(expect.objectContaining({ code: 'KV051' }));
     expect(() => backend.ropePoolFused(rope)).toThrow(expect.objectContaining({ code: 'KV051', op: 'ropePoolFused' }));

@@ -25,19 +25,28 @@ function pack(name: string): string {
   return join(out, file);
 }
 
+function manifest(name: string): { dependencies?: Record<string, string>; peerDependencies?: Record<string, string> } {
+  return JSON.parse(readFileSync(join(repo, 'packages', name.replace('@kvkit/', ''), 'package.json'), 'utf8'));
+}
+
 function kvkitDeps(name: string): string[] {
-  const pkg = JSON.parse(readFileSync(join(repo, 'packages', name.replace('@kvkit/', ''), 'package.json'), 'utf8'));
+  const pkg = manifest(name);
   const deps = Object.keys(pkg.dependencies ?? {}).filter((d) => d.startsWith('@kvkit/'));
   return [...new Set([...deps, ...deps.flatMap(kvkitDeps)])];
 }
 
-/** An empty npm project with `name` (and the kvkit packages it depends on) installed from tarballs. */
-function install(name: string, files: Record<string, string>, lib: string[] = ['es2023']): string {
-  const dir = join(work, name.replace('@kvkit/', ''));
+/**
+ * An empty npm project with `name` (and the kvkit packages it depends on)
+ * installed from tarballs, with its peer dependencies from the registry
+ * beside it as a Node user installs them, unless `peers` is false.
+ */
+function install(name: string, files: Record<string, string>, lib: string[] = ['es2023'], peers = true): string {
+  const dir = join(work, `${name.replace('@kvkit/', '')}${peers ? '' : '-without-peers'}`);
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
   const tgz = [name, ...kvkitDeps(name)].map((n) => tarballs.get(n) ?? pack(n));
-  execFileSync('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', ...tgz], { cwd: dir, stdio: 'pipe' });
+  const peerSpecs = peers ? Object.entries(manifest(name).peerDependencies ?? {}).map(([p, version]) => `${p}@${version}`) : [];
+  execFileSync('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', ...tgz, ...peerSpecs], { cwd: dir, stdio: 'pipe' });
   for (const [f, text] of Object.entries(files)) writeFileSync(join(dir, f), text);
   writeFileSync(
     join(dir, 'tsconfig.json'),
@@ -141,6 +150,7 @@ describe('packed packages, installed alone', () => {
     }, ['es2023', 'dom']);
     expect(run(wgsl, 'use.mjs').trim()).toBe('boolean');
     expect(installed(wgsl)).toEqual(['contracts', 'kernels-wgsl']);
+    expect(readdirSync(join(wgsl, 'node_modules'))).toContain('webgpu');
     expect(typecheck(wgsl)).toBe('');
     const cuda = install('@kvkit/kernels-cuda', {
       'use.mjs': `import { probeCuda } from '@kvkit/kernels-cuda'; console.log(typeof probeCuda().ok);`,
@@ -149,5 +159,21 @@ describe('packed packages, installed alone', () => {
     expect(run(cuda, 'use.mjs').trim()).toBe('boolean');
     expect(installed(cuda)).toEqual(['contracts', 'kernels-cuda']);
     expect(typecheck(cuda)).toBe('');
+  });
+
+  it('@kvkit/kernels-wgsl without its optional peer webgpu (a browser project): no Dawn downloaded; Node is told to install webgpu', () => {
+    const dir = install(
+      '@kvkit/kernels-wgsl',
+      {
+        'use.mjs': `import { probeWebGpu, createWebGpuBackend } from '@kvkit/kernels-wgsl';
+          const probe = await probeWebGpu();
+          const error = await createWebGpuBackend().then(() => undefined, (e) => e);
+          console.log(JSON.stringify({ ok: probe.ok, fix: probe.fix, code: error?.code }));`,
+      },
+      ['es2023', 'dom'],
+      false,
+    );
+    expect(readdirSync(join(dir, 'node_modules'))).not.toContain('webgpu');
+    expect(JSON.parse(run(dir, 'use.mjs'))).toEqual({ ok: false, fix: expect.stringContaining('npm install webgpu@0.6.2'), code: 'KV050' });
   });
 });

@@ -17,7 +17,7 @@ export type { DuplicateRule } from '../dsl/declare.js';
 export { describeValue } from '../runtime/call.js';
 export type { DeviceCheck, Inherited, ValidationContext } from '../runtime/call.js';
 export { deliverLayerViews } from '../runtime/layerViews.js';
-export { validateTensorCreation } from '../runtime/tensors.js';
+export { validateTensorCreation, validateTensorUse } from '../runtime/tensors.js';
 export type { TensorLimit } from '../runtime/tensors.js';
 export { isTensor, LAYER_VIEW, numel, TENSOR_OWNER } from '../tensor.js';
 export type { OwnedTensor } from '../tensor.js';

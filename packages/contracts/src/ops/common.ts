@@ -173,7 +173,7 @@ export const deviceErrors = errors({
   KV051: {
     title: 'WebGPU device lost',
     message: 'the WebGPU device was lost ({reason}); this backend cannot run work any more. {fix}',
-    raisedBy: GPU_CALLS,
+    raisedBy: [...GPU_CALLS, 'flush'],
     fixes: [
       'Create a new backend (on a new device) and upload the inputs again; a lost device cannot be revived.',
       'Do not destroy a device you passed to `createWebGpuBackend` while the backend is in use; call `backend.dispose()` first.',
@@ -231,4 +231,5 @@ export const tensorCalls: readonly CallDecl[] = [
   { name: 'empty', summary: 'A tensor of the given dtype and shape, its contents unspecified.', raises: ['KV003', 'KV004', 'KV040', 'KV045'] },
   { name: 'read', summary: 'A copy of the data of a live tensor of this backend.', raises: TENSOR_IDENTITY },
   { name: 'sync', summary: 'Waits for the work enqueued so far; rejects with the first error a kernel recorded.', raises: ['KV003'] },
+  { name: 'flush', summary: 'Submits the work enqueued so far without waiting, so later work of the application runs after it.', raises: ['KV003'] },
 ];

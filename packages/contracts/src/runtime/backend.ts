@@ -21,6 +21,11 @@ export interface Backend extends BackendOps {
   read<DT extends DType>(t: Tensor<DT>): Promise<ReadResult<DT>>;
   /** Waits for queued work; throws the first ContractError a kernel recorded since the last sync. */
   sync(): Promise<void>;
+  /**
+   * Hands the work enqueued so far to the device, without waiting: work the
+   * application submits to the same queue or stream afterwards runs after it.
+   */
+  flush(): void;
   dispose(): void;
 }
 
@@ -39,6 +44,8 @@ export interface BackendKernels extends OpKernels {
   tensor(dtype: DType, shape: Shape, data: TensorData | undefined): OwnedTensor;
   read(t: OwnedTensor): Promise<Float32Array | Int32Array | BigInt64Array>;
   sync(): Promise<void>;
+  /** Submits whatever the backend holds back (a batch); a backend that submits as it goes does nothing. */
+  flush(): void;
   dispose(): void;
 }
 
@@ -85,6 +92,10 @@ export function defineBackend(kernels: BackendKernels): Backend {
     read,
     ...wireOps(kernels, ctx),
     sync: () => (disposed ? Promise.reject(backendDisposed('sync')) : kernels.sync()),
+    flush: () => {
+      if (disposed) throw backendDisposed('flush');
+      kernels.flush();
+    },
     dispose: () => {
       if (disposed) return;
       disposed = true;

@@ -114,6 +114,9 @@ export class CpuKernels implements BackendKernels {
     return Promise.resolve();
   }
 
+  /** Nothing to submit: the results are in host memory when an op returns. */
+  flush(): void {}
+
   dispose(): void {
     this.disposed = true;
   }

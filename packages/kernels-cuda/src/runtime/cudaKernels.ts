@@ -132,6 +132,9 @@ export class CudaKernels implements BackendKernels {
     if (found) throw found;
   }
 
+  /** Nothing held back: each op is launched on the backend's stream when it is called, so work queued on that stream later runs after it. */
+  flush(): void {}
+
   /** f_j (contracts' ropeAngles), computed in f64 and stored as f32, uploaded once per (ropeBase, R). */
   ropeFrequencies(ropeBase: number, R: number, op: string): number {
     let byRotary = this.#frequencies.get(ropeBase);

@@ -111,9 +111,12 @@ class WgslKvMaterializer implements MaterializerKernels {
       if (T === 0) return;
       const [L, H, D] = [this.#L, this.#H, this.#D];
       const perLayer = layerBytes(T, H * D * bytesPerElement(this.#dtype));
-      const kOut = call.take(this.#kOut, T);
-      const vOut = call.take(this.#vOut, T);
-      this.#run(args, { kDst: kOut.range(0, perLayer * L), vDst: vOut.range(0, perLayer * L) }, perLayer, undefined, call);
+      // The callback runs outside kvkit's error scopes: what it does on the device is the application's.
+      const [kOut, vOut] = this.#k.runtime.scoped(() => {
+        const outs = [call.take(this.#kOut, T), call.take(this.#vOut, T)] as const;
+        this.#run(args, { kDst: outs[0].range(0, perLayer * L), vDst: outs[1].range(0, perLayer * L) }, perLayer, undefined, call);
+        return outs;
+      });
       const shape = Object.freeze([T, H, D]);
       call.deliverLayerViews(L, args.writeLayerKv, (l) => [
         new GpuTensor(this.#k, this.#dtype, shape, kOut, l * perLayer, { layer: l, ownsStorage: false }),
@@ -130,7 +133,7 @@ class WgslKvMaterializer implements MaterializerKernels {
       if (T === 0) return;
       const poolLayerBytes = S * this.#H * this.#D * bytesPerElement(this.#dtype);
       const slots = { tensor: this.#k.own(args.slots), duplicates: args.duplicates.slots };
-      this.#run(args, { kDst: this.#k.own(args.kPool).range, vDst: this.#k.own(args.vPool).range }, poolLayerBytes, slots, call);
+      this.#k.runtime.scoped(() => this.#run(args, { kDst: this.#k.own(args.kPool).range, vDst: this.#k.own(args.vPool).range }, poolLayerBytes, slots, call));
     });
   }
 

@@ -54,6 +54,23 @@ export const KERNEL_TOGGLES: readonly string[] = ['disable-dawn-features=timesta
 // Module names held in variables, so browser bundlers do not try to resolve Node-only modules.
 const DAWN_MODULE = 'webgpu';
 const NODE_FS = 'node:fs';
+/** Dawn for Node: an optional peer dependency (browsers have WebGPU), at the version the package is tested with. */
+export const DAWN_PACKAGE = 'webgpu@0.6.2';
+
+/** KV050's fix when Node cannot load Dawn. */
+export const DAWN_MISSING_FIX = `Install Dawn beside @kvkit/kernels-wgsl: npm install ${DAWN_PACKAGE} (an optional peer dependency, so that browser projects do not download it)`;
+
+type Dawn = typeof import('webgpu');
+let dawnModule: Promise<Dawn> | undefined;
+
+/** Dawn's module, loaded once; a load that failed is tried again by the next probe. */
+function loadDawn(): Promise<Dawn> {
+  dawnModule ??= (import(/* @vite-ignore */ DAWN_MODULE) as Promise<Dawn>).catch((e: unknown) => {
+    dawnModule = undefined;
+    throw e;
+  });
+  return dawnModule;
+}
 
 // Dawn's instances must outlive every pending promise of the process: held here, never collected.
 const dawnInstances = new Map<string, GPU>();
@@ -63,7 +80,7 @@ async function dawn(toggles: readonly string[], env?: Record<string, string>): P
   const key = `${toggles.join(' ')}|${process.env.VK_ICD_FILENAMES ?? ''}`;
   const held = dawnInstances.get(key);
   if (held) return held;
-  const { create, globals } = (await import(/* @vite-ignore */ DAWN_MODULE)) as typeof import('webgpu');
+  const { create, globals } = await loadDawn();
   Object.assign(globalThis, globals);
   const gpu = create([...toggles]);
   dawnInstances.set(key, gpu);
@@ -98,6 +115,12 @@ export async function findAdapter(options: { powerPreference?: GPUPowerPreferenc
   const tries: (() => Promise<GPU>)[] = [];
   if (browserGpu) tries.push(async () => browserGpu);
   else if (currentRuntime() === 'node') {
+    try {
+      await loadDawn();
+    } catch (e) {
+      const tried = `the ${DAWN_MODULE} package (Dawn) did not load: ${(e as Error)?.message ?? String(e)}`;
+      return { ok: false, reason: `no WebGPU adapter (${tried}). ${DAWN_MISSING_FIX}.`, tried, fix: DAWN_MISSING_FIX };
+    }
     const fs = (await import(/* @vite-ignore */ NODE_FS)) as typeof import('node:fs');
     if (await vulkanDriverListed(fs)) tries.push(() => dawn(toggles));
     if (!process.env.VK_ICD_FILENAMES && fs.existsSync(SWIFTSHADER_ICD)) {

@@ -50,7 +50,6 @@ export async function createWebGpuBackend(options: WebGpuBackendOptions = {}): P
     maxStorageBuffersPerStage: device.limits.maxStorageBuffersPerShaderStage,
   };
   const runtime = new GpuRuntime(device, caps, device.features.has('timestamp-query'));
-  if (options.device) runtime.detachOnDestroy(watchDestroy(options.device, () => runtime.markLost('the device was destroyed by its owner')));
   const kernels = new WebGpuKernels(runtime, options.device === undefined, description);
   const backend = defineBackend(kernels);
   kernelsOf.set(backend, kernels);
@@ -156,40 +155,4 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(subgroup_size) size
   } catch {
     return undefined;
   }
-}
-
-/**
- * A device passed in can be destroyed by its owner at any time; its `lost`
- * promise settles only later, so `destroy` itself is wrapped to tell the
- * backend at once (the next call then throws KV051 instead of queueing work
- * that will never run).
- */
-const destroyWatchers = new WeakMap<GPUDevice, (() => void)[]>();
-
-/** Returns what stops the watch; the last one gone gives the device its own destroy back. */
-function watchDestroy(device: GPUDevice, onDestroy: () => void): () => void {
-  let watchers = destroyWatchers.get(device);
-  if (!watchers) {
-    const made: (() => void)[] = [];
-    watchers = made;
-    destroyWatchers.set(device, made);
-    const destroy = device.destroy.bind(device);
-    Object.defineProperty(device, 'destroy', {
-      configurable: true,
-      writable: true,
-      value: () => {
-        for (const w of [...made]) w();
-        destroy();
-      },
-    });
-  }
-  const list = watchers;
-  list.push(onDestroy);
-  return () => {
-    const at = list.indexOf(onDestroy);
-    if (at >= 0) list.splice(at, 1);
-    if (list.length > 0 || destroyWatchers.get(device) !== list) return;
-    destroyWatchers.delete(device);
-    delete (device as { destroy?: unknown }).destroy;
-  };
 }

@@ -1,10 +1,12 @@
 /**
  * One GPUDevice as the kernels see it: buffers, a pipeline cache keyed by
  * kernel plans, and a batch that records dispatches into one command encoder
- * and submits lazily (at read, sync, or when the batch is full), so many
+ * and submits lazily (at flush, read, sync, or when the batch is full), so many
  * small ops do not pay a submit each. Uniform blocks of the batch are staged
  * on the host and written just before the submit, so they land in queue
- * order with the work that reads them.
+ * order with the work that reads them. The device may be the application's:
+ * kvkit hears of its own errors through error scopes around its own calls,
+ * and of a loss through `device.lost`, never through the device's listeners.
  */
 import { ContractError } from '@kvkit/contracts';
 import { planKey } from '../shaders/plan.js';
@@ -63,7 +65,7 @@ export class GpuRuntime {
   readonly timestamps: boolean;
   /** Why the device was lost; set once, then every call throws KV051. */
   lostReason: string | undefined;
-  /** The first error the device reported outside any error scope (validation or out-of-memory); surfaced by the next sync. */
+  /** The first error kvkit's own calls met (validation or out-of-memory, caught by its error scopes); surfaced by the next sync. */
   deviceError: { readonly outOfMemory: boolean; readonly message: string } | undefined;
   timer: PassTimer | undefined;
   /** Dispatches recorded and command buffers submitted so far (tests check that ops batch). */
@@ -82,9 +84,10 @@ export class GpuRuntime {
   #nextId = 1;
   readonly #lost: Promise<string>;
   #destroyed = false;
-  readonly #onDeviceError: (event: Event) => void;
-  /** Undone by destroy(): what the backend hooked onto a device it does not own. */
-  readonly #detach: (() => void)[] = [];
+  /** True while kvkit's error scopes are pushed (a call inside another pushes none). */
+  #inScope = false;
+  /** Scopes popped whose answer has not come yet; a sync waits for them. */
+  readonly #openScopes = new Set<Promise<void>>();
   /** The entry point running now, named by errors raised below it (ops run synchronously to their end). */
   #entry = 'sync';
   /** Builds whose compiler report is still due, and kernels whose build failed (a later call needing one throws KV055 at once). */
@@ -101,24 +104,42 @@ export class GpuRuntime {
     this.maxWorkgroupsPerDimension = device.limits.maxComputeWorkgroupsPerDimension;
     this.#uniform = device.createBuffer({ size: PARAM_BLOCK * PARAM_BLOCKS, usage: 0x0040 | 0x0008, label: 'kvkit uniforms' }); // UNIFORM | COPY_DST
     this.#lost = device.lost.then((info) => {
-      this.markLost(info.message || info.reason || 'unknown reason');
+      // Only its owner destroys a device: kvkit destroys its own at dispose(), when no call can follow.
+      this.lostReason ??= info.reason === 'destroyed' ? 'the device was destroyed by its owner' : info.message || info.reason || 'unknown reason';
       return this.lostReason!;
     });
-    this.#onDeviceError = (event) => {
-      const error = (event as GPUUncapturedErrorEvent).error;
-      this.deviceError ??= { outOfMemory: error.constructor?.name === 'GPUOutOfMemoryError' || /out of (device )?memory/i.test(error.message), message: error.message };
-      if (debugging()) console.error('kernels-wgsl: device error:', error.message);
-    };
-    device.addEventListener?.('uncapturederror', this.#onDeviceError);
   }
 
-  markLost(reason: string): void {
-    this.lostReason ??= reason;
+  /**
+   * Runs `fn` (kvkit's own device calls, up to its first await) inside error
+   * scopes of its own: what they catch is kvkit's and reaches the next sync;
+   * the application's errors on a shared device stay the application's.
+   */
+  scoped<T>(fn: () => T): T {
+    if (this.#inScope) return fn();
+    this.#inScope = true;
+    this.device.pushErrorScope('out-of-memory');
+    this.device.pushErrorScope('validation');
+    try {
+      return fn();
+    } finally {
+      this.#inScope = false;
+      this.#hear(this.device.popErrorScope(), false);
+      this.#hear(this.device.popErrorScope(), true);
+    }
   }
 
-  /** Registers what destroy() undoes (a hook on a device passed in). */
-  detachOnDestroy(undo: () => void): void {
-    this.#detach.push(undo);
+  #hear(popped: Promise<GPUError | null>, outOfMemory: boolean): void {
+    const heard: Promise<void> = popped.then(
+      (error) => {
+        if (!error) return;
+        this.deviceError ??= { outOfMemory, message: error.message };
+        if (debugging()) console.error('kernels-wgsl: device error:', error.message);
+      },
+      () => {}, // a lost device may refuse to pop; the loss is what the next call reports
+    );
+    this.#openScopes.add(heard);
+    void heard.then(() => this.#openScopes.delete(heard));
   }
 
   /** Throws KV051 when the device is gone; every entry point calls it first. */
@@ -163,6 +184,7 @@ export class GpuRuntime {
    * the dispatches that used it are its consequence and are dropped.
    */
   async assertBuilt(op: string): Promise<void> {
+    await this.guard(op, Promise.all(this.#openScopes));
     while (this.#pendingBuilds.length > 0) await this.guard(op, Promise.all(this.#pendingBuilds.splice(0)));
     const failed = this.#unreportedBuild;
     if (failed === undefined) return;
@@ -280,7 +302,10 @@ export class GpuRuntime {
     return this.#commandEncoder();
   }
 
-  /** Submits what was recorded. */
+  /**
+   * Submits what was recorded (uniforms first, in queue order): work the
+   * application submits after this runs after every op recorded before it.
+   */
   flush(): void {
     if (!this.#encoder) return;
     this.#endPass();
@@ -295,15 +320,18 @@ export class GpuRuntime {
 
   /** Submits, then waits until the device has finished everything submitted. */
   async idle(op: string): Promise<void> {
-    this.flush();
+    this.scoped(() => this.flush());
     await this.guard(op, this.device.queue.onSubmittedWorkDone());
     await this.assertBuilt(op);
   }
 
   /** A copy of `size` bytes at `offset` of `buffer`, as the work recorded before this call leaves them. */
   async readBytes(op: string, buffer: GPUBuffer, offset: number, size: number): Promise<ArrayBuffer> {
-    const read = this.recordRead(buffer, offset, size);
-    this.flush();
+    const read = this.scoped(() => {
+      const recorded = this.recordRead(buffer, offset, size);
+      this.flush();
+      return recorded;
+    });
     return this.finishRead(op, read);
   }
 
@@ -346,8 +374,6 @@ export class GpuRuntime {
     this.#bindGroups.clear();
     this.#kernels.clear();
     this.#uniform.destroy();
-    this.device.removeEventListener?.('uncapturederror', this.#onDeviceError);
-    for (const undo of this.#detach.splice(0)) undo();
     if (destroyDevice) this.device.destroy();
   }
 

@@ -167,11 +167,13 @@ export class WebGpuKernels implements BackendKernels {
     this.assertLive(op);
     if (this.disposed) return new GpuTensor(this, dtype, Object.freeze([...shape]), undefined, 0, { ownsStorage: false });
     const numel = shape.reduce((n, d) => n * d, 1);
-    if (data === undefined || numel === 0) return this.allocate(dtype, shape, op);
-    const s = this.storage(numel * bytesPerElement(dtype), 'kvkit tensor', op, { shape, dtype }, true);
-    encodeTensorData(dtype, data, storageView(dtype, s.buffer.getMappedRange(), numel)); // f16/bf16: two per word, element 2i low
-    s.buffer.unmap();
-    return new GpuTensor(this, dtype, Object.freeze([...shape]), s, 0, { ownsStorage: true });
+    return this.runtime.scoped(() => {
+      if (data === undefined || numel === 0) return this.allocate(dtype, shape, op);
+      const s = this.storage(numel * bytesPerElement(dtype), 'kvkit tensor', op, { shape, dtype }, true);
+      encodeTensorData(dtype, data, storageView(dtype, s.buffer.getMappedRange(), numel)); // f16/bf16: two per word, element 2i low
+      s.buffer.unmap();
+      return new GpuTensor(this, dtype, Object.freeze([...shape]), s, 0, { ownsStorage: true });
+    });
   }
 
   async read(t: OwnedTensor): Promise<Float32Array | Int32Array | BigInt64Array> {
@@ -192,23 +194,23 @@ export class WebGpuKernels implements BackendKernels {
 
   fusedNormRopeStacked(args: FusedNormRopeStackedChecked): { kOut: OwnedTensor; vOut: OwnedTensor } {
     this.assertLive('fusedNormRopeStacked');
-    return fusedNormRopeStacked(this, args);
+    return this.runtime.scoped(() => fusedNormRopeStacked(this, args));
   }
 
   createKvMaterializer(args: CreateKvMaterializerChecked): MaterializerKernels {
     this.assertLive('createKvMaterializer');
-    return createKvMaterializer(this, args);
+    return this.runtime.scoped(() => createKvMaterializer(this, args));
   }
 
   ropePoolFused(args: RopePoolFusedChecked): { qRot: OwnedTensor; kRot: OwnedTensor } {
     this.assertLive('ropePoolFused');
-    return ropePoolFused(this, args);
+    return this.runtime.scoped(() => ropePoolFused(this, args));
   }
 
   async sync(): Promise<void> {
     this.assertLive('sync');
     if (this.disposed) return;
-    const violation = await this.checks.collect('sync');
+    const violation = await this.runtime.scoped(() => this.checks.collect('sync'));
     await this.runtime.idle('sync');
     if (violation) throw violation;
     const error = this.runtime.deviceError;
@@ -218,8 +220,15 @@ export class WebGpuKernels implements BackendKernels {
         const fix = 'Dispose of tensors no longer needed, or make pools smaller; work queued since the last sync may be lost';
         throw new ContractError('KV054', 'sync', { reason: error.message, fix }, {});
       }
-      throw new Error(`kernels-wgsl: the WebGPU device reported an error (a bug in kvkit, please report it): ${error.message}`);
+      throw new Error(`kernels-wgsl: the WebGPU device refused a call of kvkit's own (a bug in kvkit, please report it): ${error.message}`);
     }
+  }
+
+  /** Submits the batch: the application's own submits after this see every op called before it. */
+  flush(): void {
+    this.assertLive('flush');
+    if (this.disposed) return;
+    this.runtime.scoped(() => this.runtime.flush());
   }
 
   dispose(): void {
