@@ -1,4 +1,4 @@
-import type { DType, TensorData } from '../tensor.js';
+import type { BitsOf, DType, TensorData } from '../tensor.js';
 import { encodeHalves } from './halfFloats.js';
 
 /** A tensor's elements on the host, laid out as every backend stores them: f32 values, f16/bf16 bits, i32, i64 (two words, low first). */
@@ -17,6 +17,11 @@ export function storageView(dtype: DType, buffer: ArrayBuffer, length: number): 
     case 'i64':
       return new BigInt64Array(buffer, 0, length);
   }
+}
+
+/** The first `length` elements of `buffer` as `readBits` returns them: storageView's arrays, f32 as its bits. */
+export function bitsView(dtype: DType, buffer: ArrayBuffer, length: number): BitsOf<DType> {
+  return dtype === 'f32' ? new Uint32Array(buffer, 0, length) : (storageView(dtype, buffer, length) as BitsOf<DType>);
 }
 
 const LITTLE_ENDIAN = new Uint8Array(Uint16Array.of(1).buffer)[0] === 1;
