@@ -4,7 +4,7 @@ import { untyped } from './tensors.js';
 import { contractErrorProblems, outcome } from './validation.js';
 
 /** Calls whose answer comes as a promise: a disposed backend rejects them rather than throwing. */
-const ASYNC_CALLS = new Set(['read', 'sync']);
+const ASYNC_CALLS = new Set(['read', 'readBits', 'sync']);
 
 /**
  * Disposes a fresh backend that holds valid arguments for every call, then makes each call: every one must be refused
@@ -29,7 +29,9 @@ export async function disposedBackendProblems(create: () => Backend | Promise<Ba
     const calls: [op: string, call: () => unknown][] = [
       ['tensor', () => gone.tensor('f32', [3], [0.5, -1.25, 2])],
       ['empty', () => gone.empty('bf16', [5])],
+      ['tensorFromBits', () => gone.tensorFromBits('bf16', [2], Uint16Array.of(0x3f80, 0x7fc1))],
       ['read', () => gone.read(kOut)],
+      ['readBits', () => gone.readBits(kOut)],
       ['fusedNormRopeStacked', () => ops.fusedNormRopeStacked(fused)],
       ['ropePoolFused', () => ops.ropePoolFused(rope)],
       ['createKvMaterializer', () => ops.createKvMaterializer(created)],

@@ -14,6 +14,8 @@ import {
   checkZeroTokens,
 } from './invariants.js';
 import { runFusedCase, runMaterializerCase, runRopePoolCase } from './run-cases.js';
+import { checkBitsRoundTrip, checkOpsOnBits } from './bits.js';
+import { checkAsyncWriteLayerKvRefused } from './synchronousCallback.js';
 import { CONTESTED_SHAPES, checkContestedSlotsMaterializeInto, checkContestedSlotsRopePool } from './contestedSlots.js';
 
 export interface ConformanceOptions {
@@ -52,6 +54,15 @@ export function defineConformanceSuite(name: string, create: () => Backend | Pro
     describe('tensor() and read()', () => {
       for (const dtype of dtypes) it(`round trip [${dtype}]`, () => checkTensorRoundTrip(both()[0], dtype), CASE_TIMEOUT_MS);
     });
+
+    describe('tensorFromBits() and readBits()', () => {
+      for (const dtype of dtypes) {
+        it(`every code read back bit for bit [${dtype}]`, () => checkBitsRoundTrip(both()[0], dtype), CASE_TIMEOUT_MS);
+        it(`ops on tensors from bits = ops on tensors from values [${dtype}]`, () => checkOpsOnBits(both()[0], dtype), CASE_TIMEOUT_MS);
+      }
+    });
+
+    it('an async writeLayerKv is refused with KV044, leaving no unhandled rejection', () => checkAsyncWriteLayerKvRefused(...both()), CASE_TIMEOUT_MS);
 
     describe('fusedNormRopeStacked', () => {
       for (const c of fusedNormRopeStackedCases) {

@@ -208,7 +208,18 @@ const GARBAGE_TARGETS: readonly { op: string; run: (ctx: GarbageContext) => Prom
       await probe("empty('bf16', garbage)", (v) => backend.empty('bf16', v as never), (v) => !isHugeShape(v));
     },
   },
+  {
+    op: 'tensorFromBits()',
+    run: async ({ backend, probe }) => {
+      await probe('tensorFromBits(garbage, [2], Uint16Array)', (v) => backend.tensorFromBits(v as never, [2], new Uint16Array(2) as never));
+      await probe("tensorFromBits('bf16', garbage, Uint16Array)", (v) => backend.tensorFromBits('bf16', v as never, new Uint16Array(2)), (v) => !isHugeShape(v));
+      await probe("tensorFromBits('f16', [2], garbage)", (v) => backend.tensorFromBits('f16', [2], v as never));
+      await probe("tensorFromBits('f32', [2], garbage)", (v) => backend.tensorFromBits('f32', [2], v as never));
+      await probe("tensorFromBits('i64', [2], garbage)", (v) => backend.tensorFromBits('i64', [2], v as never));
+    },
+  },
   { op: 'read()', run: ({ backend, probe }) => probe('read(garbage)', (v) => backend.read(v as never)) },
+  { op: 'readBits()', run: ({ backend, probe }) => probe('readBits(garbage)', (v) => backend.readBits(v as never)) },
   {
     op: 'fusedNormRopeStacked',
     run: async ({ backend, fx, probe }) => {

@@ -10,8 +10,8 @@ export { ContractError, isContractError } from './errors/contractError.js';
 export { docsUrl, explainCommand, getDocsBase, setDocsBase } from './errors/docsUrl.js';
 export type { Backend } from './runtime/backend.js';
 export { DTYPES, FLOAT_DTYPES, INDEX_DTYPES, numel } from './tensor.js';
-export type { BackendKind, DType, FloatDType, IndexDType, ReadResult, Shape, Tensor, TensorData } from './tensor.js';
-export type { Check, ContractViolation } from './types/check.js';
+export type { BackendKind, BitsData, BitsOf, DType, FloatDType, IndexDType, ReadResult, Shape, Tensor, TensorData } from './tensor.js';
+export type { Check, ContractViolation, NotThenable } from './types/check.js';
 
 // Before 0.2 this entry also served backend authors and generators. Those names now live in
 // `@kvkit/contracts/backend` and `@kvkit/contracts/dsl`; they stay re-exported here so code

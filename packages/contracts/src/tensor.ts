@@ -50,5 +50,14 @@ export function numel(shape: Shape): number {
 /** Typed array that `read()` returns for each dtype. */
 export type ReadResult<DT extends DType> = DT extends 'i32' ? Int32Array : DT extends 'i64' ? BigInt64Array : Float32Array;
 
-/** Data accepted by `tensor()`: floats for f32/f16/bf16 (rounded once), integers for i32/i64. */
+/** The stored bits of a dtype, as `readBits()` returns them: f16/bf16 as 16-bit patterns, f32 as 32-bit ones, integers as themselves. */
+export type BitsOf<DT extends DType> = DT extends 'f16' | 'bf16' ? Uint16Array : DT extends 'f32' ? Uint32Array : DT extends 'i32' ? Int32Array : BigInt64Array;
+
+/** Bits accepted by `tensorFromBits()`: `BitsOf<DT>`, and for f32 a Float32Array too (its bits, NaN payloads included). */
+export type BitsData<DT extends DType> = DT extends 'f32' ? Uint32Array | Float32Array : BitsOf<DT>;
+
+/**
+ * Data accepted by `tensor()`: floats for f32/f16/bf16 (rounded once), integers for i32/i64.
+ * Always values, never bit patterns: a Uint16Array of bf16 bits from a checkpoint goes to `tensorFromBits()`.
+ */
 export type TensorData = readonly number[] | readonly bigint[] | Float32Array | Float64Array | Int32Array | BigInt64Array | Uint32Array | Int16Array | Uint16Array | Int8Array | Uint8Array;

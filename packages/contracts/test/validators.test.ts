@@ -26,7 +26,11 @@ function recordingBackend(opts: { label?: string; valuesOnHost?: boolean; tensor
       };
       return t as OwnedTensor;
     },
+    tensorFromBytes(dtype: DType, shape: Shape, bytes) {
+      return kernels.tensor(dtype, shape, bytes);
+    },
     read: async () => new Float32Array(),
+    readBytes: async () => new ArrayBuffer(0),
     fusedNormRopeStacked(args) {
       calls.push({ op: 'fusedNormRopeStacked', args });
       return { kOut: args.kv, vOut: args.kv };
@@ -218,6 +222,30 @@ describe('tensor creation', () => {
   });
 });
 
+describe('tensorFromBits', () => {
+  it('hands the bits to the kernels as bytes, unconverted, and refuses an array of another layout', () => {
+    const { backend } = recordingBackend();
+    const bits = Uint16Array.from([0x3f80, 0x7fc1, 0x8000]);
+    const t = backend.tensorFromBits('bf16', [3], bits) as unknown as { data: Uint8Array };
+    expect(Array.from(new Uint16Array(t.data.buffer, t.data.byteOffset, 3))).toEqual([0x3f80, 0x7fc1, 0x8000]);
+    expect(t.data.byteLength).toBe(6);
+    backend.tensorFromBits('f32', [2], new Uint32Array(2));
+    backend.tensorFromBits('f32', [2], new Float32Array(2));
+    const e = thrown(() => backend.tensorFromBits('f16', [3], Float32Array.from([1, 2, 3]) as never));
+    expect(e.code).toBe('KV044');
+    expect(e.message).toContain('bits must be a Uint16Array (the f16 bits as stored); got a Float32Array');
+    expect(thrown(() => backend.tensorFromBits('i64', [1], [1n] as never)).message).toContain('got an Array of length 1');
+    expect(thrown(() => backend.tensorFromBits('f32', [4], new Uint32Array(5))).code).toBe('KV041');
+  });
+
+  it('sees only the bytes of a subarray', () => {
+    const { backend } = recordingBackend();
+    const whole = Uint16Array.from([1, 2, 3, 4, 5]);
+    const t = backend.tensorFromBits('f16', [2], whole.subarray(2, 4)) as unknown as { data: Uint8Array };
+    expect(Array.from(new Uint16Array(t.data.slice().buffer))).toEqual([3, 4]);
+  });
+});
+
 describe('declared calls', () => {
   // One bad input per way each call can fail; the codes seen must be exactly the codes declared.
   const disposedBackend = () => {
@@ -235,6 +263,14 @@ describe('declared calls', () => {
       (b) => b.tensor('f32', [3], [1, 2]),
       (b) => b.tensor('i32', [2], [1, 0.5]),
     ],
+    tensorFromBits: [
+      () => disposedBackend().tensorFromBits('f16', [1], new Uint16Array(1)),
+      (b) => b.tensorFromBits('u16' as never, [2], new Uint16Array(2) as never),
+      (b) => b.tensorFromBits('bf16', [-2], new Uint16Array(2)),
+      (b) => b.tensorFromBits('f16', [65536, 65536], new Uint16Array(2)),
+      (b) => b.tensorFromBits('f16', [2], new Float32Array(2) as never),
+      (b) => b.tensorFromBits('bf16', [3], new Uint16Array(2)),
+    ],
     empty: [() => disposedBackend().empty('f32', [1]), (b) => b.empty('u8' as never, [2]), (b) => b.empty('f32', [1.5]), (b) => b.empty('f32', [65536, 32768, 2])],
     read: [
       (b) => b.read({} as never),
@@ -245,6 +281,16 @@ describe('declared calls', () => {
         return b.read(t);
       },
       (b) => b.read(Object.assign(b.tensor('f32', [1], [1]), { disposed: true, [LAYER_VIEW]: 0 })),
+    ],
+    readBits: [
+      (b) => b.readBits({} as never),
+      (b, other) => b.readBits(other.tensor('f32', [1], [1])),
+      (b) => {
+        const t = b.tensor('f32', [1], [1]);
+        t.dispose();
+        return b.readBits(t);
+      },
+      (b) => b.readBits(Object.assign(b.tensor('f32', [1], [1]), { disposed: true, [LAYER_VIEW]: 0 })),
     ],
     sync: [() => disposedBackend().sync()],
     flush: [() => disposedBackend().flush()],

@@ -1,4 +1,4 @@
-import type { DType, TensorData } from '../tensor.js';
+import type { BitsOf, DType, TensorData } from '../tensor.js';
 import { encodeHalves } from './halfFloats.js';
 import { HI, LO } from './hostEndian.js';
 
@@ -18,6 +18,11 @@ export function storageView(dtype: DType, buffer: ArrayBuffer, length: number): 
     case 'i64':
       return new BigInt64Array(buffer, 0, length);
   }
+}
+
+/** The first `length` elements of `buffer` as `readBits` returns them: storageView's arrays, f32 as its bits. */
+export function bitsView(dtype: DType, buffer: ArrayBuffer, length: number): BitsOf<DType> {
+  return dtype === 'f32' ? new Uint32Array(buffer, 0, length) : (storageView(dtype, buffer, length) as BitsOf<DType>);
 }
 
 const TWO_32 = 2 ** 32;

@@ -138,7 +138,8 @@ export const tensorErrors = errors({
     fixes: [
       'Pass a function: `m.materialize({ ctxHidden, positions, writeLayerKv: (layer, k, v) => { ... } })`, and do the per-layer work inside it.',
       'To write every layer straight into `[L, S, H, D]` pools, use `m.materializeInto({ ctxHidden, positions, kPool, vPool, slots })`, which needs no callback.',
-      'If you need the data on the host, start `backend.read(k)` inside the callback and await the promises afterwards.',
+      'If you need the data on the host, start `backend.read(k)` inside the callback and await the promises afterwards: `writeLayerKv` must be synchronous, so an `async` one is refused.',
+      "Give `backend.tensorFromBits` the typed array the dtype's bits are stored in: a `Uint16Array` for `f16` and `bf16`, a `Uint32Array` (or `Float32Array`) for `f32`, an `Int32Array` or `BigInt64Array` for the index dtypes. Values go to `backend.tensor` instead.",
       'Pass an op\'s arguments as one object named as the message lists them.',
       "For CUDA's `wrapDeviceMemory` and `createCudaBackend({ stream })`: pass the `CUdeviceptr` or `CUstream` as a bigint, with memory from the backend's device and context (`streamOf(backend)`'s), its allocation holding the whole shape from that address.",
     ],
@@ -155,7 +156,7 @@ export const tensorErrors = errors({
 });
 
 /** Every call a GPU backend runs can meet a lost device or a failing driver call. */
-const GPU_CALLS = ['tensor', 'empty', 'read', 'fusedNormRopeStacked', 'createKvMaterializer', 'KvMaterializer.materialize', 'KvMaterializer.materializeInto', 'ropePoolFused', 'sync'] as const;
+const GPU_CALLS = ['tensor', 'empty', 'tensorFromBits', 'read', 'readBits', 'fusedNormRopeStacked', 'createKvMaterializer', 'KvMaterializer.materialize', 'KvMaterializer.materializeInto', 'ropePoolFused', 'sync'] as const;
 
 /** Codes of a GPU backend's runtime rather than of a contract: no device, a lost device, a failing driver call. */
 export const deviceErrors = errors({
@@ -213,7 +214,7 @@ export const deviceErrors = errors({
   KV055: {
     title: 'WebGPU kernel failed to build',
     message: 'the WebGPU kernel {kernel} did not build on this device; the compiler said: {log}. {fix}',
-    raisedBy: ['read', 'fusedNormRopeStacked', 'createKvMaterializer', 'KvMaterializer.materialize', 'KvMaterializer.materializeInto', 'ropePoolFused', 'sync'],
+    raisedBy: ['read', 'readBits', 'fusedNormRopeStacked', 'createKvMaterializer', 'KvMaterializer.materialize', 'KvMaterializer.materializeInto', 'ropePoolFused', 'sync'],
     fixes: [
       'Report it to kvkit with the compiler log of the message and `backend.label` (the adapter): the shipped kernels should build on every WebGPU device.',
       'If something between kvkit and the device rewrites shaders (a capture or instrumentation layer, a wrapped device), build without it and try again.',
@@ -229,7 +230,9 @@ export const TENSOR_IDENTITY = ['KV001', 'KV002', 'KV003', 'KV027'] as const;
 export const tensorCalls: readonly CallDecl[] = [
   { name: 'tensor', summary: 'A tensor of the given dtype and shape, from data when given.', raises: ['KV003', 'KV004', 'KV040', 'KV045', 'KV001', 'KV041', 'KV042'] },
   { name: 'empty', summary: 'A tensor of the given dtype and shape, its contents unspecified.', raises: ['KV003', 'KV004', 'KV040', 'KV045'] },
+  { name: 'tensorFromBits', summary: 'A tensor of the given dtype and shape holding the given bits as stored, unconverted.', raises: ['KV003', 'KV004', 'KV040', 'KV045', 'KV044', 'KV041'] },
   { name: 'read', summary: 'A copy of the data of a live tensor of this backend.', raises: TENSOR_IDENTITY },
+  { name: 'readBits', summary: 'A copy of the stored bits of a live tensor of this backend, unconverted.', raises: TENSOR_IDENTITY },
   { name: 'sync', summary: 'Waits for the work enqueued so far; rejects with the first error a kernel recorded.', raises: ['KV003'] },
   { name: 'flush', summary: 'Submits the work enqueued so far without waiting, so later work of the application runs after it.', raises: ['KV003'] },
 ];

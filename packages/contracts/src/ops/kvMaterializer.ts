@@ -131,7 +131,7 @@ export const kvMaterializer: ContractFile = {
           steps: [
             tensor('ctxHidden', { dtype: sameAs('kvWeight'), shape: ['T', 'hidden'], code: 'KV022', doc: 'Hidden states of the context tokens.' }),
             tensor('positions', { dtype: INDEX, shape: ['T'], flattenable: true, rankCode: 'KV026', code: 'KV023', doc: 'Position of each token, in [0, 2^31) and below P with a cache; [T, 1] and [1, T] are flattened.' }),
-            callback('writeLayerKv', { code: 'KV044', dtypeOf: 'kvWeight', signature: '(layer: number, k: Tensor<DT, readonly [T, H, D]>, v: Tensor<DT, readonly [T, H, D]>) => void', doc: 'Called once per layer with K and V views [T, H, D], valid only during the call.' }),
+            callback('writeLayerKv', { code: 'KV044', dtypeOf: 'kvWeight', signature: '(layer: number, k: Tensor<DT, readonly [T, H, D]>, v: Tensor<DT, readonly [T, H, D]>) => NotThenable', doc: 'Called once per layer with K and V views [T, H, D], valid only during the call; synchronous (a returned promise is refused with KV044).' }),
             positionValues,
           ],
           outputs: [],

@@ -1,9 +1,11 @@
 import { wireOps } from '../generated/backend.js';
 import type { BackendOps, KvMaterializerKernels, OpKernels } from '../generated/backend.js';
-import type { BackendKind, DType, OwnedTensor, ReadResult, Shape, Tensor, TensorData } from '../tensor.js';
+import { bitsView } from '../backend/hostData.js';
+import { numel } from '../tensor.js';
+import type { BackendKind, BitsData, BitsOf, DType, OwnedTensor, ReadResult, Shape, Tensor, TensorData } from '../tensor.js';
 import { backendDisposed } from './call.js';
 import type { ValidationContext } from './call.js';
-import { validateTensorCreation, validateTensorUse } from './tensors.js';
+import { validateTensorBits, validateTensorCreation, validateTensorUse } from './tensors.js';
 import type { TensorLimit } from './tensors.js';
 
 /**
@@ -15,10 +17,22 @@ export interface Backend extends BackendOps {
   readonly kind: BackendKind;
   /** `cpu backend #1`, `webgpu backend #2 (SwiftShader)`, ...: how messages name this instance. */
   readonly label: string;
+  /**
+   * A tensor from values: floats are rounded once to the dtype, integers stored exactly. Typed arrays are read as
+   * values too (a Uint16Array given as `bf16` holds numbers like 16256, not bit patterns): bits go to `tensorFromBits`.
+   */
   tensor<const DT extends DType, const S extends Shape>(dtype: DT, shape: S, data?: TensorData): Tensor<DT, S>;
   empty<const DT extends DType, const S extends Shape>(dtype: DT, shape: S): Tensor<DT, S>;
+  /**
+   * A tensor holding `bits` exactly as the dtype stores them, copied without conversion (NaN payloads, signed zeros
+   * and subnormals kept): a Uint16Array for f16/bf16 (e.g. a checkpoint's bf16 weights), a Uint32Array or
+   * Float32Array for f32, an Int32Array or BigInt64Array for i32/i64.
+   */
+  tensorFromBits<const DT extends DType, const S extends Shape>(dtype: DT, shape: S, bits: BitsData<DT>): Tensor<DT, S>;
   /** A fresh copy of the data; observes exactly the work enqueued before the call. */
   read<DT extends DType>(t: Tensor<DT>): Promise<ReadResult<DT>>;
+  /** A fresh copy of the stored bits, unconverted (`BitsOf`: Uint16Array for f16/bf16, Uint32Array for f32); ordered as `read` is. */
+  readBits<DT extends DType>(t: Tensor<DT>): Promise<BitsOf<DT>>;
   /** Waits for queued work; throws the first ContractError a kernel recorded since the last sync. */
   sync(): Promise<void>;
   /**
@@ -42,7 +56,11 @@ export interface BackendKernels extends OpKernels {
   /** The largest tensor of a dtype this backend holds, and why; `tensor()` and `empty()` refuse larger ones with KV045. */
   tensorLimit?(dtype: DType): TensorLimit;
   tensor(dtype: DType, shape: Shape, data: TensorData | undefined): OwnedTensor;
+  /** A tensor whose storage is `bytes`, copied as they are (validated: `numel(shape)` elements of `dtype`). */
+  tensorFromBytes(dtype: DType, shape: Shape, bytes: Uint8Array): OwnedTensor;
   read(t: OwnedTensor): Promise<Float32Array | Int32Array | BigInt64Array>;
+  /** A fresh buffer starting with the tensor's stored bytes (it may run on past them, to a whole word). */
+  readBytes(t: OwnedTensor): Promise<ArrayBuffer>;
   sync(): Promise<void>;
   /** Submits whatever the backend holds back (a batch); a backend that submits as it goes does nothing. */
   flush(): void;
@@ -84,12 +102,24 @@ export function defineBackend(kernels: BackendKernels): Backend {
       return Promise.reject(e);
     }
   }
+  function tensorFromBits<const DT extends DType, const S extends Shape>(dtype: DT, shape: S, bits: BitsData<DT>): Tensor<DT, S>;
+  function tensorFromBits(dtype: unknown, shape: unknown, bits: unknown): Tensor {
+    const v = validateTensorBits(ctx, dtype, shape, bits);
+    return kernels.tensorFromBytes(v.dtype, v.shape, v.bytes);
+  }
+  function readBits<DT extends DType>(t: Tensor<DT>): Promise<BitsOf<DT>>;
+  async function readBits(t: unknown): Promise<BitsOf<DType>> {
+    const own = validateTensorUse(ctx, 'readBits', t);
+    return bitsView(own.dtype, await kernels.readBytes(own), numel(own.shape));
+  }
   return {
     kind: kernels.kind,
     label: kernels.label,
     tensor,
     empty,
+    tensorFromBits,
     read,
+    readBits,
     ...wireOps(kernels, ctx),
     sync: () => (disposed ? Promise.reject(backendDisposed('sync')) : kernels.sync()),
     flush: () => {

@@ -19,6 +19,42 @@ export const INDEX32_LIMIT: TensorLimit = { elements: I32_MAX, reason: 'elements
 /** The checks of `tensor(dtype, shape, data?)` and `empty(dtype, shape)` (and a backend's wrap of memory it does not own): the tensor contract in `ops/common.ts`. */
 export function validateTensorCreation(ctx: ValidationContext, op: string, dtype: unknown, shape: unknown, data?: unknown): { dtype: DType; shape: Shape } {
   const call = new Call(op, ctx);
+  const v = validateDtypeAndShape(call, dtype, shape);
+  if (data !== undefined) validateTensorData(call, v.dtype, v.shape, data);
+  return v;
+}
+
+type BitsArray = Uint16Array | Uint32Array | Float32Array | Int32Array | BigInt64Array;
+
+/** The typed arrays `tensorFromBits` takes per dtype: the layout the bits are stored in (f32 bits in a Float32Array too). */
+const BITS_ARRAYS: Readonly<Record<DType, readonly (new (length: number) => BitsArray)[]>> = {
+  f32: [Uint32Array, Float32Array],
+  f16: [Uint16Array],
+  bf16: [Uint16Array],
+  i32: [Int32Array],
+  i64: [BigInt64Array],
+};
+
+/**
+ * The checks of `tensorFromBits(dtype, shape, bits)`: those of `tensor()`, then
+ * the bits' array type (another one would be misread: a Float32Array of values
+ * given as f16 bits) and length. Returns the bits as bytes, ready to copy.
+ */
+export function validateTensorBits(ctx: ValidationContext, dtype: unknown, shape: unknown, bits: unknown): { dtype: DType; shape: Shape; bytes: Uint8Array } {
+  const call = new Call('tensorFromBits', ctx);
+  const v = validateDtypeAndShape(call, dtype, shape);
+  const kinds = BITS_ARRAYS[v.dtype];
+  if (!kinds.some((k) => bits instanceof k)) {
+    call.fail('KV044', { arg: 'bits', expected: `a ${kinds.map((k) => k.name).join(' or ')} (the ${v.dtype} bits as stored)`, actual: describeValue(bits) });
+  }
+  const view = bits as BitsArray;
+  const n = numel(v.shape);
+  if (view.length !== n) call.fail('KV041', { actual: view.length, shape: v.shape, expected: n });
+  return { ...v, bytes: new Uint8Array(view.buffer, view.byteOffset, view.byteLength) };
+}
+
+function validateDtypeAndShape(call: Call, dtype: unknown, shape: unknown): { dtype: DType; shape: Shape } {
+  const ctx = call.ctx;
   if (typeof dtype !== 'string' || !DTYPES.includes(dtype as DType)) call.fail('KV004', { arg: 'dtype', actual: describeValue(dtype), expected: DTYPES.join(', ') });
   // Array.from turns holes into undefined, which the check then rejects.
   const dims = Array.isArray(shape) ? Object.freeze(Array.from(shape as unknown[])) : undefined;
@@ -28,7 +64,6 @@ export function validateTensorCreation(ctx: ValidationContext, op: string, dtype
   const count = numel(dims as Shape);
   const limit = ctx.tensorLimit?.(dtype as DType) ?? INDEX32_LIMIT;
   if (count > limit.elements) call.fail('KV045', { dtype, actual: dims, count, backend: ctx.label, expected: limit.elements, reason: limit.reason });
-  if (data !== undefined) validateTensorData(call, dtype as DType, dims as Shape, data);
   return { dtype: dtype as DType, shape: dims as Shape };
 }
 
@@ -42,7 +77,7 @@ function validateTensorData(call: Call, dtype: DType, dims: Shape, data: unknown
   if (bad !== undefined) call.fail('KV042', { index: bad, actual: describeValue(list[bad]), expected: dtype });
 }
 
-/** `read(t)` takes only live tensors of its own backend. */
+/** `read(t)` and `readBits(t)` take only live tensors of their own backend. */
 export function validateTensorUse(ctx: ValidationContext, op: string, t: unknown): OwnedTensor {
   return new Call(op, ctx).tensor('tensor', t, { oneOf: DTYPES })!;
 }

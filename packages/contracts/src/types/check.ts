@@ -80,3 +80,10 @@ export type DTypeIn<DT extends DType, Allowed extends DType> = [Extract<DT, Allo
 
 /** A literal option is one of `Options`; a plain `string` passes to the runtime check. */
 export type OneOf<V extends string, Options extends string> = string extends V ? true : [V] extends [Options] ? true : false;
+
+/**
+ * What a callback that must finish before it returns may return: anything but
+ * a promise or other thenable, so an `async` callback does not compile.
+ */
+// biome-ignore lint/suspicious/noConfusingVoidType: void is what a block-bodied callback returns; without it `() => {}` would not compile
+export type NotThenable = void | null | undefined | string | number | boolean | bigint | symbol | (object & { readonly then?: never });

@@ -141,6 +141,17 @@ m.materialize({ ctxHidden: backend.tensor('bf16', [4, 32]), positions, writeLaye
 // KV005: ctxHidden in another dtype than the weights.
 // @ts-expect-error KV005
 m.materialize({ ctxHidden: backend.tensor('f32', [4, 64]), positions, writeLayerKv: () => {} });
+// writeLayerKv is synchronous: an async callback, or one returning any thenable, does not compile (at run time: KV044).
+const reads: Promise<Float32Array>[] = [];
+m.materialize({ ctxHidden, positions, writeLayerKv: (_l, k) => reads.push(backend.read(k)) });
+m.materialize({ ctxHidden, positions, writeLayerKv: (_l, k) => new Map().set(0, backend.read(k)) });
+// @ts-expect-error an async callback
+m.materialize({ ctxHidden, positions, writeLayerKv: async (_l, k) => { await backend.read(k); } });
+// @ts-expect-error a callback that returns a promise
+m.materialize({ ctxHidden, positions, writeLayerKv: (_l, k) => backend.read(k) });
+declare const thenable: PromiseLike<void>;
+// @ts-expect-error a callback that returns a thenable
+m.materialize({ ctxHidden, positions, writeLayerKv: () => thenable });
 
 const kPool = backend.empty('bf16', [2, 100, 2, 8]);
 m.materializeInto({ ctxHidden, positions, kPool, vPool: backend.empty('bf16', [2, 100, 2, 8]), slots: backend.tensor('i64', [4]) });
@@ -239,3 +250,16 @@ export function normRopeAnyLength<T extends number>(kvT: Tensor<'bf16', readonly
   });
   return kOut;
 }
+
+// --- tensorFromBits / readBits: the bits' array follows the dtype, and readBits returns the stored layout.
+const bf16Bits = backend.tensorFromBits('bf16', [2, 3], new Uint16Array(6));
+expectTypeOf(bf16Bits).toEqualTypeOf<Tensor<'bf16', readonly [2, 3]>>();
+expectTypeOf(backend.readBits(bf16Bits)).toEqualTypeOf<Promise<Uint16Array>>();
+expectTypeOf(backend.readBits(backend.tensorFromBits('f32', [2], new Float32Array(2)))).toEqualTypeOf<Promise<Uint32Array>>();
+expectTypeOf(backend.readBits(backend.tensorFromBits('i64', [2], new BigInt64Array(2)))).toEqualTypeOf<Promise<BigInt64Array>>();
+backend.tensorFromBits('f32', [2], new Uint32Array(2));
+backend.tensorFromBits('i32', [2], new Int32Array(2));
+// @ts-expect-error f32 values given as f16 bits
+backend.tensorFromBits('f16', [2], new Float32Array(2));
+// @ts-expect-error a number list is values: tensor() takes it
+backend.tensorFromBits('bf16', [2], [16256, 16384]);

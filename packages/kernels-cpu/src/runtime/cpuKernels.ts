@@ -90,11 +90,23 @@ export class CpuKernels implements BackendKernels {
     return t;
   }
 
+  tensorFromBytes(dtype: DType, shape: Shape, bytes: Uint8Array): OwnedTensor {
+    const t = this.allocate(dtype, shape);
+    new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength).set(bytes);
+    return t;
+  }
+
   read(t: OwnedTensor): Promise<Float32Array | Int32Array | BigInt64Array> {
     const { dtype, data } = this.own(t);
     // Copied now, so a read started inside writeLayerKv sees the view's contents.
     if (dtype === 'i32' || dtype === 'i64' || dtype === 'f32') return Promise.resolve((data as Float32Array | Int32Array | BigInt64Array).slice());
     return Promise.resolve(decodeToF32(dtype, data));
+  }
+
+  /** Copied now, as `read` is. */
+  readBytes(t: OwnedTensor): Promise<ArrayBuffer> {
+    const { data } = this.own(t);
+    return Promise.resolve((data.buffer as ArrayBuffer).slice(data.byteOffset, data.byteOffset + data.byteLength));
   }
 
   fusedNormRopeStacked(args: FusedNormRopeStackedChecked): { kOut: OwnedTensor; vOut: OwnedTensor } {

@@ -90,23 +90,41 @@ export class CudaKernels implements BackendKernels {
     return t;
   }
 
+  tensorFromBytes(dtype: DType, shape: Shape, bytes: Uint8Array): OwnedTensor {
+    const op = 'tensorFromBits';
+    this.cx.makeCurrent();
+    const t = this.allocate(dtype, shape, op);
+    this.cx.upload(t.ptr, bytes, op);
+    return t;
+  }
+
   /** Enqueues the copy now (so it sees exactly the work enqueued before), resolves once it has landed. */
   async read(t: OwnedTensor): Promise<Float32Array | Int32Array | BigInt64Array> {
     const own = this.own(t);
-    const bytes = own.byteLength;
-    const op = 'read';
-    if (bytes === 0) return emptyOf(own.dtype);
+    if (own.byteLength === 0) return emptyOf(own.dtype);
+    // Halves are decoded straight from the pinned block; the rest is copied out of it.
+    if (own.dtype === 'f16' || own.dtype === 'bf16') return this.#download(own, 'read', (view) => decodeHalves(own.dtype as 'f16' | 'bf16', new Uint16Array(view, 0, own.byteLength / 2)));
+    const copy = await this.#download(own, 'read', (view) => view.slice(0, own.byteLength));
+    return own.dtype === 'f32' ? new Float32Array(copy) : own.dtype === 'i32' ? new Int32Array(copy) : new BigInt64Array(copy);
+  }
+
+  /** The stored bytes, copied out of the pinned block as they landed. */
+  async readBytes(t: OwnedTensor): Promise<ArrayBuffer> {
+    const own = this.own(t);
+    if (own.byteLength === 0) return new ArrayBuffer(0);
+    return this.#download(own, 'readBits', (view) => view.slice(0, own.byteLength));
+  }
+
+  /** Copies the tensor into a pinned block, waits for the copy to land, and hands the block to `take` before it is given back. */
+  async #download<R>(own: CudaTensor, op: string, take: (view: ArrayBuffer) => R): Promise<R> {
     this.cx.makeCurrent();
-    const block = this.cx.pinned(bytes, op);
+    const block = this.cx.pinned(own.byteLength, op);
     try {
-      this.cx.download(block.ptr, own.ptr, bytes, op);
+      this.cx.download(block.ptr, own.ptr, own.byteLength, op);
       const event = this.cx.record(op);
       await this.cx.wait(event, op);
       this.cx.recycle(event);
-      // Halves are decoded straight from the pinned block; the rest is copied out of it.
-      if (own.dtype === 'f16' || own.dtype === 'bf16') return decodeHalves(own.dtype, new Uint16Array(block.view, 0, bytes / 2));
-      const copy = block.view.slice(0, bytes);
-      return own.dtype === 'f32' ? new Float32Array(copy) : own.dtype === 'i32' ? new Int32Array(copy) : new BigInt64Array(copy);
+      return take(block.view);
     } finally {
       this.cx.givePinned(block);
     }

@@ -7,7 +7,8 @@
  * one into the ContractError the host check throws (valueRuleError): the index comes
  * from the flag word, the value from the checked tensor at that index (index
  * and parameter tensors are never written by an op, and the call keeps their
- * storage alive until then).
+ * storage alive until then). A read() settles the words of the calls before
+ * it the same way, in its own submit, and keeps what it found for the sync.
  */
 import type { IndexDType } from '@kvkit/contracts';
 import type { DeviceCheck } from '@kvkit/contracts/backend';
@@ -34,6 +35,8 @@ export class DeviceChecks {
   /** Words handed out since the last collect; a call's words all sit in one buffer. */
   #used = 0;
   #pending: Pending[] = [];
+  /** Flags a read() settled, in call order, while they run or if they found something: their first violation is the next sync's. */
+  readonly #settled: Promise<ContractError | undefined>[] = [];
 
   constructor(runtime: GpuRuntime) {
     this.#runtime = runtime;
@@ -73,15 +76,59 @@ export class DeviceChecks {
 
   /** The first violation recorded since the last collect, as its ContractError; clears every flag. */
   async collect(op: string): Promise<ContractError | undefined> {
+    const settle = this.#record();
+    this.#runtime.flush();
+    // Words a read() settled come from earlier calls than those just recorded; all are awaited, so every storage is released.
+    const outcomes = await Promise.allSettled([...this.#settled.splice(0), ...(settle ? [settle(op)] : [])]);
+    for (const o of outcomes) {
+      if (o.status === 'rejected') throw o.reason;
+      if (o.value) return o.value;
+    }
+    return undefined;
+  }
+
+  /**
+   * For `read()`: records the copy of every pending flag into the batch the
+   * read is about to submit, and once that submit is done settles them,
+   * releasing the checked tensors' storage; the first violation waits for
+   * the next sync. So a loop that reads but never syncs keeps no check
+   * buffers. Call `settleAfterFlush` right after the flush.
+   */
+  recordForRead(): { settleAfterFlush(op: string): void } | undefined {
+    const settle = this.#record();
+    if (!settle) return undefined;
+    return {
+      settleAfterFlush: (op) => {
+        const found = settle(op);
+        this.#settled.push(found);
+        // One that found nothing is dropped, so reads without a sync keep nothing; a failure (a lost device) waits for the sync.
+        found.then(
+          (violation) => {
+            const at = this.#settled.indexOf(found);
+            if (violation === undefined && at >= 0) this.#settled.splice(at, 1);
+          },
+          () => {},
+        );
+      },
+    };
+  }
+
+  /**
+   * Records the copy-out and the clear of every flag word used since the last
+   * collect into the current batch, and hands the pending calls to the
+   * returned function, which (once that batch is submitted) maps the copies
+   * and finds the first violation. Undefined when nothing is pending.
+   */
+  #record(): ((op: string) => Promise<ContractError | undefined>) | undefined {
     const pending = this.#pending;
     if (pending.length === 0) return undefined;
     this.#pending = [];
     const used = this.#used;
     this.#used = 0;
     const runtime = this.#runtime;
+    // The flag words are copied out and cleared in one submit, ahead of any later call's use of them.
+    const reads: { staging: GPUBuffer | undefined; size: number }[] = [];
     try {
-      // The flag words are copied out and cleared in one submit, ahead of any later call's use of them.
-      const reads: { staging: GPUBuffer | undefined; size: number }[] = [];
       const buffersUsed = Math.ceil(used / WORDS_PER_BUFFER);
       for (let b = 0; b < buffersUsed; b++) {
         const words = Math.min(WORDS_PER_BUFFER, used - b * WORDS_PER_BUFFER);
@@ -89,24 +136,31 @@ export class DeviceChecks {
         reads.push(runtime.recordRead(buffer, 0, words * 4));
         runtime.clear(buffer, 0, WORDS_PER_BUFFER * 4);
       }
-      runtime.flush();
-      const flags = (await Promise.all(reads.map((r) => runtime.finishRead(op, r)))).map((bytes) => new Uint32Array(bytes));
-      for (const p of pending) {
-        const key = flags[p.buffer]![p.word]!;
-        if (key === 0) continue;
-        const index = 0xffffffff - key;
-        const size = p.dtype === 'i64' ? 8 : 4;
-        const raw = await runtime.readBytes(op, p.values.buffer, p.valuesOffset + index * size, size);
-        const actual = p.dtype === 'i64' ? new BigInt64Array(raw)[0]! : p.dtype === 'f32' ? new Float32Array(raw)[0]! : new Int32Array(raw)[0]!;
-        return valueRuleError(p.check, index, actual, p.dims);
-      }
-      return undefined;
-    } finally {
+    } catch (e) {
       for (const p of pending) p.values.release();
+      throw e;
     }
+    return async (op) => {
+      try {
+        const flags = (await Promise.all(reads.map((r) => runtime.finishRead(op, r)))).map((bytes) => new Uint32Array(bytes));
+        for (const p of pending) {
+          const key = flags[p.buffer]![p.word]!;
+          if (key === 0) continue;
+          const index = 0xffffffff - key;
+          const size = p.dtype === 'i64' ? 8 : 4;
+          const raw = await runtime.readBytes(op, p.values.buffer, p.valuesOffset + index * size, size);
+          const actual = p.dtype === 'i64' ? new BigInt64Array(raw)[0]! : p.dtype === 'f32' ? new Float32Array(raw)[0]! : new Int32Array(raw)[0]!;
+          return valueRuleError(p.check, index, actual, p.dims);
+        }
+        return undefined;
+      } finally {
+        for (const p of pending) p.values.release();
+      }
+    };
   }
 
   destroy(): void {
+    this.#settled.splice(0);
     for (const p of this.#pending.splice(0)) p.values.release();
     for (const b of this.#buffers.splice(0)) b.buffer.destroy();
   }

@@ -176,10 +176,24 @@ export class WebGpuKernels implements BackendKernels {
     });
   }
 
+  tensorFromBytes(dtype: DType, shape: Shape, bytes: Uint8Array): OwnedTensor {
+    this.assertLive('tensorFromBits');
+    if (this.disposed || bytes.byteLength === 0) return this.tensor(dtype, shape, undefined);
+    const s = this.storage(bytes.byteLength, 'kvkit tensor', 'tensorFromBits', { shape, dtype }, true);
+    new Uint8Array(s.buffer.getMappedRange(), 0, bytes.byteLength).set(bytes); // halves two per word, element 2i low: the host's order too
+    s.buffer.unmap();
+    return new GpuTensor(this, dtype, Object.freeze([...shape]), s, 0, { ownsStorage: true });
+  }
+
+  async readBytes(t: OwnedTensor): Promise<ArrayBuffer> {
+    this.assertLive('readBits');
+    return this.#readStored(this.own(t), 'readBits');
+  }
+
   async read(t: OwnedTensor): Promise<Float32Array | Int32Array | BigInt64Array> {
     this.assertLive('read');
     const own = this.own(t);
-    const bytes = await this.runtime.readBytes('read', own.storage.buffer, own.byteOffset, own.byteLength);
+    const bytes = await this.#readStored(own, 'read');
     switch (own.dtype) {
       case 'f32':
         return new Float32Array(bytes);
@@ -190,6 +204,15 @@ export class WebGpuKernels implements BackendKernels {
       default:
         return decodeHalves(own.dtype, new Uint16Array(bytes, 0, own.numel));
     }
+  }
+
+  /** The tensor's bytes; the value-check flags of the calls before it are settled in the same submit (DeviceChecks.recordForRead). */
+  #readStored(own: GpuTensor, op: string): Promise<ArrayBuffer> {
+    const checks = this.checks.recordForRead();
+    const read = this.runtime.recordRead(own.storage.buffer, own.byteOffset, own.byteLength);
+    this.runtime.flush();
+    checks?.settleAfterFlush(op);
+    return this.runtime.finishRead(op, read);
   }
 
   fusedNormRopeStacked(args: FusedNormRopeStackedChecked): { kOut: OwnedTensor; vOut: OwnedTensor } {
