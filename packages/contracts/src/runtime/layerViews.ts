@@ -19,7 +19,7 @@ export function deliverLayerViews<V extends { dispose(): void }>(layers: number,
       v.dispose();
     }
     if (isThenable(returned)) {
-      // Its rejection (KV027, from touching a disposed view) is answered by the error below; left unhandled it would end the process.
+      // Its rejection (KV027, from touching a disposed view) is answered by the error below; left unhandled it would crash Node.
       returned.then(undefined, () => {});
       throw new ContractError('KV044', 'KvMaterializer.materialize', {
         arg: 'writeLayerKv',
