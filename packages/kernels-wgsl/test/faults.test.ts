@@ -10,16 +10,10 @@ import { createWebGpuBackend } from '../src/index.js';
 import { findAdapter, KERNEL_TOGGLES } from '../src/runtime/adapter.js';
 import { kernelsOf } from '../src/runtime/createBackend.js';
 import type { KernelPlan } from '../src/shaders/plan.js';
+import { ownDevice, random, ropeArgs } from './applicationSide.js';
 
 const found = await findAdapter({}, KERNEL_TOGGLES);
 const why = found.ok ? '' : ' (skipped: no WebGPU adapter)';
-
-async function ownDevice(): Promise<GPUDevice> {
-  // A fresh adapter per device: an adapter gives one device only.
-  const again = await findAdapter({}, KERNEL_TOGGLES);
-  if (!again.ok) throw new Error(again.reason);
-  return again.adapter.requestDevice();
-}
 
 /** What `p` rejected with, or a failure when it resolves or neither settles in time. */
 async function rejection(what: string, p: Promise<unknown>, ms = 10_000): Promise<Error & { code?: string; op?: string; details?: Record<string, unknown> }> {
@@ -36,32 +30,6 @@ async function rejection(what: string, p: Promise<unknown>, ms = 10_000): Promis
   } finally {
     clearTimeout(timer);
   }
-}
-
-function random(n: number, seed: number): Float32Array {
-  let s = seed >>> 0;
-  return Float32Array.from({ length: n }, () => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return (s / 2 ** 32) * 2 - 1;
-  });
-}
-
-/** A ropePoolFused call on random tensors (odd sizes, a contested slot). */
-function ropeArgs(b: Backend, seed: number) {
-  const [N, H, D, S] = [5, 3, 6, 4];
-  return {
-    q: b.tensor('f32', [N, H, D], random(N * H * D, seed)),
-    k: b.tensor('f32', [N, H, D], random(N * H * D, seed + 1)),
-    v: b.tensor('f32', [N, H, D], random(N * H * D, seed + 2)),
-    positions: b.tensor('i32', [N], [0, 3, 1, 7, 2]),
-    slots: b.tensor('i32', [N], [2, 0, 2, 3, -1]),
-    kPool: b.tensor('f32', [S, H, D], random(S * H * D, seed + 3)),
-    vPool: b.tensor('f32', [S, H, D], random(S * H * D, seed + 4)),
-    headDim: D,
-    numQoHeads: H,
-    numKvHeads: H,
-    ropeBase: 10000,
-  };
 }
 
 /** A materializer's arguments and one of its calls' (hidden 5, 2 heads of 4, T = 3), made while the device lives. */

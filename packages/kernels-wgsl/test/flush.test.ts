@@ -10,24 +10,10 @@ import { describe, expect, it } from 'vitest';
 import { createWebGpuBackend, gpuBufferOf, webGpuBackendStats } from '../src/index.js';
 import { findAdapter, KERNEL_TOGGLES } from '../src/runtime/adapter.js';
 import type { Backend } from '@kvkit/contracts';
+import { ownDevice, random } from './applicationSide.js';
 
 const found = await findAdapter({}, KERNEL_TOGGLES);
 const why = found.ok ? '' : ' (skipped: no WebGPU adapter)';
-
-async function ownDevice(): Promise<GPUDevice> {
-  // A fresh adapter per device: an adapter gives one device only.
-  const again = await findAdapter({}, KERNEL_TOGGLES);
-  if (!again.ok) throw new Error(again.reason);
-  return again.adapter.requestDevice();
-}
-
-function random(n: number, seed: number): Float32Array {
-  let s = seed >>> 0;
-  return Float32Array.from({ length: n }, () => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return (s / 2 ** 32) * 2 - 1;
-  });
-}
 
 const [T, L, H, D, R, P] = [5, 3, 2, 6, 4, 9];
 

@@ -4,53 +4,20 @@
  * calls, so the application's errors are never reported as kvkit's, and
  * kvkit's own out-of-memory is still KV054 at the next sync.
  */
-import type { Backend } from '@kvkit/contracts';
 import { describe, expect, it } from 'vitest';
 import { createWebGpuBackend } from '../src/index.js';
 import { findAdapter, KERNEL_TOGGLES } from '../src/runtime/adapter.js';
+import { ownDevice, random, ropeArgs } from './applicationSide.js';
 
 const found = await findAdapter({}, KERNEL_TOGGLES);
 const why = found.ok ? '' : ' (skipped: no WebGPU adapter)';
-
-/** A device of the test's own, with the adapter's largest buffers (so kvkit may ask for more than the device holds). */
-async function applicationDevice(): Promise<GPUDevice> {
-  const again = await findAdapter({}, KERNEL_TOGGLES);
-  if (!again.ok) throw new Error(again.reason);
-  const { maxBufferSize, maxStorageBufferBindingSize } = again.adapter.limits;
-  return again.adapter.requestDevice({ requiredLimits: { maxBufferSize, maxStorageBufferBindingSize } });
-}
-
-function random(n: number, seed: number): Float32Array {
-  let s = seed >>> 0;
-  return Float32Array.from({ length: n }, () => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return (s / 2 ** 32) * 2 - 1;
-  });
-}
-
-function ropeArgs(b: Backend, seed: number) {
-  const [N, H, D, S] = [5, 3, 6, 4];
-  return {
-    q: b.tensor('f32', [N, H, D], random(N * H * D, seed)),
-    k: b.tensor('f32', [N, H, D], random(N * H * D, seed + 1)),
-    v: b.tensor('f32', [N, H, D], random(N * H * D, seed + 2)),
-    positions: b.tensor('i32', [N], [0, 3, 1, 7, 2]),
-    slots: b.tensor('i32', [N], [2, 0, 2, 3, -1]),
-    kPool: b.tensor('f32', [S, H, D], random(S * H * D, seed + 3)),
-    vPool: b.tensor('f32', [S, H, D], random(S * H * D, seed + 4)),
-    headDim: D,
-    numQoHeads: H,
-    numKvHeads: H,
-    ropeBase: 10000,
-  };
-}
 
 /** A buffer no device may make: MAP_READ goes only with COPY_DST. */
 const invalidBuffer = { size: 16, usage: 0x0001 | 0x0080 }; // MAP_READ | STORAGE
 
 describe.skipIf(!found.ok)(`a device shared with the application${why}`, () => {
   it("the application's own invalid createBuffer is not reported by kvkit's next sync(), and reaches the application", async () => {
-    const device = await applicationDevice();
+    const device = await ownDevice({ largest: true });
     const heard: string[] = [];
     device.addEventListener('uncapturederror', (e) => heard.push((e as GPUUncapturedErrorEvent).error.message));
     const b = await createWebGpuBackend({ device });
@@ -75,7 +42,7 @@ describe.skipIf(!found.ok)(`a device shared with the application${why}`, () => {
 
   for (const which of ['passed in', 'its own'] as const) {
     it(`kvkit's own out-of-memory on a device ${which} is KV054 at the next sync; the sync after is clean and ops still run`, async () => {
-      const device = which === 'passed in' ? await applicationDevice() : undefined;
+      const device = which === 'passed in' ? await ownDevice({ largest: true }) : undefined;
       const b = await createWebGpuBackend(device ? { device } : {});
       const pools = [];
       for (let i = 0; i < 200; i++) pools.push(b.empty('f32', [2 ** 28])); // 200 GiB: more than any device here holds
