@@ -11,7 +11,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Project, SyntaxKind } from 'ts-morph';
-import type { Arg, CallbackArg, DimExpr, OpDecl, StatefulDecl, Step, TensorArg } from '../src/dsl/declare.js';
+import type { Arg, CallbackArg, DimExpr, OpDecl, StatefulDecl, Step, TaggedArg, TensorArg } from '../src/dsl/declare.js';
 import { isDimName, parseDim } from '../src/dsl/dims.js';
 import { TENSOR_IDENTITY } from '../src/ops/common.js';
 import { allCalls, allErrors, allOps, allStateful, contractFiles, opsOf } from '../src/ops/index.js';
@@ -30,7 +30,7 @@ const checkedName = (op: OpDecl) => `${pascal(op.name)}Checked`;
 const validatorName = (op: OpDecl) => `validate${pascal(op.name)}`;
 /** A tensor argument's type parameter; its dtype and shape are read from it. */
 const tensorParam = (name: string) => pascal(name);
-const isArg = (s: Step): s is Arg => s.kind === 'tensor' || s.kind === 'int' || s.kind === 'number' || s.kind === 'choice' || s.kind === 'callback';
+const isArg = (s: Step): s is Arg => s.kind === 'tensor' || s.kind === 'int' || s.kind === 'number' || s.kind === 'choice' || s.kind === 'callback' || s.kind === 'tagged';
 const q = (s: string) => JSON.stringify(s);
 
 // ---------- validators ----------
@@ -43,6 +43,12 @@ function certainDims(op: OpDecl): Set<string> {
     if (s.kind === 'tensor' && !s.optional && !s.orNumber) for (const e of s.shape) if (isDimName(e)) dims.add(e);
   }
   return dims;
+}
+
+/** The codes a tagged parameter raises besides its own: fields, values, bounds, combinations. */
+function taggedCodes(s: TaggedArg): string[] {
+  const bounds = Object.values(s.variants).flatMap((v) => Object.values(v.fields).flatMap((f) => (f.boundCode ? [f.boundCode] : [])));
+  return [...new Set([s.fieldCode, s.valueCode, s.comboCode, ...bounds])];
 }
 
 function byName(name: string): OpDecl {
@@ -64,6 +70,13 @@ function stepCode(s: Step): string[] {
       return [`const ${s.name} = c.choice(${q(s.name)}, a.${s.name}, ${JSON.stringify(s.options)} as const, ${q(s.default)}, ${q(s.code)});`];
     case 'callback':
       return [`const ${s.name} = c.callback(${q(s.name)}, a.${s.name}, ${q(s.code)});`];
+    case 'tagged': {
+      const { kind: _, name: __, typeName: ___, ...rule } = s;
+      const given = s.requires ? `, a.${s.requires} !== undefined` : '';
+      // The rule as data, without its prose.
+      const ruleJson = JSON.stringify(rule, (key, value) => (key === 'doc' ? undefined : value));
+      return [`const ${s.name} = c.tagged(${q(s.name)}, a.${s.name}, ${ruleJson}${given}) as ${s.typeName}${s.optional ? ' | undefined' : ''};`];
+    }
     case 'tensor': {
       const shapeOpts = JSON.stringify({ rankCode: s.rankCode, flattenable: s.flattenable });
       const checkTensor = [
@@ -98,6 +111,8 @@ function checkedFieldType(s: Arg): string {
       return s.options.map(q).join(' | ');
     case 'callback':
       return `(...args: any[]) => unknown`;
+    case 'tagged':
+      return `${s.typeName}${s.optional ? ' | undefined' : ''}`;
     case 'tensor':
       return `OwnedTensor${s.orNumber ? ' | number' : ''}${s.optional ? ' | undefined' : ''}`;
   }
@@ -109,6 +124,7 @@ function validatorsFile(): string {
     "import { Call } from '../runtime/call.js';",
     "import type { DeviceCheck, Inherited, ValidationContext } from '../runtime/call.js';",
     "import type { DType, OwnedTensor } from '../tensor.js';",
+    ...(taggedArgs().length ? [`import type { ${taggedArgs().map((t) => t.typeName).join(', ')} } from './signatures.js';`] : []),
     '',
   ];
   for (const op of allOps) {
@@ -211,9 +227,29 @@ function argType(op: OpDecl, s: Arg, scope: TypeScope): string {
     }
     case 'callback':
       return callbackType(s, scope);
+    case 'tagged':
+      return s.typeName;
     case 'tensor':
       return tensorType(op, s, scope);
   }
+}
+
+/** Every tagged parameter's declaration, one per type name (ops sharing one share its type). */
+function taggedArgs(): TaggedArg[] {
+  const byType = new Map<string, TaggedArg>();
+  for (const op of allOps) for (const s of op.steps) if (s.kind === 'tagged') byType.set(s.typeName, s);
+  return [...byType.values()];
+}
+
+/** The exact union of a tagged parameter's variants: each tag literal with its own fields, optional ones marked. */
+function taggedTypes(): string[] {
+  return taggedArgs().flatMap((t) => {
+    const variants = Object.entries(t.variants).map(([tag, v]) => {
+      const fields = Object.entries(v.fields).map(([name, f]) => `  /** ${f.doc} */\n  readonly ${name}${f.optional ? '?' : ''}: number;`);
+      return `/** ${v.doc} */\nexport interface ${t.typeName}${pascal(tag)} {\n  readonly ${t.tag}: ${q(tag)};\n${fields.join('\n')}\n}`;
+    });
+    return [...variants, `/** ${t.doc} */`, `export type ${t.typeName} = ${Object.keys(t.variants).map((tag) => `${t.typeName}${pascal(tag)}`).join(' | ')};`, ''];
+  });
 }
 
 function tensorType(op: OpDecl, s: TensorArg, scope: TypeScope): string {
@@ -309,6 +345,7 @@ function signaturesFile(): string {
     "import type { DType, Tensor } from '../tensor.js';",
     "import type { At, Check, DTypeIn, EvenAtMost, FlatCountEq, FlatRankOk, IsPositiveInt, Mul, MultipleOf, NotThenable, OneOf, RankIs, ShapeEq } from '../types/check.js';",
     '',
+    ...taggedTypes(),
     '// The shapes the contracts name, each dim a type parameter.',
     ...shapeTypesBlock(),
     '',
@@ -406,7 +443,7 @@ function backendFile(): string {
     out.push(`  return { ${methods.map((m) => m.name.split('.')[1]).join(', ')}, dispose: () => impl.dispose() };`, '}', '');
   }
   // The shape types are known once every signature above is written.
-  const imports = `import type { ${[...allStateful.map((s) => s.name), ...shapeTypes.keys()].join(', ')} } from './signatures.js';`;
+  const imports = `import type { ${[...allStateful.map((s) => s.name), ...shapeTypes.keys(), ...taggedArgs().map((t) => t.typeName)].join(', ')} } from './signatures.js';`;
   return out.join('\n').replace('SHAPE_IMPORTS', imports);
 }
 
@@ -428,6 +465,7 @@ function raisedBy(): Map<string, Set<string>> {
       const codes = [s.code, (s as TensorArg).rankCode, (s as TensorArg).orNumber?.code];
       if (s.kind === 'int') codes.push(s.even?.code, s.multipleOf?.code);
       if (s.kind === 'values') codes.push(s.ceiling?.code);
+      if (s.kind === 'tagged') codes.push(...taggedCodes(s));
       if (s.kind === 'tensor') codes.push(...TENSOR_IDENTITY, 'oneOf' in s.dtype ? 'KV004' : 'KV005');
       for (const c of codes) if (c) add(c, op.name);
     }
@@ -461,6 +499,7 @@ function argsOf(): Map<string, Set<string>> {
           add(s.multipleOf?.code, s.name);
         }
         if (s.kind === 'values') add(s.ceiling?.code, s.name);
+        if (s.kind === 'tagged') for (const code of taggedCodes(s)) add(code, s.name);
       }
     }
   }
@@ -522,6 +561,7 @@ function verify() {
     for (const s of op.steps) {
       const codes = [s.code, (s as TensorArg).rankCode, (s as TensorArg).orNumber?.code];
       if (s.kind === 'int') codes.push(s.even?.code, s.multipleOf?.code);
+      if (s.kind === 'tagged') codes.push(...taggedCodes(s));
       for (const c of codes) if (c && !allErrors[c]) throw new Error(`${op.name}: ${c} has no declaration`);
       if (s.kind === 'tensor' && 'sameAs' in s.dtype && !names.has(s.dtype.sameAs) && !inherited.has(s.dtype.sameAs)) {
         throw new Error(`${op.name}: ${s.name} refers to unknown ${s.dtype.sameAs}`);

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ropeAngles, ropeFrequencies, writeCosSinRow, writeCosSinRows } from '../src/backend/index.js';
+import { exactTurns, float32Angle, float32Frequencies, ropeAngles, ropeAngleTable, ropeFrequencies, turnsAt, writeCosSinRow, writeCosSinRows } from '../src/backend/index.js';
+import type { RopeScaling } from '../src/backend/index.js';
 
 const base = fc.double({ min: 1.5, max: 1e7, noNaN: true });
 const rotary = fc.integer({ min: 1, max: 96 }).map((h) => 2 * h);
@@ -17,9 +18,11 @@ describe('ropeFrequencies', () => {
     );
   });
 
-  it('ropeAngles gives the same frequencies and magnitude 1', () => {
+  it('ropeAngles gives the same frequencies, magnitude 1, exact angles by default', () => {
     const spec = { ropeBase: 500000, rotaryDim: 6 };
-    expect(ropeAngles(spec)).toEqual({ frequencies: ropeFrequencies(spec), magnitude: 1 });
+    const angles = ropeAngles(spec);
+    expect(angles.frequencies).toEqual(ropeFrequencies(spec));
+    expect([angles.magnitude, angles.mode]).toEqual([1, 'exact']);
   });
 });
 
@@ -55,7 +58,119 @@ describe('cos/sin rows', () => {
       if (!inside) expect([wide[i], narrow[i]]).toEqual([-7, -7]);
       else expect(narrow[i]).toBe(Math.fround(wide[i]!));
     }
-    expect(wide[50]).toBe(Math.cos(5 * angles.frequencies[0]!));
-    expect(wide[69]).toBe(Math.sin(6 * angles.frequencies[4]!));
+    expect(Math.abs(wide[50]! - Math.cos(5 * angles.frequencies[0]!))).toBeLessThan(1e-15);
+    expect(Math.abs(wide[69]! - Math.sin(6 * angles.frequencies[4]!))).toBeLessThan(1e-15);
+  });
+});
+
+describe('scaled frequencies, each from its published formula', () => {
+  const R = 128;
+  const plain = (ropeBase: number) => ropeFrequencies({ ropeBase, rotaryDim: R });
+  const of = (ropeBase: number, ropeScaling: RopeScaling) => ropeAngles({ ropeBase, rotaryDim: R, ropeScaling });
+
+  it('linear divides every frequency by the factor', () => {
+    const a = of(1e4, { type: 'linear', factor: 2.5 });
+    plain(1e4).forEach((f, j) => expect(a.frequencies[j]).toBe(f / 2.5));
+    expect(a.magnitude).toBe(1);
+  });
+
+  it('dynamic grows the base for a longer sequence only, factor·context by default', () => {
+    const scaling = { type: 'dynamic', factor: 4, originalMaxPositions: 2048 } as const;
+    expect(of(1e4, { ...scaling, sequenceLength: 2048 }).frequencies).toEqual(plain(1e4));
+    const grown = 1e4 * ((4 * 8192) / 2048 - 3) ** (R / (R - 2));
+    expect(of(1e4, scaling).frequencies).toEqual(plain(grown));
+    expect(of(1e4, { ...scaling, sequenceLength: 8192 }).frequencies).toEqual(plain(grown));
+  });
+
+  it('llama3 keeps short wavelengths, divides long ones, and blends the band between', () => {
+    const s = { type: 'llama3', factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositions: 8192 } as const;
+    const a = of(500000, s).frequencies;
+    let kept = 0;
+    let divided = 0;
+    plain(500000).forEach((f, j) => {
+      const wavelength = (2 * Math.PI) / f;
+      if (wavelength < 8192 / 4) kept += Number(a[j] === f);
+      else if (wavelength > 8192) divided += Number(a[j] === f / 8);
+      else {
+        const smooth = (8192 / wavelength - 1) / 3;
+        expect(a[j]).toBeCloseTo((1 - smooth) * (f / 8) + smooth * f, 15);
+      }
+    });
+    // Llama 3.1 8B (R = 128): 2π·500000^(j/64) < 2048 for j <= 28, > 8192 for j >= 35: 29 kept, 29 divided, 6 blended.
+    expect([kept, divided]).toEqual([29, 29]);
+  });
+
+  it('yarn extrapolates below the ramp, interpolates above it, and scales cos/sin by 0.1·ln(factor) + 1', () => {
+    const a = of(1e6, { type: 'yarn', factor: 4, originalMaxPositions: 32768 });
+    const f = plain(1e6);
+    const pairAt = (rotations: number) => (R * Math.log(32768 / (rotations * 2 * Math.PI))) / (2 * Math.log(1e6));
+    const [low, high] = [Math.floor(pairAt(32)), Math.ceil(pairAt(1))];
+    for (let j = 0; j < R / 2; j++) {
+      if (j <= low) expect(a.frequencies[j]).toBe(f[j]);
+      if (j >= high) expect(a.frequencies[j]).toBe(f[j]! / 4);
+      if (j > low && j < high) expect(a.frequencies[j]!).toBeLessThan(f[j]!);
+    }
+    expect(a.magnitude).toBe(0.1 * Math.log(4) + 1);
+    expect(of(1e6, { type: 'yarn', factor: 40, originalMaxPositions: 4096, mscale: 1, mscaleAllDim: 1 }).magnitude).toBe(1);
+    expect(of(1e6, { type: 'yarn', factor: 4, originalMaxPositions: 4096, attentionFactor: 0.7 }).magnitude).toBe(0.7);
+  });
+});
+
+describe('exact angles', () => {
+  it('reduces p·f to turns exactly: small cases by hand, large ones against a second computation', () => {
+    expect(exactTurns(0, 0.5)).toBe(0);
+    expect(exactTurns(3, 1e-9)).toBeCloseTo((3 * 1e-9) / (2 * Math.PI), 24);
+    // 2π·(p/2π) is p itself, less whole turns.
+    for (const p of [1, 7, 100, 12345]) expect(2 * Math.PI * exactTurns(p, 1) - (p - 2 * Math.PI * Math.round(p / (2 * Math.PI)))).toBeCloseTo(0, 11);
+    expect(exactTurns(-5, 0.25)).toBe(-exactTurns(5, 0.25));
+  });
+
+  it('the f64 fast path of the reference agrees with the integer oracle to 1e-15 turns below 2^31', () => {
+    const angles = ropeAngles({ ropeBase: 500000, rotaryDim: 64 });
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 2 ** 31 - 1 }), fc.integer({ min: 0, max: 31 }), (p, j) => {
+        expect(Math.abs(turnsAt(p, angles.turns, j) - exactTurns(p, angles.frequencies[j]!))).toBeLessThan(1e-15);
+      }),
+    );
+  });
+
+  it('an f32 angle at p = 2^31 - 1 is off by turns; the exact one is not', () => {
+    const f = ropeFrequencies({ ropeBase: 10000, rotaryDim: 8 })[1]!;
+    const p = 2 ** 31 - 1;
+    const exact = 2 * Math.PI * exactTurns(p, f);
+    const rounded = Math.fround(p * Math.fround(f));
+    expect(Math.abs(Math.cos(rounded) - Math.cos(exact))).toBeGreaterThan(1e-3);
+  });
+});
+
+describe("angles: 'float32'", () => {
+  it("has torch's f32 inverse frequencies and the angle fround(fround(p)·f) bit for bit", () => {
+    // 1 / 10000 ** (arange(0, 8, 2).float() / 8) in f32: 1, 0.1, 0.01, 0.001 each rounded to f32.
+    expect(Array.from(float32Frequencies(10000, 8))).toEqual([1, 0.1, 0.01, 0.001].map(Math.fround));
+    const a = ropeAngles({ ropeBase: 10000, rotaryDim: 8, angles: 'float32' });
+    const row = new Float64Array(8);
+    const p = 16777217; // 2^24 + 1: rounds to 2^24 as an f32 position
+    writeCosSinRow(row, 0, p, a);
+    expect(row[1]).toBe(Math.cos(Math.fround(2 ** 24 * Math.fround(0.1))));
+    expect(float32Angle(p, a.frequencies[1]!)).toBe(Math.fround(2 ** 24 * Math.fround(0.1)));
+    expect(ropeAngles({ ropeBase: 10000, rotaryDim: 8, angles: 'float32', ropeScaling: { type: 'linear', factor: 3 } }).frequencies[2]).toBe(Math.fround(Math.fround(0.01) / 3));
+  });
+});
+
+describe('the device angle table', () => {
+  it('holds the mode, the magnitude, R/2, each pair\'s fraction and f32 frequency, then 2^e / 2π mod 1', () => {
+    const a = ropeAngles({ ropeBase: 1e6, rotaryDim: 6, ropeScaling: { type: 'yarn', factor: 4, originalMaxPositions: 4096 } });
+    const t = ropeAngleTable(a);
+    const f32 = new Float32Array(t.buffer);
+    expect([t[0], f32[1], t[2]]).toEqual([0, Math.fround(a.magnitude), 3]);
+    for (let j = 0; j < 3; j++) {
+      expect(Array.from(t.subarray(4 + 4 * j, 7 + 4 * j))).toEqual(Array.from(a.turns.subarray(3 * j, 3 * j + 3)));
+      expect(f32[7 + 4 * j]).toBe(Math.fround(a.frequencies[j]!));
+      // The leading word is f_j/2π · 2^32, truncated.
+      expect(t[4 + 4 * j]).toBe(Math.floor((a.frequencies[j]! / (2 * Math.PI)) * 2 ** 32));
+    }
+    // 2^0 / 2π = 0.159154943..., whose first 32 bits are 0x28be60db.
+    expect(t[4 + 12 + 4 * 24]).toBe(0x28be60db);
+    expect(ropeAngleTable(ropeAngles({ ropeBase: 1e4, rotaryDim: 6, angles: 'float32' }))[0]).toBe(1);
   });
 });

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { defineBackend, LAYER_VIEW, TENSOR_OWNER } from '../src/backend/index.js';
 import { allCalls } from '../src/dsl/index.js';
 import type { BackendKernels, OwnedTensor } from '../src/backend/index.js';
-import { ContractError } from '../src/index.js';
+import { ContractError, ropeCosSinCache } from '../src/index.js';
 import type { DType, Shape } from '../src/index.js';
 
 /**
@@ -200,6 +200,65 @@ describe('generated validators', () => {
   });
 });
 
+describe('ropeScaling', () => {
+  const [N, H, D] = [3, 2, 8];
+  const call = (b: ReturnType<typeof recordingBackend>['backend'], extra: Record<string, unknown>) =>
+    b.ropePoolFused({
+      q: b.tensor('f16', [N, H, D]),
+      k: b.tensor('f16', [N, H, D]),
+      v: b.tensor('f16', [N, H, D]),
+      positions: b.tensor('i32', [N]),
+      slots: b.tensor('i32', [N]),
+      kPool: b.tensor('f16', [4, H, D]),
+      vPool: b.tensor('f16', [4, H, D]),
+      numQoHeads: H,
+      numKvHeads: H,
+      headDim: D,
+      ropeBase: 10000,
+      ...(extra as object),
+    });
+  const llama3 = { type: 'llama3', factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositions: 8192 };
+
+  it('hands the kernel the scaling with its defaults filled in, and the angle convention', () => {
+    const { backend, calls } = recordingBackend();
+    call(backend, { ropeScaling: { type: 'yarn', factor: 4, originalMaxPositions: 32768 }, angles: 'float32' });
+    call(backend, {});
+    const [scaled, plain] = calls.filter((c) => c.op === 'ropePoolFused').map((c) => c.args);
+    expect(scaled.ropeScaling).toEqual({ type: 'yarn', factor: 4, originalMaxPositions: 32768, betaFast: 32, betaSlow: 1 });
+    expect(scaled.angles).toBe('float32');
+    expect(plain.ropeScaling).toBeUndefined();
+    expect(plain.angles).toBe('exact');
+  });
+
+  it.each([
+    ['KV060', 'a string', 'llama3', 'ropeScaling must be an object with type: linear | dynamic | llama3 | yarn; got "llama3"'],
+    ['KV060', 'an unknown type', { type: 'longrope', factor: 2 }, 'ropeScaling.type must be linear | dynamic | llama3 | yarn; got "longrope"'],
+    ['KV061', 'a Hugging Face key', { ...llama3, low_freq_factor: 1 }, 'ropeScaling.low_freq_factor is not a field of llama3 scaling, whose fields are factor, lowFreqFactor, highFreqFactor, originalMaxPositions'],
+    ['KV061', 'a missing field', { type: 'dynamic', factor: 2 }, 'ropeScaling.originalMaxPositions is missing; it is a field of dynamic scaling'],
+    ['KV062', 'a non-integer context', { ...llama3, originalMaxPositions: 8192.5 }, 'ropeScaling.originalMaxPositions must be an integer > 0; got 8192.5'],
+    ['KV062', 'a NaN factor', { type: 'linear', factor: Number.NaN }, 'ropeScaling.factor must be a finite number >= 1; got NaN'],
+    ['KV063', 'inverted llama3 factors', { ...llama3, lowFreqFactor: 4, highFreqFactor: 4 }, 'ropeScaling: lowFreqFactor = 4 must be below highFreqFactor = 4'],
+    ['KV063', 'inverted YaRN betas', { type: 'yarn', factor: 4, originalMaxPositions: 4096, betaSlow: 40 }, 'ropeScaling: betaSlow = 40 must be below betaFast = 32'],
+    ['KV064', 'a factor below 1', { type: 'linear', factor: 0.5 }, 'ropeScaling.factor must be a finite number >= 1, as Hugging Face requires of every scaling type; got 0.5'],
+  ])('is %s for %s, before any kernel runs', (code, _, ropeScaling, message) => {
+    const { backend, calls } = recordingBackend();
+    const e = thrown(() => call(backend, { ropeScaling }));
+    expect(e.code).toBe(code);
+    expect(e.message).toContain(message);
+    expect(calls).toHaveLength(0);
+  });
+
+  it("is KV009 for an unknown angle convention, and KV063 for a scaling next to a materializer's ready cache", () => {
+    const { backend } = recordingBackend();
+    expect(thrown(() => call(backend, { angles: 'float64' })).code).toBe('KV009');
+    const args = { kvWeight: backend.tensor('f16', [1, 32, 16]), kNormWeight: backend.tensor('f16', [1, 8]), eps: 1e-6, numKvHeads: 2, headDim: 8 };
+    const e = thrown(() => backend.createKvMaterializer({ ...args, cosSinCache: backend.tensor('f32', [8, 8]), ropeScaling: { type: 'linear', factor: 2 } }));
+    expect(e.code).toBe('KV063');
+    expect(e.message).toContain('it applies to ropeBase only');
+    backend.createKvMaterializer({ ...args, ropeBase: 1e4, ropeScaling: { type: 'linear', factor: 2 } });
+  });
+});
+
 describe('tensor creation', () => {
   it('asks the backend for its limit and names it in KV045, reserving nothing', () => {
     const { backend, made } = recordingBackend({
@@ -291,6 +350,20 @@ describe('declared calls', () => {
         return b.readBits(t);
       },
       (b) => b.readBits(Object.assign(b.tensor('f32', [1], [1]), { disposed: true, [LAYER_VIEW]: 0 })),
+    ],
+    ropeCosSinCache: [
+      (b) => ropeCosSinCache(b, { rotaryDim: 8, ropeBase: 1e4, positions: 4, dtype: 'i32' as never }),
+      (b) => ropeCosSinCache(b, { rotaryDim: 0, ropeBase: 1e4, positions: 4 }),
+      (b) => ropeCosSinCache(b, { rotaryDim: 7, ropeBase: 1e4, positions: 4 }),
+      (b) => ropeCosSinCache(b, { rotaryDim: 8, ropeBase: -1, positions: 4 }),
+      (b) => ropeCosSinCache(b, { rotaryDim: 8, ropeBase: 1e4, positions: 4, angles: 'f64' as never }),
+      (b) => ropeCosSinCache(b, { rotaryDim: 8, ropeBase: 1e4, positions: 4, headDim: 8 } as never),
+      (b) => (ropeCosSinCache as (...a: unknown[]) => unknown)(b, 8),
+      (b) => ropeCosSinCache(b, { rotaryDim: 8, ropeBase: 1e4, positions: 4, ropeScaling: { type: 'ntk' } as never }),
+      (b) => ropeCosSinCache(b, { rotaryDim: 8, ropeBase: 1e4, positions: 4, ropeScaling: { type: 'linear' } as never }),
+      (b) => ropeCosSinCache(b, { rotaryDim: 8, ropeBase: 1e4, positions: 4, ropeScaling: { type: 'dynamic', factor: 2, originalMaxPositions: -1 } }),
+      (b) => ropeCosSinCache(b, { rotaryDim: 8, ropeBase: 1e4, positions: 4, ropeScaling: { type: 'llama3', factor: 2, lowFreqFactor: 5, highFreqFactor: 4, originalMaxPositions: 64 } }),
+      (b) => ropeCosSinCache(b, { rotaryDim: 8, ropeBase: 1e4, positions: 4, ropeScaling: { type: 'linear', factor: 0.9 } }),
     ],
     sync: [() => disposedBackend().sync()],
     flush: [() => disposedBackend().flush()],

@@ -23,8 +23,22 @@ export { isTensor, LAYER_VIEW, numel, TENSOR_OWNER } from '../tensor.js';
 export type { OwnedTensor } from '../tensor.js';
 export { MAX_POSITION_BELOW } from '../ops/kvMaterializer.js';
 export { OpCall, OpLifecycle } from './opLifecycle.js';
-export { ropeAngles, ropeFrequencies, writeCosSinRow, writeCosSinRows } from './rope.js';
-export type { RopeAngles, RopeSpec, WritableNumbers } from './rope.js';
+export {
+  ANGLE_TABLE_HEADER_WORDS,
+  dynamicBase,
+  exactTurns,
+  FLOAT32_REDUCTION_EXPONENTS,
+  float32Angle,
+  float32Frequencies,
+  ropeAngles,
+  ropeAngleTable,
+  ropeFrequencies,
+  turnsAt,
+  writeCosSinRow,
+  writeCosSinRows,
+  yarnMagnitude,
+} from './rope.js';
+export type { RopeAngleMode, RopeAngles, RopeScaling, RopeSpec, WritableNumbers } from './rope.js';
 export { breaksValueRule, valueBounds, valueRuleError } from './valueRules.js';
 export type { ValueBounds } from './valueRules.js';
 export { grownCapacity, Workspace } from './workspace.js';

@@ -134,7 +134,57 @@ export interface ValueRule {
   readonly code: string;
 }
 
-export type Arg = TensorArg | IntArg | NumberArg | ChoiceArg | CallbackArg;
+/** One numeric field of a tagged variant. */
+export interface TaggedField {
+  readonly doc: string;
+  readonly optional?: boolean;
+  /** Value when omitted (an optional field without one stays undefined). */
+  readonly default?: number;
+  readonly integer?: boolean;
+  /** Inclusive lower bound. */
+  readonly min?: number;
+  /** Exclusive lower bound. */
+  readonly above?: number;
+  /** Raised instead of the arg's `valueCode` when only the bound is broken (a finite number below it). */
+  readonly boundCode?: string;
+}
+
+/** Within one variant, field `lower` must stay below field `upper` (defaults applied). */
+export interface TaggedOrder {
+  readonly variant: string;
+  readonly lower: string;
+  readonly upper: string;
+}
+
+/**
+ * A parameter that is an object tagged by one string field (`type`), each tag
+ * with its own numeric fields: Hugging Face's `rope_scaling`. The generated
+ * type is the exact union of the variants, so a wrong key does not compile.
+ */
+export interface TaggedArg {
+  readonly kind: 'tagged';
+  readonly name: string;
+  readonly doc: string;
+  /** The generated type's name, e.g. `RopeScaling`. */
+  readonly typeName: string;
+  readonly optional?: boolean;
+  /** The field naming the variant. */
+  readonly tag: string;
+  readonly variants: Readonly<Record<string, { readonly doc: string; readonly fields: Readonly<Record<string, TaggedField>> }>>;
+  readonly orders?: readonly TaggedOrder[];
+  /** Only meaningful together with this argument: given without it raises `comboCode`. */
+  readonly requires?: string;
+  /** Not an object, or an unknown tag. */
+  readonly code: string;
+  /** A required field missing, or a key no variant field has. */
+  readonly fieldCode: string;
+  /** A field that is not a finite number (an integer where asked) within its bounds. */
+  readonly valueCode: string;
+  /** Fields or arguments that are each valid but do not go together. */
+  readonly comboCode: string;
+}
+
+export type Arg = TensorArg | IntArg | NumberArg | ChoiceArg | CallbackArg | TaggedArg;
 export type Rule = ExactlyOneRule | DistinctRule | ValueRule;
 export type Step = Arg | Rule;
 
@@ -209,6 +259,7 @@ export const int = (name: string, spec: Omit<IntArg, 'kind' | 'name'>): IntArg =
 export const number = (name: string, spec: Omit<NumberArg, 'kind' | 'name'>): NumberArg => ({ kind: 'number', name, ...spec });
 export const choice = (name: string, spec: Omit<ChoiceArg, 'kind' | 'name'>): ChoiceArg => ({ kind: 'choice', name, ...spec });
 export const callback = (name: string, spec: Omit<CallbackArg, 'kind' | 'name'>): CallbackArg => ({ kind: 'callback', name, ...spec });
+export const tagged = (name: string, spec: Omit<TaggedArg, 'kind' | 'name'>): TaggedArg => ({ kind: 'tagged', name, ...spec });
 export const exactlyOne = (names: readonly string[], code: string): ExactlyOneRule => ({ kind: 'exactlyOne', names, code });
 export const distinct = (names: readonly [string, string], code: string): DistinctRule => ({ kind: 'distinct', names, code });
 export const values = (name: string, spec: Omit<ValueRule, 'kind' | 'name'>): ValueRule => ({ kind: 'values', name, ...spec });

@@ -10,7 +10,7 @@ export const ropePoolCuda = cudaKernel({
     q: input('void', '[N, Hq, D]'),
     k: input('void', '[N, H, D]'),
     v: input('void', '[N, H, D]'),
-    ropeFrequencies: input('float', '[R/2]'),
+    ropeAngles: input('void', 'u32 words of backend/rope.ts ropeAngleTable'),
     positions: input('void', '[N]'),
     slots: input('void', '[N]'),
     qRot: output('void', '[N, Hq, D]'),
@@ -92,14 +92,14 @@ export const ropeRowsWgsl = wgslKernel({
 
 export const ropeTableWgsl = wgslKernel({
   kernel: 'ropeTable',
-  doc: 'cos/sin rows for RoPE from positions and f_j / 2π, one row per token (ropeTable.wgsl.ts).',
+  doc: 'cos/sin rows for RoPE from positions and the angle table, one row per token (ropeTable.wgsl.ts).',
   uniforms: {
     tokens: u32('T'),
     halfRotary: u32('R/2'),
   },
   bindings: {
     positions: read('u32', '[T] i32 or i64 (two words)'),
-    turnsPerPosition: read('f32', '[R/2] f_j / 2π'),
+    angleTable: read('u32', 'backend/rope.ts ropeAngleTable: mode, magnitude, f_j / 2π per pair'),
     table: readWrite('f32', '[T, R] cos then sin'),
   },
 });

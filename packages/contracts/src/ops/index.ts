@@ -4,6 +4,7 @@ import { commonErrors, deviceErrors, tensorCalls, tensorErrors } from './common.
 import { fusedNormRopeStacked } from './fusedNormRopeStacked.js';
 import { kvMaterializer } from './kvMaterializer.js';
 import { ropePoolFused } from './ropePoolFused.js';
+import { ropeScaling } from './ropeScaling.js';
 
 /** Every contract file, in catalog order. Its path is where the generator looks up declaration lines. */
 export const contractFiles: readonly { file: string; contract: ContractFile }[] = [
@@ -11,6 +12,7 @@ export const contractFiles: readonly { file: string; contract: ContractFile }[] 
   { file: 'src/ops/fusedNormRopeStacked.ts', contract: fusedNormRopeStacked },
   { file: 'src/ops/kvMaterializer.ts', contract: kvMaterializer },
   { file: 'src/ops/ropePoolFused.ts', contract: ropePoolFused },
+  { file: 'src/ops/ropeScaling.ts', contract: ropeScaling },
 ];
 
 /** Ops in declaration order; a stateful op gives its constructor and then its methods (`KvMaterializer.materialize`). */

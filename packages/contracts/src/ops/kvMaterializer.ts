@@ -1,6 +1,7 @@
 import { callback, distinct, errors, exactlyOne, F32, FLOAT, INDEX, int, number, sameAs, stateful, tensor, values } from '../dsl/declare.js';
 import type { ContractFile } from '../dsl/declare.js';
 import { epsValues, ropeParams } from './fusedNormRopeStacked.js';
+import { ropeScalingSteps } from './ropeScaling.js';
 
 export const kvMaterializerErrors = errors({
   KV020: {
@@ -18,7 +19,7 @@ export const kvMaterializerErrors = errors({
     message: 'pass exactly one of cosSinCache and ropeBase; got {actual}',
     fixes: [
       "For plain RoPE, pass only `ropeBase` (the model's `rope_theta`) and optionally `maxPositionHint`.",
-      'For scaled RoPE (YaRN, NTK, Llama 3 scaling) or a cache shared with the target model, pass only `cosSinCache`, built with `rotaryDim` columns.',
+      'For scaled RoPE (YaRN, dynamic NTK, Llama 3, linear), pass `ropeBase` with `ropeScaling`; for a cache shared with the target model, pass only `cosSinCache`, built with `rotaryDim` columns (`ropeCosSinCache` builds one).',
       'Remove the other argument, rather than setting it to a dummy value.',
     ],
   },
@@ -118,6 +119,7 @@ export const kvMaterializer: ContractFile = {
           tensor('cosSinCache', { dtype: FLOAT, shape: ['P', 'R'], code: 'KV016', optional: true, doc: 'A ready cos/sin cache; or give ropeBase.' }),
           number('ropeBase', { above: 0, code: 'KV008', optional: true, doc: 'RoPE base (theta); the cache is then built here and grown on demand.' }),
           exactlyOne(['cosSinCache', 'ropeBase'], 'KV021'),
+          ...ropeScalingSteps(),
           int('maxPositionHint', { code: 'KV006', optional: true, doc: 'Largest position expected; sizes the cache up front so no call reads positions on the host.' }),
           values('eps', epsValues),
         ],

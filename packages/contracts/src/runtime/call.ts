@@ -1,6 +1,6 @@
 import { breaksValueRule, valueBounds, valueRuleError } from '../backend/valueRules.js';
 import type { ValueBounds } from '../backend/valueRules.js';
-import type { DimExpr, DTypeRule, DuplicateRule } from '../dsl/declare.js';
+import type { DimExpr, DTypeRule, DuplicateRule, TaggedArg, TaggedField } from '../dsl/declare.js';
 import { evalDim, isDimName } from '../dsl/dims.js';
 import { ContractError } from '../errors/contractError.js';
 import { isTensor, LAYER_VIEW, numel, TENSOR_OWNER } from '../tensor.js';
@@ -45,6 +45,11 @@ export interface ValueRuleSpec {
   readonly ceiling?: { readonly below: number; readonly code: string };
   readonly duplicates?: DuplicateRule;
 }
+
+/** A tagged parameter's rule as the validator receives it: the declaration without its name and prose. */
+export type TaggedRule = Omit<TaggedArg, 'kind' | 'name' | 'typeName' | 'doc' | 'variants'> & {
+  readonly variants: Readonly<Record<string, { readonly fields: Readonly<Record<string, Omit<TaggedField, 'doc'>>> }>>;
+};
 
 /** One validation in progress: binds dims as arguments are read and throws the first violation. */
 export class Call {
@@ -125,6 +130,52 @@ export class Call {
   callback(name: string, value: unknown, code: string): (...args: never[]) => unknown {
     if (typeof value !== 'function') this.fail(code, { arg: name, actual: describeValue(value), expected: 'a function' });
     return value as (...args: never[]) => unknown;
+  }
+
+  /**
+   * A tagged object parameter: a known tag, no key its variant lacks, every
+   * required field present, each a finite number within its bounds, the
+   * declared orders kept. Returns a frozen copy with the defaults filled in.
+   */
+  tagged(name: string, value: unknown, rule: TaggedRule, requiredGiven = true): Readonly<Record<string, unknown>> | undefined {
+    if (value === undefined && rule.optional) return undefined;
+    const tags = Object.keys(rule.variants);
+    if (typeof value !== 'object' || value === null || Array.isArray(value) || isTensor(value)) {
+      this.fail(rule.code, { arg: name, actual: describeValue(value), expected: `an object with ${rule.tag}: ${tags.join(' | ')}` });
+    }
+    const given = value as Record<string, unknown>;
+    const tag = given[rule.tag];
+    const variant = typeof tag === 'string' && Object.hasOwn(rule.variants, tag) ? rule.variants[tag]! : undefined;
+    if (!variant) this.fail(rule.code, { arg: `${name}.${rule.tag}`, actual: describeValue(tag), expected: tags.join(' | ') });
+    const fieldNames = Object.keys(variant.fields);
+    const fieldList = fieldNames.length ? fieldNames.join(', ') : 'none';
+    for (const key of Object.keys(given)) {
+      if (key !== rule.tag && !fieldNames.includes(key)) this.fail(rule.fieldCode, { arg: `${name}.${key}`, problem: 'is not a field of', variant: tag, expected: fieldList });
+    }
+    const checked: Record<string, unknown> = { [rule.tag]: tag };
+    for (const [field, f] of Object.entries(variant.fields)) {
+      const arg = `${name}.${field}`;
+      let v = given[field];
+      if (v === undefined) {
+        if (!f.optional) this.fail(rule.fieldCode, { arg, problem: 'is missing; it is a field of', variant: tag, expected: fieldList });
+        if (f.default === undefined) continue;
+        v = f.default;
+      }
+      const constraint = [f.integer ? 'an integer' : 'a finite number', f.min !== undefined ? `>= ${f.min}` : '', f.above !== undefined ? `> ${f.above}` : ''].filter(Boolean).join(' ');
+      const isNumber = typeof v === 'number' && Number.isFinite(Math.fround(v)) && (!f.integer || Number.isSafeInteger(v));
+      if (!isNumber) this.fail(rule.valueCode, { arg, actual: describeValue(v), constraint });
+      const inBounds = (f.min === undefined || (v as number) >= f.min) && (f.above === undefined || (v as number) > f.above);
+      if (!inBounds) this.fail(f.boundCode ?? rule.valueCode, { arg, actual: v, constraint });
+      checked[field] = v;
+    }
+    for (const order of rule.orders ?? []) {
+      const [lower, upper] = [checked[order.lower], checked[order.upper]];
+      if (order.variant === tag && typeof lower === 'number' && typeof upper === 'number' && !(lower < upper)) {
+        this.fail(rule.comboCode, { arg: name, problem: `${order.lower} = ${lower} must be below ${order.upper} = ${upper}` });
+      }
+    }
+    if (!requiredGiven && rule.requires) this.fail(rule.comboCode, { arg: name, problem: `it applies to ${rule.requires} only; leave it out with this argument set` });
+    return Object.freeze(checked);
   }
 
   /** Identity and dtype of a tensor argument: ours, alive, of an allowed dtype. */

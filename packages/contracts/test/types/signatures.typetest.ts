@@ -212,6 +212,19 @@ backend.ropePoolFused({ ...rope, slots: backend.tensor('i32', [5]) });
 // KV033: 2-D slots.
 // @ts-expect-error KV033
 backend.ropePoolFused({ ...rope, slots: backend.tensor('i32', [4, 1]) });
+// ropeScaling is the exact union of the Hugging Face variants: a key of another variant, or a snake_case key, does not compile.
+backend.ropePoolFused({ ...rope, ropeScaling: { type: 'llama3', factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositions: 8192 }, angles: 'float32' });
+backend.ropePoolFused({ ...rope, ropeScaling: { type: 'yarn', factor: 4, originalMaxPositions: 32768 } });
+// @ts-expect-error lowFreqFactor is not a field of linear scaling
+backend.ropePoolFused({ ...rope, ropeScaling: { type: 'linear', factor: 2, lowFreqFactor: 1 } });
+// @ts-expect-error Hugging Face's key, not kvkit's
+backend.ropePoolFused({ ...rope, ropeScaling: { type: 'dynamic', factor: 2, original_max_position_embeddings: 4096 } });
+// @ts-expect-error originalMaxPositions is required for yarn
+backend.ropePoolFused({ ...rope, ropeScaling: { type: 'yarn', factor: 4 } });
+// @ts-expect-error no such scaling type
+backend.ropePoolFused({ ...rope, ropeScaling: { type: 'longrope', factor: 4 } });
+// @ts-expect-error no such angle convention
+backend.ropePoolFused({ ...rope, angles: 'float64' });
 // KV030: 2-D q.
 // @ts-expect-error KV030
 backend.ropePoolFused({ ...rope, q: backend.tensor('f16', [4, 64]) });

@@ -78,7 +78,7 @@ class CpuKvMaterializer implements MaterializerKernels {
         for (let j = 0; j < R; j++) out[j] = cache[p * R + j]!;
       };
     } else {
-      const angles = ropeAngles({ ropeBase: args.ropeBase!, rotaryDim: R });
+      const angles = ropeAngles({ ropeBase: args.ropeBase!, rotaryDim: R, ropeScaling: args.ropeScaling, angles: args.angles });
       this.#angles = angles;
       if (args.maxPositionHint !== undefined) this.#growTable(args.maxPositionHint);
       this.#cosSinRow = (p, out) => {

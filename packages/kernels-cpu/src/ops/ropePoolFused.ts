@@ -8,7 +8,7 @@ import type { FloatAccess } from '../runtime/floatAccess.js';
 import { scatterOrder } from '../runtime/scatterOrder.js';
 import { cosSinScratch, headScratch } from '../runtime/scratch.js';
 
-/** SEMANTICS §3: RoPE on q and k (angles from ropeBase, in f64), then k and v scattered into the pools. */
+/** SEMANTICS §3: RoPE on q and k (angles from ropeBase and ropeScaling, reduced exactly, in f64), then k and v scattered into the pools. */
 export function ropePoolFused(backend: CpuKernels, args: RopePoolFusedChecked) {
   const { N, Hq, H, D, R } = args.dims;
   const q = backend.own(args.q);
@@ -16,7 +16,7 @@ export function ropePoolFused(backend: CpuKernels, args: RopePoolFusedChecked) {
   const qRot = backend.allocate(dtype, [N, Hq, D]);
   const kRot = backend.allocate(dtype, [N, H, D]);
   const positions = backend.own(args.positions).data;
-  const angles = ropeAngles({ ropeBase: args.ropeBase, rotaryDim: R });
+  const angles = ropeAngles({ ropeBase: args.ropeBase, rotaryDim: R, ropeScaling: args.ropeScaling, angles: args.angles });
   const cs = cosSinScratch(R);
   const rope = { D, R, style: args.ropeStyle, cs };
   const qIn = floatAccess(dtype, q.data);

@@ -54,7 +54,7 @@ __device__ __forceinline__ void fusedNormRopeUnits(const FusedNormRopeParams& p)
   const bool weightIsF32 = p.weightIsF32 != 0;
   extern __shared__ float4 angleSlots[];
   const LaneAngles<VEC, NV> angles(angleSlots);
-  const AngleSource angleSource{p.cosSinCache, p.cacheDType, p.cacheVectors != 0, p.ropeFrequencies};
+  const AngleSource angleSource{p.cosSinCache, p.cacheDType, p.cacheVectors != 0, static_cast<const unsigned*>(p.ropeAngles)};
   const char* kv = static_cast<const char*>(p.kv);
   const size_t vOffsetBytes = static_cast<size_t>(p.vOffset) * kElementBytes;
   const bool copyV = p.vOut != nullptr;
@@ -205,7 +205,7 @@ __device__ __forceinline__ void fusedNormRopeAnyShape(const FusedNormRopeParams&
         const int j = p.gptj ? static_cast<int>(e >> 1) : static_cast<int>(first ? e : e - halfR);
         const long long other = p.gptj ? (first ? e + 1 : e - 1) : (first ? e + halfR : e - halfR);
         float c, s;
-        cosSinAt(position, j, halfR, p.cosSinCache, p.cacheDType, p.ropeFrequencies, c, s);
+        cosSinAt(position, j, halfR, p.cosSinCache, p.cacheDType, static_cast<const unsigned*>(p.ropeAngles), c, s);
         const float partner = normed(other);
         out = first ? out * c - partner * s : out * c + partner * s;
       }

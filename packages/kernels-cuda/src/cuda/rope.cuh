@@ -6,14 +6,83 @@ namespace kvkit {
 
 constexpr unsigned kFullWarp = 0xffffffffu;
 
-// cos and sin of pair j at `position`: a cache row (cos ‖ sin), or the f32 angle position · f_j.
-__device__ __forceinline__ void cosSinAt(long long position, int j, int halfR, const void* cache, long long cacheDType, const float* ropeFrequencies, float& c, float& s) {
+// Words of the angle table (backend/rope.ts ropeAngleTable) ahead of the pairs, and its first f32-reduction exponent.
+constexpr int kAngleHeaderWords = 4;
+constexpr int kFirstReductionExponent = -24;
+constexpr int kLastReductionExponent = 40;
+
+// n · g mod 1 as a 64-bit fraction of a turn, g the 96-bit fraction at `g` (most significant word first).
+__device__ __forceinline__ unsigned long long turnsOf(unsigned long long n, const unsigned* g) {
+  const unsigned long long high = (static_cast<unsigned long long>(g[0]) << 32) | g[1];
+  const unsigned long long lowProduct = n * g[2];
+  // Whole turns fall off the top of n · high; n · g[2] adds its bits above 2^-64.
+  return n * high + ((__umul64hi(n, g[2]) << 32) | (lowProduct >> 32));
+}
+
+// cos and sin of x + tail, |x| <= π/4, |tail| within half an ulp of x: the polynomials of the WebGPU path.
+__device__ __forceinline__ void cosSinSmall(float x, float tail, float& c, float& s) {
+  const float z = __fmul_rn(x, x);
+  s = x + (tail * (1.0f - 0.5f * z) + x * z * (-1.6666654611e-1f + z * (8.3321608736e-3f + z * -1.9515295891e-4f)));
+  const float half = 0.5f * z;
+  const float w = __fsub_rn(1.0f, half);
+  c = w + (__fsub_rn(__fsub_rn(1.0f, w), half) + (z * z * (4.166664568298827e-2f + z * (-1.388731625493765e-3f + z * 2.443315711809948e-5f)) - x * tail));
+}
+
+// cos and sin of 2π·t, t a 64-bit fraction of a turn: the nearest quarter turn, then the rest in two f32 parts.
+__device__ __forceinline__ void cosSinOfTurns(unsigned long long t, float& c, float& s) {
+  const unsigned long long shifted = t + (1ull << 61);
+  const unsigned quadrant = static_cast<unsigned>(shifted >> 62);
+  const long long rest = static_cast<long long>(shifted & ((1ull << 62) - 1)) - (1ll << 61);
+  const double x = static_cast<double>(rest) * (6.283185307179586 / 18446744073709551616.0);
+  const float head = static_cast<float>(x);
+  float cr, sr;
+  cosSinSmall(head, static_cast<float>(x - static_cast<double>(head)), cr, sr);
+  switch (quadrant) {
+    case 1: c = -sr, s = cr; break;
+    case 2: c = -cr, s = -sr; break;
+    case 3: c = sr, s = -cr; break;
+    default: c = cr, s = sr;
+  }
+}
+
+/**
+ * cos and sin of pair j at `position`, the magnitude applied, from the angle
+ * table. 'exact' (mode 0): position · f_j/2π mod 1 in integers, exact to
+ * 2^-64 turns at any position. 'float32' (mode 1): the angle
+ * fround(fround(position) · f_j) of transformers, vLLM and SGLang, m·2^e,
+ * reduced the same way by the fraction of 2^e/2π.
+ */
+__device__ __forceinline__ void ropeCosSin(long long position, int j, const unsigned* table, float& c, float& s) {
+  const bool negative = position < 0;
+  const unsigned long long n = negative ? 0ull - static_cast<unsigned long long>(position) : static_cast<unsigned long long>(position);
+  const unsigned* pair = table + kAngleHeaderWords + 4 * j;
+  if (table[0] == 0) {
+    cosSinOfTurns(turnsOf(n, pair), c, s);
+  } else {
+    const float angle = __fmul_rn(__ull2float_rn(n), __uint_as_float(pair[3]));
+    if (angle <= 0.785398163f) {
+      cosSinSmall(angle, 0.0f, c, s);
+    } else {
+      const unsigned bits = __float_as_uint(angle);
+      const int e = min(max(static_cast<int>((bits >> 23) & 0xff) - 150, kFirstReductionExponent), kLastReductionExponent);
+      // The reduction fractions follow the R/2 pairs; the table's third word holds R/2.
+      const unsigned* g = table + kAngleHeaderWords + 4 * table[2] + 4 * (e - kFirstReductionExponent);
+      cosSinOfTurns(turnsOf((bits & 0x7fffffu) | 0x800000u, g), c, s);
+    }
+  }
+  const float magnitude = __uint_as_float(table[1]);
+  c *= magnitude;
+  s = (negative ? -s : s) * magnitude;
+}
+
+// cos and sin of pair j at `position`: a cache row (cos ‖ sin), or the angle table's.
+__device__ __forceinline__ void cosSinAt(long long position, int j, int halfR, const void* cache, long long cacheDType, const unsigned* angleTable, float& c, float& s) {
   if (cache != nullptr) {
     const long long row = position * 2 * halfR;
     c = loadAnyFloat(cache, cacheDType, row + j);
     s = loadAnyFloat(cache, cacheDType, row + halfR + j);
   } else {
-    sincosf(static_cast<float>(position) * ropeFrequencies[j], &s, &c);
+    ropeCosSin(position, j, angleTable, c, s);
   }
 }
 
@@ -65,12 +134,12 @@ struct LaneAngles {
   }
 };
 
-// Where the angles come from: a cos ‖ sin cache (any float dtype), or f_j with the angle in f32.
+// Where the angles come from: a cos ‖ sin cache (any float dtype), or the angle table.
 struct AngleSource {
   const void* cache;
   long long cacheDType;
   bool cacheVectors;  // f32 cache, a lane's runs on 16-byte boundaries
-  const float* ropeFrequencies;
+  const unsigned* angleTable;
 };
 
 // Elements [first, first + count) of a cache in storage C, as f32; the rest of `out` is left as it is.
@@ -127,7 +196,7 @@ __device__ __forceinline__ void fillLaneAngles(const LaneAngles<VEC, NV>& a, boo
         if (e < R) {
           const bool firstOfPair = gptj ? (e & 1) == 0 : e < halfR;
           const int j = gptj ? e >> 1 : firstOfPair ? e : e - halfR;
-          sincosf(static_cast<float>(position) * src.ropeFrequencies[j], &s, &c);
+          ropeCosSin(position, j, src.angleTable, c, s);
           if (firstOfPair) s = -s;
         }
         a.storeOne(k, u, c, s);

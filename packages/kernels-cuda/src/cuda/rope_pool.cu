@@ -55,7 +55,7 @@ __device__ __forceinline__ void ropePoolUnits(const RopePoolParams& p) {
   const bool gptj = p.gptj != 0;
   extern __shared__ float4 angleSlots[];
   const LaneAngles<VEC, NV> angles(angleSlots);
-  const AngleSource angleSource{nullptr, 0, false, p.ropeFrequencies};
+  const AngleSource angleSource{nullptr, 0, false, static_cast<const unsigned*>(p.ropeAngles)};
 
   // Row y of token n: its tensor (0: q, 1: k, 2: v), head, and first element there.
   auto locate = [&](unsigned n, unsigned y, int& kind, unsigned& head) -> size_t {
@@ -158,7 +158,7 @@ __device__ __forceinline__ void ropePoolAnyShape(const RopePoolParams& p) {
     }
     const void* src = kind == 0 ? p.q : p.k;
     void* dst = kind == 0 ? p.qRot : p.kRot;
-    const float position = static_cast<float>(loadIndex(p.positions, p.positionsAreI64, n));
+    const long long position = loadIndex(p.positions, p.positionsAreI64, n);
     for (long long e = lane; e < D; e += 32) {
       float out = loadElement<S>(src, rowFirst + e);
       if (e < R) {
@@ -166,7 +166,7 @@ __device__ __forceinline__ void ropePoolAnyShape(const RopePoolParams& p) {
         const int j = p.gptj ? static_cast<int>(e >> 1) : static_cast<int>(first ? e : e - halfR);
         const long long other = p.gptj ? (first ? e + 1 : e - 1) : (first ? e + halfR : e - halfR);
         float c, s;
-        sincosf(position * p.ropeFrequencies[j], &s, &c);
+        ropeCosSin(position, j, static_cast<const unsigned*>(p.ropeAngles), c, s);
         const float partner = loadElement<S>(src, rowFirst + other);
         out = first ? out * c - partner * s : out * c + partner * s;
       }

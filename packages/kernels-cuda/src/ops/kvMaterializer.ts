@@ -76,8 +76,8 @@ class CudaKvMaterializer implements MaterializerKernels {
       this.#angles = { cache: this.#hold(cache.buffer).ptr, cacheDType: cache.dtype as FloatDType };
       this.#P = cache.shape[0];
     } else {
-      // Angles on the device from f_j: no table to size, so no call ever looks at position values on the host.
-      this.#angles = { ropeFrequencies: kernels.ropeFrequencies(args.ropeBase!, R, op) };
+      // Angles on the device from the angle table: nothing to size, so no call ever looks at position values on the host.
+      this.#angles = { ropeAngles: kernels.ropeAngles({ ropeBase: args.ropeBase!, rotaryDim: R, ropeScaling: args.ropeScaling, angles: args.angles }, op) };
       this.#P = undefined;
     }
     // kvWeight [L, 2*H*D, hidden] is [L, 2, H*D, hidden]: 2L blocks of H*D rows.

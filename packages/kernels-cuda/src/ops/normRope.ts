@@ -8,7 +8,7 @@ import { fusedKernel } from '../runtime/kernelNames.js';
 import { planRows, vectorPathFits } from './rowTiles.js';
 
 /** Where the angles come from: cache rows (bounds [0, P)), or f_j = ropeBase^(-2j/R) on the device. */
-export type Angles = { readonly cache: number; readonly cacheDType: FloatDType } | { readonly ropeFrequencies: number };
+export type Angles = { readonly cache: number; readonly cacheDType: FloatDType } | { readonly ropeAngles: number };
 
 /** A device-side value rule, numbered for this sync period. */
 export interface BoundCheck {
@@ -131,7 +131,7 @@ export function launchNormRope(kernels: CudaKernels, job: NormRopeJob, claimed?:
     kNormWeight: job.kNormWeight,
     eps: job.eps,
     cosSinCache: cache ? cache.cache : 0,
-    ropeFrequencies: 'ropeFrequencies' in job.angles ? job.angles.ropeFrequencies : 0,
+    ropeAngles: 'ropeAngles' in job.angles ? job.angles.ropeAngles : 0,
     positions: job.positions,
     slots: job.slots ? job.slots.ptr : 0,
     kOut: job.kOut,

@@ -43,14 +43,14 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
   });
   const slotRule = boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: S });
   // Enqueued before the claims (a first use uploads the table): the pool kernel must directly follow claim_slots.
-  const frequencies = kernels.ropeFrequencies(args.ropeBase, R, op);
+  const angles = kernels.ropeAngles({ ropeBase: args.ropeBase, rotaryDim: R, ropeScaling: args.ropeScaling, angles: args.angles }, op);
   const claims = kernels.slotOwners.claim(slots.ptr, slots.dtype === 'i64', N, S, args.duplicates.slots, op);
   const p = kernels.params.ropePool;
   p.write({
     q: q.ptr,
     k: k.ptr,
     v: v.ptr,
-    ropeFrequencies: frequencies,
+    ropeAngles: angles,
     positions: positions.ptr,
     slots: slots.ptr,
     qRot: qRot.ptr,

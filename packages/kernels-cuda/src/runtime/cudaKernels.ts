@@ -1,7 +1,8 @@
 import { numel } from '@kvkit/contracts';
 import type { DType, FloatDType, Shape, TensorData } from '@kvkit/contracts';
 import type { BackendKernels, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
-import { decodeHalves, encodeTensorData, ropeAngles, storageView } from '@kvkit/contracts/backend';
+import { decodeHalves, encodeTensorData, ropeAngles, ropeAngleTable, storageView } from '@kvkit/contracts/backend';
+import type { RopeSpec } from '@kvkit/contracts/backend';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';
 import { ropePoolFused } from '../ops/ropePoolFused.js';
@@ -40,7 +41,7 @@ export class CudaKernels implements BackendKernels {
   };
   /** Last-token-wins claims for pool writes. */
   readonly slotOwners: SlotOwners;
-  readonly #frequencies = new Map<number, Map<number, DeviceBuffer>>();
+  readonly #angleTables = new Map<string, DeviceBuffer>();
   #cublasWorkspace: DeviceBuffer | undefined;
   #disposed = false;
 
@@ -153,19 +154,15 @@ export class CudaKernels implements BackendKernels {
   /** Nothing held back: each op is launched on the backend's stream when it is called, so work queued on that stream later runs after it. */
   flush(): void {}
 
-  /** f_j (contracts' ropeAngles), computed in f64 and stored as f32, uploaded once per (ropeBase, R). */
-  ropeFrequencies(ropeBase: number, R: number, op: string): number {
-    let byRotary = this.#frequencies.get(ropeBase);
-    if (!byRotary) {
-      byRotary = new Map();
-      this.#frequencies.set(ropeBase, byRotary);
-    }
-    const known = byRotary.get(R);
+  /** The angle table (contracts' ropeAngleTable) of a spec, uploaded once per spec. */
+  ropeAngles(spec: RopeSpec, op: string): number {
+    const key = JSON.stringify([spec.ropeBase, spec.rotaryDim, spec.ropeScaling ?? null, spec.angles ?? 'exact']);
+    const known = this.#angleTables.get(key);
     if (known) return known.ptr;
-    const host = Float32Array.from(ropeAngles({ ropeBase, rotaryDim: R }).frequencies);
+    const host = ropeAngleTable(ropeAngles(spec));
     const buffer = this.cx.alloc(host.byteLength, op);
     this.cx.upload(buffer.ptr, host, op);
-    byRotary.set(R, buffer);
+    this.#angleTables.set(key, buffer);
     return buffer.ptr;
   }
 

@@ -9,7 +9,7 @@ import { bytesPerElement, GpuTensor } from '../runtime/gpuTensor.js';
 import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
 import type { RopeSource } from '../shaders/plan.js';
 import { launchGemm, launchNormRope, launchRopeTable } from './launch.js';
-import { turnsBuffer } from './ropePoolFused.js';
+import { angleTableRange } from './ropePoolFused.js';
 
 /** Layer views must start where a binding may start. */
 const VIEW_ALIGN = 256;
@@ -21,7 +21,7 @@ export function createKvMaterializer(k: WebGpuKernels, args: CreateKvMaterialize
 /**
  * Holds device copies of the weights (the caller may dispose its tensors),
  * kNormWeight and eps together in one buffer (eps as f32 words after the
- * weights), the cos/sin cache or the RoPE frequencies, and workspaces kept
+ * weights), the cos/sin cache or the RoPE angle table, and workspaces kept
  * between calls: the projection [T, L*2*H*D], and K and V as [L, T, H, D]
  * with each layer padded to 256 bytes so its view binds on its own.
  */
@@ -43,7 +43,7 @@ class WgslKvMaterializer implements MaterializerKernels {
   /** The eps rule of an eps tensor, checked by every call's kernel on this materializer's copy (a number was checked at creation). */
   readonly #epsCheck: DeviceCheck | undefined;
   readonly #cosSin: DeviceStorage | undefined;
-  readonly #turns: BufferRange | undefined;
+  readonly #angleTable: BufferRange | undefined;
   /** Workspaces in tokens: the projection, K and V (layers padded), and the ropeBase cos/sin rows. */
   readonly #proj: Workspace<DeviceStorage>;
   readonly #kOut: Workspace<DeviceStorage>;
@@ -99,7 +99,7 @@ class WgslKvMaterializer implements MaterializerKernels {
       // With ropeBase, cos/sin are computed on the device per call: no host look at positions, nothing to grow.
       this.#cacheType = 'f32';
       this.#ropeSource = 'tokenTable';
-      this.#turns = turnsBuffer(k, args.ropeBase!, R).range(0, (R / 2) * 4);
+      this.#angleTable = angleTableRange(k, { ropeBase: args.ropeBase!, rotaryDim: R, ropeScaling: args.ropeScaling, angles: args.angles });
     }
   }
 
@@ -166,7 +166,7 @@ class WgslKvMaterializer implements MaterializerKernels {
     let cosSin: BufferRange;
     if (this.#ropeSource === 'tokenTable') {
       cosSin = call.take(this.#table, T).range(0, T * R * 4);
-      launchRopeTable(k, positions.dtype as IndexDType, { positions: positions.range, turnsPerPosition: this.#turns!, table: cosSin }, T, R);
+      launchRopeTable(k, positions.dtype as IndexDType, { positions: positions.range, angleTable: this.#angleTable!, table: cosSin }, T, R);
     } else {
       cosSin = this.#cosSin!.range(0, this.#cosSin!.byteLength);
     }

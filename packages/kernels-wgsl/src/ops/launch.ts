@@ -3,7 +3,6 @@
  * cache, size the grid, record the dispatch. The ops decide what to bind.
  */
 import type { FloatDType, IndexDType } from '@kvkit/contracts';
-import type { RopeAngles } from '@kvkit/contracts/backend';
 import type { NormRopeRanges, RopeRowsParams, RopeRowsRanges } from '../generated/params.js';
 import type { BufferRange } from '../runtime/gpuRuntime.js';
 import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
@@ -67,8 +66,8 @@ export function launchRopeRows(
   k.runtime.dispatch(kernel, ranges, at, Math.ceil((at.rows * ropeRowUnits(plan)) / plan.workgroupSize));
 }
 
-/** cos/sin rows, one per token, from positions and f_j / 2π (ropeTable.wgsl.ts). */
-export function launchRopeTable(k: WebGpuKernels, positionType: IndexDType, ranges: { positions: BufferRange; turnsPerPosition: BufferRange; table: BufferRange }, tokens: number, rotaryDim: number): void {
+/** cos/sin rows, one per token, from positions and the angle table (ropeTable.wgsl.ts). */
+export function launchRopeTable(k: WebGpuKernels, positionType: IndexDType, ranges: { positions: BufferRange; angleTable: BufferRange; table: BufferRange }, tokens: number, rotaryDim: number): void {
   const plan = planRopeTable(k.runtime.caps, positionType);
   const kernel = k.runtime.kernel(plan, () => ropeTableShader(plan));
   const half = rotaryDim / 2;
@@ -100,9 +99,4 @@ export function launchGemm(k: WebGpuKernels, dtype: FloatDType, ranges: { a: Buf
   const reduce = k.runtime.kernel(reducePlan, () => gemmReduceShader(reducePlan));
   const words = dtype === 'f32' ? elements : elements / 2;
   k.runtime.dispatch(reduce, { partial, c: ranges.c }, { words, elements, splits }, Math.ceil(words / reducePlan.workgroupSize));
-}
-
-/** f_j / 2π for j < R/2 (the shader keeps angles in turns), divided in f64 and rounded once to f32. */
-export function turnsPerPosition(angles: RopeAngles): Float32Array {
-  return Float32Array.from(angles.frequencies, (f) => f / (2 * Math.PI));
 }

@@ -1,34 +1,35 @@
 import type { FloatDType, IndexDType } from '@kvkit/contracts';
 import type { RopePoolFusedChecked } from '@kvkit/contracts/backend';
-import { ropeAngles } from '@kvkit/contracts/backend';
-import type { DeviceStorage } from '../runtime/gpuRuntime.js';
+import { ropeAngles, ropeAngleTable } from '@kvkit/contracts/backend';
+import type { RopeSpec } from '@kvkit/contracts/backend';
+import type { BufferRange, DeviceStorage } from '../runtime/gpuRuntime.js';
 import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
 import { ROPE_ALL_BINDINGS } from '../shaders/plan.js';
-import { launchRopeRows, launchRopeTable, turnsPerPosition } from './launch.js';
+import { launchRopeRows, launchRopeTable } from './launch.js';
 
-/** f_j / 2π buffers, per backend, by (ropeBase, rotaryDim): made once, kept for the backend's life. */
-const turnsBuffers = new WeakMap<WebGpuKernels, Map<string, DeviceStorage>>();
+/** Angle tables (backend/rope.ts ropeAngleTable), per backend, by spec: made once, kept for the backend's life. */
+const angleTables = new WeakMap<WebGpuKernels, Map<string, DeviceStorage>>();
 
-export function turnsBuffer(k: WebGpuKernels, ropeBase: number, rotaryDim: number): DeviceStorage {
-  let byKey = turnsBuffers.get(k);
-  if (!byKey) {
-    byKey = new Map();
-    turnsBuffers.set(k, byKey);
+export function angleTableRange(k: WebGpuKernels, spec: RopeSpec): BufferRange {
+  let bySpec = angleTables.get(k);
+  if (!bySpec) {
+    bySpec = new Map();
+    angleTables.set(k, bySpec);
   }
-  const key = `${ropeBase}/${rotaryDim}`;
-  let s = byKey.get(key);
+  const key = JSON.stringify([spec.ropeBase, spec.rotaryDim, spec.ropeScaling ?? null, spec.angles ?? 'exact']);
+  let s = bySpec.get(key);
   if (!s) {
-    const turns = turnsPerPosition(ropeAngles({ ropeBase, rotaryDim }));
-    s = k.storage(turns.byteLength, 'kvkit rope frequencies', 'ropePoolFused', undefined, true);
-    new Float32Array(s.buffer.getMappedRange()).set(turns);
+    const table = ropeAngleTable(ropeAngles(spec));
+    s = k.storage(table.byteLength, 'kvkit rope angle table', 'ropePoolFused', undefined, true);
+    new Uint32Array(s.buffer.getMappedRange()).set(table);
     s.buffer.unmap();
-    byKey.set(key, s);
+    bySpec.set(key, s);
   }
-  return s;
+  return s.range(0, s.byteLength);
 }
 
 /**
- * SEMANTICS §3: the cos/sin row of every token (from ropeBase), the
+ * SEMANTICS §3: the cos/sin row of every token (from ropeBase and ropeScaling), the
  * ownership pass that leaves each shared slot to one token (the contract's
  * rule), then RoPE of the query and key heads with the pool scatter and the V
  * copy (slots checked on the device), in one dispatch where the device allows
@@ -46,7 +47,7 @@ export function ropePoolFused(k: WebGpuKernels, args: RopePoolFusedChecked) {
     const positions = k.own(args.positions);
     const slots = k.own(args.slots);
     const table = k.scratch('ropePoolFused cos/sin', N * R * 4).range(0, N * R * 4);
-    launchRopeTable(k, positions.dtype as IndexDType, { positions: positions.range, turnsPerPosition: turnsBuffer(k, args.ropeBase, R).range(0, (R / 2) * 4), table }, N, R);
+    launchRopeTable(k, positions.dtype as IndexDType, { positions: positions.range, angleTable: angleTableRange(k, { ropeBase: args.ropeBase, rotaryDim: R, ropeScaling: args.ropeScaling, angles: args.angles }), table }, N, R);
     const rope = { dtype, D, R, style: args.ropeStyle, slotType: slots.dtype as IndexDType };
     const { flags, words } = k.checks.reserve([args.deviceChecks.find((c) => c.arg === 'slots')], args.dims);
     const owned = k.slotOwners.resolve(slots, N, S, args.duplicates.slots, 'ropePoolFused');
