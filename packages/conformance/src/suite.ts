@@ -17,6 +17,7 @@ import { runFusedCase, runMaterializerCase, runRopePoolCase } from './run-cases.
 import { checkBitsRoundTrip, checkOpsOnBits } from './bits.js';
 import { checkAsyncWriteLayerKvRefused } from './synchronousCallback.js';
 import { CONTESTED_SHAPES, checkContestedSlotsMaterializeInto, checkContestedSlotsRopePool } from './contestedSlots.js';
+import { defineRopeVariantChecks } from './ropeVariants.js';
 
 export interface ConformanceOptions {
   /** Storage dtypes to run every case in; all three by default. */
@@ -81,6 +82,8 @@ export function defineConformanceSuite(name: string, create: () => Backend | Pro
         for (const dtype of dtypes) it(`${c.name} [${dtype}]`, () => runMaterializerCase(...both(), c, dtype), CASE_TIMEOUT_MS);
       }
     });
+
+    describe('ropeScaling and exact angles, against the f64 reference', () => defineRopeVariantChecks(() => both()[0], CASE_TIMEOUT_MS));
 
     describe('contested slots: the last token of each slot writes it, whole', () => {
       for (const dtype of dtypes) {
