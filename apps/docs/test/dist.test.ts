@@ -5,6 +5,7 @@ import { allOps } from '@kvkit/contracts/dsl';
 import { catalog } from '@kvkit/errors-catalog';
 import { describe, expect, inject, it } from 'vitest';
 import { isCallOf } from '../src/site/ops.js';
+import { ropeVariants } from '../src/site/sidebar.js';
 import { errorPath, opPath } from '../src/site/routes.js';
 import { docsRoot, fileForPath, listFiles } from './support/site.js';
 import { attrValues, h1, ids, mainContent, section, textOf } from './support/html.js';
@@ -97,6 +98,21 @@ describe('every op has its page', () => {
     expect(raised.length).toBeGreaterThan(0);
     for (const e of raised) expect(linked, `${name} -> ${e.code}`).toContain(`${base}${errorPath(e.code)}`);
     expect(linked.size).toBe(raised.length);
+  });
+});
+
+describe('every RoPE scaling variant has its page', () => {
+  const fields = (tag: string) => {
+    for (const op of allOps) for (const step of op.steps) if (step.kind === 'tagged') return Object.keys(step.variants[tag]!.fields);
+    return [];
+  };
+  it.each(ropeVariants(allOps))('%s: its formula and the config key of every declared field', (tag) => {
+    const page = pageAt(`rope/${tag}/`);
+    expect(page, `rope/${tag}/ was not built`).toBeDefined();
+    const text = textOf(mainContent(page!));
+    expect(text).toContain(`type: '${tag}'`);
+    expect(text).toMatch(/f\[j\]/);
+    for (const field of fields(tag)) expect(text, `${tag}: ${field}`).toContain(field);
   });
 });
 

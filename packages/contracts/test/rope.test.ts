@@ -70,7 +70,7 @@ describe('scaled frequencies, each from its published formula', () => {
 
   it('linear divides every frequency by the factor', () => {
     const a = of(1e4, { type: 'linear', factor: 2.5 });
-    plain(1e4).forEach((f, j) => expect(a.frequencies[j]).toBe(f / 2.5));
+    for (const [j, f] of plain(1e4).entries()) expect(a.frequencies[j]).toBe(f / 2.5);
     expect(a.magnitude).toBe(1);
   });
 

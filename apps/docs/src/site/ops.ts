@@ -4,7 +4,7 @@ import type { Arg, DTypeRule, OpDecl, Step, TensorArg } from '@kvkit/contracts/d
 import { repoRoot } from './paths.js';
 
 
-const isArg = (s: Step): s is Arg => s.kind === 'tensor' || s.kind === 'int' || s.kind === 'number' || s.kind === 'choice' || s.kind === 'callback';
+const isArg = (s: Step): s is Arg => s.kind === 'tensor' || s.kind === 'int' || s.kind === 'number' || s.kind === 'choice' || s.kind === 'callback' || s.kind === 'tagged';
 
 export interface DimRow {
   name: string;
@@ -138,6 +138,8 @@ function typer(op: OpDecl, ops: readonly OpDecl[]): Typer {
         return quoteAll(a.options);
       case 'callback':
         return a.signature.replace(/\bDT\b/g, a.dtypeOf === dtFrom ? 'DT' : `dtype of ${a.dtypeOf}`).replace(/readonly /g, '');
+      case 'tagged':
+        return Object.keys(a.variants).map((tag) => `{ ${a.tag}: '${tag}', ... }`).join(' | ');
     }
   };
   return { dtFrom, dtParam, arg, tensor };

@@ -22,6 +22,10 @@ export function sidebar(entries: readonly CatalogEntry[], ops: readonly OpDecl[]
       items: [{ label: 'All ops', link: '/ops/' }, ...ops.map((op) => ({ label: op.name, link: `/${opPath(op.name)}` }))],
     },
     {
+      label: 'RoPE scaling and angles',
+      items: [...ropeVariants(ops).map((tag) => ({ label: tag, link: `/rope/${tag}/` })), { label: 'exact and float32 angles', link: '/rope/exact-angles/' }],
+    },
+    {
       label: 'Error codes',
       collapsed: true,
       items: [
@@ -35,4 +39,10 @@ export function sidebar(entries: readonly CatalogEntry[], ops: readonly OpDecl[]
     },
     { label: 'Benchmarks', link: `/${benchmarksPath}` },
   ];
+}
+
+/** The declared `ropeScaling` variants (each has its page under src/content/docs/rope/). */
+export function ropeVariants(ops: readonly OpDecl[]): string[] {
+  for (const op of ops) for (const step of op.steps) if (step.kind === 'tagged' && step.name === 'ropeScaling') return Object.keys(step.variants);
+  return [];
 }

@@ -8,9 +8,9 @@
  *  - 'exact': f_j is the f64 value of its formula, and the angle is p·f_j as
  *    a real number (not rounded): cos and sin are those of that angle for
  *    any position below 2^31, to the rounding of the output.
- *  - 'float32': f_j as torch builds it (f32), the angle fround(fround(p)·f_j)
- *    as transformers, vLLM and SGLang compute it in f32, bit for bit; cos and
- *    sin are then those of that f32 angle.
+ *  - 'float32': f_j as transformers builds it in f32 tensors, the angle
+ *    fround(fround(p)·f_j) as transformers, vLLM and SGLang compute it, bit
+ *    for bit; cos and sin are then those of that f32 angle.
  */
 import type { RopeScaling } from '../generated/signatures.js';
 
@@ -88,13 +88,18 @@ export function yarnMagnitude(s: Extract<RopeScaling, { type: 'yarn' }>): number
   return yarnMscale(s.factor);
 }
 
-/** YaRN's blend of plain frequencies `f` (in place): extrapolated below the ramp, interpolated (÷ factor) above it. */
-function yarnFrequencies(f: Float64Array, ropeBase: number, rotaryDim: number, s: Extract<RopeScaling, { type: 'yarn' }>): void {
+/** The pairs YaRN's ramp runs between: extrapolated up to `low`, interpolated from `high`. */
+function yarnRamp(ropeBase: number, rotaryDim: number, s: Extract<RopeScaling, { type: 'yarn' }>): { low: number; high: number } {
   // The pair index at which a frequency turns `rotations` times over the original context.
   const pairAt = (rotations: number) => (rotaryDim * Math.log(s.originalMaxPositions / (rotations * 2 * Math.PI))) / (2 * Math.log(ropeBase));
   const low = Math.max(Math.floor(pairAt(s.betaFast ?? 32)), 0);
-  let high = Math.min(Math.ceil(pairAt(s.betaSlow ?? 1)), rotaryDim - 1);
-  if (high === low) high += 0.001;
+  const high = Math.min(Math.ceil(pairAt(s.betaSlow ?? 1)), rotaryDim - 1);
+  return { low, high: high === low ? high + 0.001 : high };
+}
+
+/** YaRN's blend of plain frequencies `f` (in place): extrapolated below the ramp, interpolated (÷ factor) above it. */
+function yarnFrequencies(f: Float64Array, ropeBase: number, rotaryDim: number, s: Extract<RopeScaling, { type: 'yarn' }>): void {
+  const { low, high } = yarnRamp(ropeBase, rotaryDim, s);
   for (let j = 0; j < f.length; j++) {
     const ramp = Math.min(Math.max((j - low) / (high - low), 0), 1);
     f[j] = (f[j]! / s.factor) * ramp + f[j]! * (1 - ramp);
@@ -124,27 +129,59 @@ function scaled(plain: Float64Array, spec: RopeSpec): { frequencies: Float64Arra
 /** The base plain frequencies start from: `ropeBase`, or the grown base of dynamic NTK. */
 const baseOf = (spec: RopeSpec) => (spec.ropeScaling?.type === 'dynamic' ? dynamicBase(spec.ropeBase, spec.rotaryDim, spec.ropeScaling) : spec.ropeBase);
 
+/** torch's `base ** (arange(0, R, 2).float() / R)` in f32, with a correctly rounded pow. */
+function torchPowers(ropeBase: number, rotaryDim: number): Float64Array {
+  const base = Math.fround(ropeBase);
+  return Float64Array.from({ length: rotaryDim / 2 }, (_, j) => Math.fround(base ** Math.fround((2 * j) / rotaryDim)));
+}
+
 /** torch's plain inverse frequencies in f32: 1 / base ** (arange(0, R, 2).float() / R), each step rounded to f32. */
 export function float32Frequencies(ropeBase: number, rotaryDim: number): Float64Array {
-  const half = rotaryDim / 2;
-  const f = new Float64Array(half);
-  const base = Math.fround(ropeBase);
-  for (let j = 0; j < half; j++) f[j] = Math.fround(1 / Math.fround(base ** Math.fround((2 * j) / rotaryDim)));
-  return f;
+  return torchPowers(ropeBase, rotaryDim).map((p) => Math.fround(1 / p));
+}
+
+/**
+ * The frequencies and magnitude of 'float32' mode: transformers' f32 tensor
+ * steps for each variant, each product, quotient and sum rounded to f32 (a
+ * Python scalar next to a tensor taken as f32, `x / t` as `x * (1 / t)`).
+ */
+function float32Scaled(spec: RopeSpec): { frequencies: Float64Array; magnitude: number } {
+  const F = Math.fround;
+  const s = spec.ropeScaling;
+  const R = spec.rotaryDim;
+  if (s?.type === 'dynamic') return { frequencies: float32Frequencies(dynamicBase(spec.ropeBase, R, s), R), magnitude: 1 };
+  const f = float32Frequencies(spec.ropeBase, R);
+  if (s === undefined) return { frequencies: f, magnitude: 1 };
+  switch (s.type) {
+    case 'linear':
+      return { frequencies: f.map((x) => F(x / F(s.factor))), magnitude: 1 };
+    case 'llama3': {
+      const [lowWavelength, highWavelength] = [F(s.originalMaxPositions / s.lowFreqFactor), F(s.originalMaxPositions / s.highFreqFactor)];
+      const frequencies = f.map((x) => {
+        const wavelength = F(F(1 / x) * F(2 * Math.PI));
+        const kept = wavelength > lowWavelength ? F(x / F(s.factor)) : x;
+        if (wavelength < highWavelength || wavelength > lowWavelength) return kept;
+        const smooth = F(F(F(F(1 / wavelength) * F(s.originalMaxPositions)) - F(s.lowFreqFactor)) / F(s.highFreqFactor - s.lowFreqFactor));
+        return F(F(F(F(1 - smooth) * kept) / F(s.factor)) + F(smooth * kept));
+      });
+      return { frequencies, magnitude: 1 };
+    }
+    case 'yarn': {
+      const { low, high } = yarnRamp(spec.ropeBase, R, s);
+      const frequencies = torchPowers(spec.ropeBase, R).map((p, j) => {
+        const extrapolated = F(1 - Math.min(Math.max(F(F(j - low) / F(high - low)), 0), 1));
+        return F(F(F(1 / F(F(s.factor) * p)) * F(1 - extrapolated)) + F(F(1 / p) * extrapolated));
+      });
+      return { frequencies, magnitude: F(yarnMagnitude(s)) };
+    }
+  }
 }
 
 /** The angles of `spec`: the one place where every scaling variant chooses its frequencies and magnitude. */
 export function ropeAngles(spec: RopeSpec): RopeAngles {
   const mode = spec.angles ?? 'exact';
-  const base = baseOf(spec);
-  if (mode === 'exact') {
-    const { frequencies, magnitude } = scaled(ropeFrequencies({ ropeBase: base, rotaryDim: spec.rotaryDim }), spec);
-    return { frequencies, magnitude, mode, turns: turnsOfFrequencies(frequencies) };
-  }
-  // The variant's rescaling over torch's f32 plain frequencies, rounded once (bit for bit for plain, linear, dynamic).
-  const { frequencies, magnitude } = scaled(float32Frequencies(base, spec.rotaryDim), spec);
-  for (let j = 0; j < frequencies.length; j++) frequencies[j] = Math.fround(frequencies[j]!);
-  return { frequencies, magnitude: Math.fround(magnitude), mode, turns: turnsOfFrequencies(frequencies) };
+  const { frequencies, magnitude } = mode === 'exact' ? scaled(ropeFrequencies({ ropeBase: baseOf(spec), rotaryDim: spec.rotaryDim }), spec) : float32Scaled(spec);
+  return { frequencies, magnitude, mode, turns: turnsOfFrequencies(frequencies) };
 }
 
 // ---------- exact reduction ----------
