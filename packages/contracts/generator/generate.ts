@@ -71,11 +71,8 @@ function stepCode(s: Step): string[] {
     case 'callback':
       return [`const ${s.name} = c.callback(${q(s.name)}, a.${s.name}, ${q(s.code)});`];
     case 'tagged': {
-      const { kind: _, name: __, typeName: ___, ...rule } = s;
       const given = s.requires ? `, a.${s.requires} !== undefined` : '';
-      // The rule as data, without its prose.
-      const ruleJson = JSON.stringify(rule, (key, value) => (key === 'doc' ? undefined : value));
-      return [`const ${s.name} = c.tagged(${q(s.name)}, a.${s.name}, ${ruleJson}${given}) as ${s.typeName}${s.optional ? ' | undefined' : ''};`];
+      return [`const ${s.name} = c.tagged(${q(s.name)}, a.${s.name}, ${taggedRuleName(s)}${given}) as ${s.typeName}${s.optional ? ' | undefined' : ''};`];
     }
     case 'tensor': {
       const shapeOpts = JSON.stringify({ rankCode: s.rankCode, flattenable: s.flattenable });
@@ -101,6 +98,18 @@ function stepCode(s: Step): string[] {
   }
 }
 
+/** The exported constant holding a tagged parameter's rule in validators.ts. */
+const taggedRuleName = (s: TaggedArg) => `${s.typeName.charAt(0).toLowerCase()}${s.typeName.slice(1)}Rule`;
+
+/** Each tagged parameter's rule as data, without its prose: one constant, read by its validators and by any helper taking the same parameter. */
+function taggedRules(): string[] {
+  return taggedArgs().flatMap((t) => {
+    const { kind: _, name: __, typeName: ___, doc: ____, ...rule } = t;
+    const json = JSON.stringify(rule, (key, value) => (key === 'doc' ? undefined : value));
+    return [`/** The checks of \`${t.name}\` (${t.typeName}), as declared. */`, `export const ${taggedRuleName(t)}: TaggedRule = ${json};`, ''];
+  });
+}
+
 function checkedFieldType(s: Arg): string {
   switch (s.kind) {
     case 'int':
@@ -122,10 +131,11 @@ function validatorsFile(): string {
   const out: string[] = [
     HEADER,
     "import { Call } from '../runtime/call.js';",
-    "import type { DeviceCheck, Inherited, ValidationContext } from '../runtime/call.js';",
+    "import type { DeviceCheck, Inherited, TaggedRule, ValidationContext } from '../runtime/call.js';",
     "import type { DType, OwnedTensor } from '../tensor.js';",
     ...(taggedArgs().length ? [`import type { ${taggedArgs().map((t) => t.typeName).join(', ')} } from './signatures.js';`] : []),
     '',
+    ...taggedRules(),
   ];
   for (const op of allOps) {
     const args = op.steps.filter(isArg);

@@ -1,8 +1,7 @@
 import { ropeAngles, writeCosSinRows } from './backend/rope.js';
 import type { RopeAngleMode } from './backend/rope.js';
-import type { TaggedArg } from './dsl/declare.js';
 import type { RopeScaling } from './generated/signatures.js';
-import { ropeScalingSteps } from './ops/ropeScaling.js';
+import { ropeScalingRule } from './generated/validators.js';
 import { Call } from './runtime/call.js';
 import type { Backend } from './runtime/backend.js';
 import { FLOAT_DTYPES } from './tensor.js';
@@ -23,12 +22,6 @@ export interface RopeCosSinCacheArgs<DT extends FloatDType> {
   readonly dtype?: DT;
 }
 
-/** The declared ropeScaling rule: the same step every op that takes ropeBase validates with. */
-const scalingRule = (() => {
-  const { kind: _, name: __, typeName: ___, doc: ____, ...rule } = ropeScalingSteps().find((s): s is TaggedArg => s.kind === 'tagged')!;
-  return rule;
-})();
-
 /**
  * A `[P, R]` cos/sin cache for `fusedNormRopeStacked` (or a materializer's
  * `cosSinCache`) with the numbers `ropePoolFused` computes from the same
@@ -41,7 +34,8 @@ export function ropeCosSinCache<DT extends FloatDType = 'f32'>(backend: Backend,
   const rotaryDim = c.int('rotaryDim', a.rotaryDim, 'KV006', { binds: 'R' })!;
   c.evenAtMost('rotaryDim', rotaryDim, 'R', 'KV007');
   const ropeBase = c.number('ropeBase', a.ropeBase, 'KV008', { above: 0 })!;
-  const ropeScaling = c.tagged('ropeScaling', a.ropeScaling, scalingRule) as RopeScaling | undefined;
+  // The rule every op that takes ropeBase validates with (generated from its declaration).
+  const ropeScaling = c.tagged('ropeScaling', a.ropeScaling, ropeScalingRule) as RopeScaling | undefined;
   const angles = c.choice('angles', a.angles, ['exact', 'float32'] as const, 'exact', 'KV009');
   const rows = c.int('positions', a.positions, 'KV006', { binds: 'P' })!;
   const dtype = c.choice('dtype', a.dtype, FLOAT_DTYPES, 'f32', 'KV004') as DT;
