@@ -239,7 +239,7 @@ describe('ropeScaling', () => {
     ['KV062', 'a NaN factor', { type: 'linear', factor: Number.NaN }, 'ropeScaling.factor must be a finite number >= 1; got NaN'],
     ['KV063', 'inverted llama3 factors', { ...llama3, lowFreqFactor: 4, highFreqFactor: 4 }, 'ropeScaling: lowFreqFactor = 4 must be below highFreqFactor = 4'],
     ['KV063', 'inverted YaRN betas', { type: 'yarn', factor: 4, originalMaxPositions: 4096, betaSlow: 40 }, 'ropeScaling: betaSlow = 40 must be below betaFast = 32'],
-    ['KV064', 'a factor below 1', { type: 'linear', factor: 0.5 }, 'ropeScaling.factor must be a finite number >= 1, as Hugging Face requires of every scaling type; got 0.5'],
+    ['KV064', 'a factor below 1', { type: 'linear', factor: 0.5 }, 'ropeScaling.factor = 0.5 is below 1: a scaling factor stretches the context'],
   ])('is %s for %s, before any kernel runs', (code, _, ropeScaling, message) => {
     const { backend, calls } = recordingBackend();
     const e = thrown(() => call(backend, { ropeScaling }));

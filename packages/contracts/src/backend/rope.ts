@@ -106,10 +106,9 @@ function yarnFrequencies(f: Float64Array, ropeBase: number, rotaryDim: number, s
   }
 }
 
-/** The frequencies and magnitude of a spec's scaling over plain frequencies `plain` (of `base`), in f64. */
-function scaled(plain: Float64Array, spec: RopeSpec): { frequencies: Float64Array; magnitude: number } {
+/** The frequencies and magnitude of a spec's scaling, in f64, over its plain frequencies `f` (rescaled in place). */
+function scaled(f: Float64Array, spec: RopeSpec): { frequencies: Float64Array; magnitude: number } {
   const s = spec.ropeScaling;
-  const f = plain;
   if (s === undefined) return { frequencies: f, magnitude: 1 };
   switch (s.type) {
     case 'linear':

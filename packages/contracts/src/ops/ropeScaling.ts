@@ -40,7 +40,7 @@ export const ropeScalingErrors = errors({
   },
   KV064: {
     title: 'RoPE scaling factor below 1',
-    message: '{arg} must be {constraint}, as Hugging Face requires of every scaling type; got {actual}',
+    message: '{arg} = {actual} is below 1: a scaling factor stretches the context, and Hugging Face refuses one below 1 for every scaling type',
     fixes: [
       'Use the factor the model config gives: it stretches the context, so it is at least 1 (Llama 3.1: 8, Qwen2.5 with YaRN: 4).',
       'A factor of exactly 1 leaves plain RoPE (and YaRN its magnitude 1): omit `ropeScaling` instead.',
