@@ -5,6 +5,7 @@
  */
 import { deviceRecords } from './deviceRecords.js';
 import { fusedNormRopeCuda, normRopeWgsl } from './fusedNormRopeStacked.js';
+import { halvesCuda } from './hostTransfer.js';
 import { copyCuda, copyWgsl, fillCuda, fmaWgsl, spinCuda } from './measurement.js';
 import { gemmCuda, gemmReduceWgsl, gemmWgsl } from './projection.js';
 import { claimSlotsCuda, ropePoolCuda, ropeRowsWgsl, ropeTableWgsl, slotOwnersWgsl } from './ropePoolFused.js';
@@ -14,5 +15,5 @@ export { MAX_UNIFORM_WORDS } from './declare.js';
 export { FLOAT_CODE } from './floatCode.js';
 export { deviceRecords };
 
-export const cudaKernels = [fusedNormRopeCuda, ropePoolCuda, claimSlotsCuda, gemmCuda, copyCuda, spinCuda, fillCuda];
+export const cudaKernels = [fusedNormRopeCuda, ropePoolCuda, claimSlotsCuda, gemmCuda, copyCuda, spinCuda, fillCuda, halvesCuda];
 export const wgslKernels = [normRopeWgsl, ropeRowsWgsl, ropeTableWgsl, slotOwnersWgsl, gemmWgsl, gemmReduceWgsl, copyWgsl, fmaWgsl];

@@ -2,5 +2,6 @@
 #include "claim_slots.cu"
 #include "fused_norm_rope.cu"
 #include "gemm.cu"
+#include "halves.cu"
 #include "profiling.cu"
 #include "rope_pool.cu"

@@ -12,6 +12,7 @@ import type { CublasLt } from './cublasLt.js';
 import { CudaTensor, ELEMENT_BYTES } from './cudaTensor.js';
 import type { CudaDevice } from './driver.js';
 import type { DeviceBuffer } from './memory.js';
+import { convertsOnDevice, isHalf, uploadHalves, widenHalves } from './halfTransfers.js';
 import { ParamBlock } from './params.js';
 import { SlotOwners } from './slotOwners.js';
 
@@ -37,6 +38,7 @@ export class CudaKernels implements BackendKernels {
     spin: new ParamBlock('SpinParams'),
     fill: new ParamBlock('FillParams'),
     claimSlots: new ParamBlock('ClaimSlotsParams'),
+    halves: new ParamBlock('HalvesParams'),
   };
   /** Last-token-wins claims for pool writes. */
   readonly slotOwners: SlotOwners;
@@ -86,6 +88,7 @@ export class CudaKernels implements BackendKernels {
     this.cx.makeCurrent();
     const t = this.allocate(dtype, shape, op);
     if (data === undefined) this.cx.fill(t.ptr, 0, t.byteLength, op);
+    else if (isHalf(dtype) && data instanceof Float32Array && convertsOnDevice(data.length)) uploadHalves(this, dtype, t.ptr, data, op);
     else this.cx.upload(t.ptr, hostCopy(dtype, data, numel(shape)), op);
     return t;
   }
@@ -102,9 +105,20 @@ export class CudaKernels implements BackendKernels {
   async read(t: OwnedTensor): Promise<Float32Array | Int32Array | BigInt64Array> {
     const own = this.own(t);
     if (own.byteLength === 0) return emptyOf(own.dtype);
-    // Halves are decoded straight from the pinned block; the rest is copied out of it.
-    if (own.dtype === 'f16' || own.dtype === 'bf16') return this.#download(own, 'read', (view) => decodeHalves(own.dtype as 'f16' | 'bf16', new Uint16Array(view, 0, own.byteLength / 2)));
-    const copy = await this.#download(own, 'read', (view) => view.slice(0, own.byteLength));
+    const count = numel(own.shape);
+    if (isHalf(own.dtype)) {
+      const dtype = own.dtype;
+      // Large tensors are widened on the device and come back as f32 bytes; small ones are decoded from the pinned block.
+      if (!convertsOnDevice(count)) return this.#download(own.ptr, own.byteLength, 'read', (view) => decodeHalves(dtype, new Uint16Array(view, 0, count)));
+      this.cx.makeCurrent();
+      const wide = widenHalves(this, dtype, own.ptr, count, 'read');
+      try {
+        return new Float32Array(await this.#download(wide.ptr, count * 4, 'read', (view) => view.slice(0, count * 4)));
+      } finally {
+        wide.release();
+      }
+    }
+    const copy = await this.#download(own.ptr, own.byteLength, 'read', (view) => view.slice(0, own.byteLength));
     return own.dtype === 'f32' ? new Float32Array(copy) : own.dtype === 'i32' ? new Int32Array(copy) : new BigInt64Array(copy);
   }
 
@@ -112,15 +126,15 @@ export class CudaKernels implements BackendKernels {
   async readBytes(t: OwnedTensor): Promise<ArrayBuffer> {
     const own = this.own(t);
     if (own.byteLength === 0) return new ArrayBuffer(0);
-    return this.#download(own, 'readBits', (view) => view.slice(0, own.byteLength));
+    return this.#download(own.ptr, own.byteLength, 'readBits', (view) => view.slice(0, own.byteLength));
   }
 
-  /** Copies the tensor into a pinned block, waits for the copy to land, and hands the block to `take` before it is given back. */
-  async #download<R>(own: CudaTensor, op: string, take: (view: ArrayBuffer) => R): Promise<R> {
+  /** Copies `bytes` at `ptr` into a pinned block, waits for the copy to land, and hands the block to `take` before it is given back. */
+  async #download<R>(ptr: number, bytes: number, op: string, take: (view: ArrayBuffer) => R): Promise<R> {
     this.cx.makeCurrent();
-    const block = this.cx.pinned(own.byteLength, op);
+    const block = this.cx.pinned(bytes, op);
     try {
-      this.cx.download(block.ptr, own.ptr, own.byteLength, op);
+      this.cx.download(block.ptr, ptr, bytes, op);
       const event = this.cx.record(op);
       await this.cx.wait(event, op);
       this.cx.recycle(event);
