@@ -4,7 +4,7 @@ import type { CudaKernels } from '../runtime/cudaKernels.js';
 import type { CudaTensor } from '../runtime/cudaTensor.js';
 import { boundCheck, launchNormRope, tokenMajorLayout, valueCheck } from './normRope.js';
 
-/** SEMANTICS.md §1 on the device: outputs allocated (or the caller's), one launch, returns at once; positions and eps are checked there. */
+/** SEMANTICS.md §1 on the device: outputs allocated (or the caller's), one launch (kv read through its strides), returns at once; positions and eps are checked there. */
 export function fusedNormRopeStacked(kernels: CudaKernels, args: FusedNormRopeStackedChecked): { kOut: CudaTensor; vOut: CudaTensor } {
   const op = 'fusedNormRopeStacked';
   const { T, L, H, D, R, P } = args.dims;
@@ -17,6 +17,9 @@ export function fusedNormRopeStacked(kernels: CudaKernels, args: FusedNormRopeSt
   const cache = kernels.own(args.cosSinCache);
   const weight = kernels.own(args.kNormWeight);
   const positions = kernels.own(args.positions);
+  const eps = kernels.own(args.eps);
+  // kv is read through its strides; the other inputs as contiguous copies where they are views.
+  const [cacheAt, weightAt, positionsAt, epsAt] = kernels.gather.contiguous([cache, weight, positions, eps], op) as [number, number, number, number];
   // Checks are numbered in the contract's order: positions, then eps.
   const positionRule = boundCheck(kernels, args.deviceChecks, 'positions', args.dims, { min: 0, below: P });
   const epsCheck = valueCheck(kernels, args.deviceChecks.find((c) => c.arg === 'eps'), args.dims);
@@ -30,13 +33,13 @@ export function fusedNormRopeStacked(kernels: CudaKernels, args: FusedNormRopeSt
     R,
     gptj: args.ropeStyle === 'gptj',
     kv: kv.ptr,
-    kvLayout: tokenMajorLayout(L, H, D),
-    kNormWeight: weight.ptr,
+    kvLayout: tokenMajorLayout(kv, H, D),
+    kNormWeight: weightAt,
     weightIsF32: weight.dtype === 'f32' && dtype !== 'f32',
-    eps: kernels.own(args.eps).ptr,
+    eps: epsAt,
     epsCheck,
-    angles: { cache: cache.ptr, cacheDType: cache.dtype as FloatDType },
-    positions: positions.ptr,
+    angles: { cache: cacheAt, cacheDType: cache.dtype as FloatDType },
+    positions: positionsAt,
     positionsAreI64: positions.dtype === 'i64',
     positionRule,
     kOut: kOut.ptr,

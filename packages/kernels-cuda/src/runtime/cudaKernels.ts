@@ -12,6 +12,7 @@ import type { CublasLt } from './cublasLt.js';
 import { CudaTensor, ELEMENT_BYTES } from './cudaTensor.js';
 import type { CudaDevice } from './driver.js';
 import type { DeviceBuffer } from './memory.js';
+import { StridedGather } from './gatherStrided.js';
 import { ParamBlock } from './params.js';
 import { SlotOwners } from './slotOwners.js';
 
@@ -37,9 +38,12 @@ export class CudaKernels implements BackendKernels {
     spin: new ParamBlock('SpinParams'),
     fill: new ParamBlock('FillParams'),
     claimSlots: new ParamBlock('ClaimSlotsParams'),
+    gatherStrided: new ParamBlock('GatherStridedParams'),
   };
   /** Last-token-wins claims for pool writes. */
   readonly slotOwners: SlotOwners;
+  /** Contiguous copies of the views a kernel does not read through strides. */
+  readonly gather: StridedGather;
   readonly #frequencies = new Map<number, Map<number, DeviceBuffer>>();
   #cublasWorkspace: DeviceBuffer | undefined;
   #disposed = false;
@@ -51,6 +55,7 @@ export class CudaKernels implements BackendKernels {
     this.label = `cuda backend #${instances} (${device.name})`;
     this.badValues = new BadValues(cx);
     this.slotOwners = new SlotOwners(cx, this.params.claimSlots);
+    this.gather = new StridedGather(cx, this.params.gatherStrided);
     if ('reason' in gemm) {
       this.cublasLt = undefined;
       this.cublasLtAbsence = gemm.reason;
@@ -115,12 +120,13 @@ export class CudaKernels implements BackendKernels {
     return this.#download(own, 'readBits', (view) => view.slice(0, own.byteLength));
   }
 
-  /** Copies the tensor into a pinned block, waits for the copy to land, and hands the block to `take` before it is given back. */
+  /** Copies the tensor (a view: its elements, gathered row-major) into a pinned block, waits for the copy to land, and hands the block to `take` before it is given back. */
   async #download<R>(own: CudaTensor, op: string, take: (view: ArrayBuffer) => R): Promise<R> {
     this.cx.makeCurrent();
+    const [from] = this.gather.contiguous([own], op);
     const block = this.cx.pinned(own.byteLength, op);
     try {
-      this.cx.download(block.ptr, own.ptr, own.byteLength, op);
+      this.cx.download(block.ptr, from!, own.byteLength, op);
       const event = this.cx.record(op);
       await this.cx.wait(event, op);
       this.cx.recycle(event);
