@@ -83,6 +83,8 @@ function stepCode(s: Step): string[] {
       return [`c.exactlyOne(${JSON.stringify(s.names)}, [${s.names.join(', ')}], ${q(s.code)});`];
     case 'distinct':
       return [`c.distinct(${JSON.stringify(s.names)}, ${s.names[0]}, ${s.names[1]}, ${q(s.code)});`];
+    case 'contiguous':
+      return [`c.contiguous(${JSON.stringify(s.names)}, [${s.names.join(', ')}], ${q(s.code)});`];
     case 'values':
       return [`c.values(${q(s.name)}, ${s.name}, ${JSON.stringify({ min: s.min, below: s.below, finite: s.finite, negativeSkips: s.negativeSkips, ceiling: s.ceiling, duplicates: s.duplicates })}, ${q(s.code)});`];
   }
@@ -448,7 +450,7 @@ function argsOf(): Map<string, Set<string>> {
   };
   for (const op of allOps) {
     for (const s of op.steps) {
-      if (s.kind === 'exactlyOne') add(s.code, ...s.names);
+      if (s.kind === 'exactlyOne' || s.kind === 'contiguous') add(s.code, ...s.names);
       else if (s.kind === 'distinct') add(s.code, s.names[0]);
       else {
         add(s.code, s.name);
