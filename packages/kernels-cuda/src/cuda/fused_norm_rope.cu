@@ -209,7 +209,7 @@ __device__ __forceinline__ void fusedNormRopeAnyShape(const FusedNormRopeParams&
         float c, s;
         cosSinAt(position, j, halfR, p.cosSinCache, p.cacheDType, p.ropeFrequencies, c, s);
         const float partner = normed(other);
-        out = first ? out * c - partner * s : out * c + partner * s;
+        out = rotatedElement(out, partner, c, first ? -s : s);
       }
       storeElement<S>(p.kOut, outFirst + e, out);
       if (p.vOut != nullptr) copyElement<S>(p.vOut, outFirst + e, p.kv, kFirst + p.vOffset + e * step);

@@ -190,7 +190,7 @@ __device__ __forceinline__ void ropePoolAnyShape(const RopePoolParams& p) {
         float c, s;
         sincosf(position * p.ropeFrequencies[j], &s, &c);
         const float partner = loadElement<S>(src, srcFirst + other * in.element);
-        out = first ? out * c - partner * s : out * c + partner * s;
+        out = rotatedElement(out, partner, c, first ? -s : s);
       }
       storeElement<S>(dst, rowFirst + e, out);
       if (kind == 1 && slot >= 0) copyElement<S>(p.kPool, poolFirst + e, dst, rowFirst + e);

@@ -1,8 +1,8 @@
 import type { FloatDType } from '@kvkit/contracts';
 import type { CreateKvMaterializerChecked, DeviceCheck, KvMaterializerMaterializeChecked, KvMaterializerMaterializeIntoChecked, MaterializerKernels } from '@kvkit/contracts/backend';
-import { MAX_POSITION_BELOW, OpLifecycle, Workspace } from '@kvkit/contracts/backend';
+import { contiguousStrides, MAX_POSITION_BELOW, OpLifecycle, Workspace } from '@kvkit/contracts/backend';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
-import { contiguousStrides, CudaTensor, ELEMENT_BYTES } from '../runtime/cudaTensor.js';
+import { CudaTensor, ELEMENT_BYTES } from '../runtime/cudaTensor.js';
 import { aligned, GATHER_ALIGNMENT } from '../runtime/gatherStrided.js';
 import type { DeviceBuffer } from '../runtime/memory.js';
 import type { SlotClaims } from '../runtime/slotOwners.js';
@@ -129,10 +129,10 @@ class CudaKvMaterializer implements MaterializerKernels {
       this.#normRope(args, kv.ptr, inputs.positions, rules, { kOut: k.ptr, vOut: 0, outLayerStride: (inPlace ? 2 : 1) * perLayer });
       const shape = Object.freeze([T, H, D]);
       const strides = contiguousStrides(shape);
-      call.deliverLayerViews(L, args.writeLayerKv, (l) => [
-        new CudaTensor(kernels, this.#dtype, shape, k, { offset: (inPlace ? 2 * l : l) * perLayer, strides, layer: l }),
-        new CudaTensor(kernels, this.#dtype, shape, kv, { offset: (2 * l + 1) * perLayer, strides, layer: l }),
-      ]);
+      // Windows of the workspaces, whose buffers are their storage roots (views of them place themselves there).
+      const es = ELEMENT_BYTES[this.#dtype];
+      const window = (buffer: DeviceBuffer, offset: number, layer: number) => new CudaTensor(kernels, this.#dtype, shape, buffer, { root: buffer, offset, strides, capacity: Math.floor(buffer.bytes / es), layer });
+      call.deliverLayerViews(L, args.writeLayerKv, (l) => [window(k, (inPlace ? 2 * l : l) * perLayer, l), window(kv, (2 * l + 1) * perLayer, l)]);
     });
   }
 

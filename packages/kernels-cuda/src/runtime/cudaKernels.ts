@@ -1,7 +1,7 @@
 import { numel } from '@kvkit/contracts';
 import type { DType, FloatDType, Shape, TensorData } from '@kvkit/contracts';
-import type { BackendKernels, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
-import { decodeHalves, encodeTensorData, ropeAngles, storageView } from '@kvkit/contracts/backend';
+import type { BackendKernels, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit, ViewLayout } from '@kvkit/contracts/backend';
+import { decodeHalves, encodeTensorData, layoutOf, ropeAngles, storageView } from '@kvkit/contracts/backend';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';
 import { ropePoolFused } from '../ops/ropePoolFused.js';
@@ -45,6 +45,7 @@ export class CudaKernels implements BackendKernels {
   /** Contiguous copies of the views a kernel does not read through strides. */
   readonly gather: StridedGather;
   readonly #frequencies = new Map<number, Map<number, DeviceBuffer>>();
+  readonly #applicationRoots = new Map<number, object>();
   #cublasWorkspace: DeviceBuffer | undefined;
   #disposed = false;
 
@@ -101,6 +102,23 @@ export class CudaKernels implements BackendKernels {
     const t = this.allocate(dtype, shape, op);
     this.cx.upload(t.ptr, bytes, op);
     return t;
+  }
+
+  /** A window of `base`'s storage at `layout` (validated to lie inside it): no copy, never freed, disposed with its base. */
+  view(base: OwnedTensor, shape: Shape, layout: ViewLayout): OwnedTensor {
+    const own = this.own(base);
+    const { root, capacity } = layoutOf(own);
+    return new CudaTensor(this, own.dtype, Object.freeze([...shape]), own.buffer, { root, offset: layout.offset, strides: layout.strides, capacity, base: own });
+  }
+
+  /** The storage root of application memory starting at `start` (one per allocation, so overlapping wraps are told apart from separate ones). */
+  applicationStorage(start: number): object {
+    let root = this.#applicationRoots.get(start);
+    if (!root) {
+      root = Object.freeze({ applicationMemory: start });
+      this.#applicationRoots.set(start, root);
+    }
+    return root;
   }
 
   /** Enqueues the copy now (so it sees exactly the work enqueued before), resolves once it has landed. */

@@ -1,6 +1,6 @@
-import { LAYER_VIEW, TENSOR_OWNER } from '@kvkit/contracts/backend';
+import { contiguousStrides, isContiguous, LAYER_VIEW, TENSOR_LAYOUT, TENSOR_OWNER } from '@kvkit/contracts/backend';
 import type { DType, Shape } from '@kvkit/contracts';
-import type { OwnedTensor } from '@kvkit/contracts/backend';
+import type { OwnedTensor, StorageLayout } from '@kvkit/contracts/backend';
 import type { DeviceBuffer } from './memory.js';
 
 /** What a tensor asks of the backend that made it. */
@@ -11,39 +11,28 @@ export interface TensorOwner {
 /** Bytes per element of each dtype. */
 export const ELEMENT_BYTES: Readonly<Record<DType, number>> = { f32: 4, f16: 2, bf16: 2, i32: 4, i64: 8 };
 
-/** Row-major strides of a contiguous tensor of `shape`, in elements. */
-export function contiguousStrides(shape: Shape): readonly number[] {
-  const strides = new Array<number>(shape.length);
-  let step = 1;
-  for (let d = shape.length - 1; d >= 0; d--) {
-    strides[d] = step;
-    step *= shape[d]!;
-  }
-  return Object.freeze(strides);
-}
-
-/** Where a tensor's elements sit in its allocation: the element offset of element 0 and the element strides. */
-export interface CudaPlacement {
-  readonly offset: number;
-  readonly strides: readonly number[];
-  /** The tensor whose allocation this one shows (a view): it is disposed when that one is. */
+/** Where a window's elements sit in the storage it shows (TENSOR_LAYOUT), and what it follows. */
+export interface CudaPlacement extends StorageLayout {
+  /** The tensor whose storage this one shows (a view): it is disposed when that one is. */
   readonly base?: CudaTensor;
   /** The layer a materializer's layer view shows (writeLayerKv). */
   readonly layer?: number;
 }
 
 /**
- * A tensor in device memory: its own allocation (or application memory it
- * wraps), or a window of one it does not own: a view of another tensor, or a
- * layer view of a materializer workspace. A window never frees the memory.
+ * A tensor in device memory: its own allocation, or a window of memory it
+ * does not own (application memory it wraps, a view of another tensor, a
+ * layer view of a materializer workspace), placed by its TENSOR_LAYOUT. A
+ * window never frees the memory. `buffer.ptr` is element 0 of the storage.
  */
 export class CudaTensor implements OwnedTensor {
   readonly backend = 'cuda' as const;
   readonly [TENSOR_OWNER]: TensorOwner;
   declare readonly [LAYER_VIEW]?: number;
+  readonly [TENSOR_LAYOUT]?: StorageLayout;
   /** Elements between neighbours along each dim (row-major for a tensor kvkit made). */
   readonly strides: readonly number[];
-  /** Elements from the allocation's start to element 0. */
+  /** Elements from the storage's start to element 0. */
   readonly offset: number;
   readonly #buffer: DeviceBuffer;
   readonly #base: CudaTensor | undefined;
@@ -54,9 +43,10 @@ export class CudaTensor implements OwnedTensor {
     this[TENSOR_OWNER] = owner;
     this.#buffer = buffer;
     this.offset = place?.offset ?? 0;
-    this.strides = place ? Object.freeze([...place.strides]) : contiguousStrides(shape);
+    this.strides = Object.freeze(place ? [...place.strides] : contiguousStrides(shape));
     this.#base = place?.base;
     this.#owns = place === undefined;
+    if (place) this[TENSOR_LAYOUT] = { root: place.root, offset: place.offset, strides: this.strides, capacity: place.capacity };
     if (place?.layer !== undefined) Object.defineProperty(this, LAYER_VIEW, { value: place.layer, enumerable: false });
   }
 
@@ -77,16 +67,9 @@ export class CudaTensor implements OwnedTensor {
     return n;
   }
 
-  /** Whether the elements lie row-major with no gaps from `ptr` (strides of dims of size 1 do not matter). */
+  /** Whether the elements lie row-major with no gaps from `ptr`. */
   get contiguous(): boolean {
-    let step = 1;
-    for (let d = this.shape.length - 1; d >= 0; d--) {
-      const size = this.shape[d]!;
-      if (size === 0) return true;
-      if (size !== 1 && this.strides[d] !== step) return false;
-      step *= size;
-    }
-    return true;
+    return isContiguous(this.shape, this.strides);
   }
 
   /** The allocation, for holders that must keep it alive past this tensor (a materializer's weights). */

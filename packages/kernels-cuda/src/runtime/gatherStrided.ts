@@ -82,14 +82,15 @@ export function gatherLaunches(t: GatherSource, dst: number): GatherStridedParam
 /** Where gathered copies start in the scratch buffer: aligned for the GEMM's operands (cuBLASLt assumes 256 bytes). */
 export const GATHER_ALIGNMENT = 256;
 
-/** An input that must also start on a multiple of `alignment` bytes (else it is copied, even when contiguous). */
+/** An input that must also start on a multiple of `alignment` bytes, or (`copy`) be copied whatever its layout. */
 export interface AlignedInput {
   readonly tensor: CudaTensor;
   readonly alignment: number;
+  readonly copy?: boolean;
 }
 
-export function aligned(tensor: CudaTensor, alignment: number): AlignedInput {
-  return { tensor, alignment };
+export function aligned(tensor: CudaTensor, alignment: number, copy = false): AlignedInput {
+  return { tensor, alignment, copy };
 }
 
 /** More grid than this only adds scheduling: blocks per multiprocessor. */
@@ -132,7 +133,8 @@ export class StridedGather {
     const tensors = inputs.map((x) => ('tensor' in x ? x.tensor : x));
     const needs = inputs.map((x, i) => {
       const t = tensors[i]!;
-      return t.byteLength > 0 && !(t.contiguous && t.ptr % ('alignment' in x ? x.alignment : 1) === 0);
+      if (t.byteLength === 0) return false;
+      return ('tensor' in x && x.copy) || !(t.contiguous && t.ptr % ('tensor' in x ? x.alignment : 1) === 0);
     });
     let bytes = 0;
     const at = tensors.map((t, i) => {
