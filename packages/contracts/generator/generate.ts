@@ -113,6 +113,8 @@ function validatorsFile(): string {
     "import type { DType, OwnedTensor } from '../tensor.js';",
     '',
   ];
+  const written = allOps.map((op) => `  ${q(op.name)}: ${JSON.stringify(op.steps.flatMap((s) => (s.kind === 'contiguous' ? s.names : [])))},`);
+  out.push('/** Per op, the tensors it writes in place (its `contiguous` rules): backends that stage views need the list. */', 'export const writtenInPlace: Readonly<Record<string, readonly string[]>> = {', ...written, '};', '');
   for (const op of allOps) {
     const args = op.steps.filter(isArg);
     const certain = certainDims(op);

@@ -10,6 +10,7 @@ export type {
   KvMaterializerMaterializeIntoChecked,
   RopePoolFusedChecked,
 } from '../generated/validators.js';
+export { writtenInPlace } from '../generated/validators.js';
 export { defineBackend } from '../runtime/backend.js';
 export type { KvMaterializerKernels, OpKernels } from '../generated/backend.js';
 export type { BackendKernels, MaterializerKernels } from '../runtime/backend.js';

@@ -41,11 +41,12 @@ export function layoutOf(t: OwnedTensor): StorageLayout {
   return t[TENSOR_LAYOUT] ?? { root: t, offset: 0, strides: contiguousStrides(t.shape), capacity: numel(t.shape) };
 }
 
-/** The storage offset of each element in row-major order, written into `into`: how a backend gathers a view. */
-export function storageOffsets(shape: Shape, layout: ViewLayout, into: Int32Array | Float64Array = new Float64Array(numel(shape))): typeof into {
+/** The storage offset of each element in row-major order: how a host-side backend reads a view. */
+export function storageOffsets(shape: Shape, layout: ViewLayout): Float64Array {
   const index = shape.map(() => 0);
   let at = layout.offset;
   const n = numel(shape);
+  const into = new Float64Array(n);
   for (let i = 0; i < n; i++) {
     into[i] = at;
     // Odometer step: the last dim moves fastest.
