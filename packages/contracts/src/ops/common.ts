@@ -169,7 +169,7 @@ export const viewErrors = errors({
   KV046: {
     title: 'Invalid view layout',
     message: '{arg} is invalid: {reason}; got {actual}',
-    raisedBy: ['wrap'],
+    raisedBy: ['wrap', 'wrapDeviceMemory'],
     fixes: [
       'Give one stride per dim of the shape, in elements (not bytes), as PyTorch counts them: `[H * D, D, 1]` for a row-major `[N, H, D]`.',
       'Give `offset` in elements from element 0 of the tensor viewed, a non-negative integer.',
@@ -179,7 +179,7 @@ export const viewErrors = errors({
   KV047: {
     title: 'View runs past its buffer',
     message: '{arg} reaches element {actual} of its storage, which holds {expected} elements of {dtype}',
-    raisedBy: ['wrap'],
+    raisedBy: ['wrap', 'wrapDeviceMemory'],
     fixes: [
       'Check the view: its last element is `offset + Σ (shape[i] - 1) * strides[i]`, and it must lie inside the storage of the tensor viewed.',
       'Offsets and strides of a view are in elements of the storage, from element 0 of the tensor viewed, not from the start of a row.',

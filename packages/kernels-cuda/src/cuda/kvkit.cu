@@ -1,6 +1,7 @@
 // The one translation unit nvcc builds into dist/kvkit.fatbin: every op's kernels.
 #include "claim_slots.cu"
 #include "fused_norm_rope.cu"
+#include "gather_strided.cu"
 #include "gemm.cu"
 #include "halves.cu"
 #include "profiling.cu"

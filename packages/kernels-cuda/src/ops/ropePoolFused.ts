@@ -2,15 +2,19 @@ import type { FloatDType } from '@kvkit/contracts';
 import type { RopePoolFusedChecked } from '@kvkit/contracts/backend';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
 import type { CudaTensor } from '../runtime/cudaTensor.js';
+import { ELEMENT_BYTES } from '../runtime/cudaTensor.js';
 import { ropePoolKernel } from '../runtime/kernelNames.js';
 import { boundCheck } from './normRope.js';
-import { planRows } from './rowTiles.js';
+import { planRows, rowStrides } from './rowTiles.js';
+import type { RowStrides } from './rowTiles.js';
 
 /**
  * SEMANTICS.md §3 on the device: claim_slots gives each slot named by several
  * tokens to the one the contract's rule names (the last; a pool row is never
  * a mix), then one launch
- * rotates Q and K and scatters K and V into the pools. That launch may start
+ * rotates Q and K and scatters K and V into the pools. q, k and v may be
+ * views (of one fused qkv projection): the launch reads them through their
+ * strides, 16 bytes at a time where their rows are contiguous and aligned. That launch may start
  * while the claims finish (Hopper): its query rows need no slot, and it waits
  * for the claims before it looks a slot's owner up.
  */
@@ -30,6 +34,10 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
   const vPool = kernels.own(args.vPool);
   const positions = kernels.own(args.positions);
   const slots = kernels.own(args.slots);
+  // q, k and v are read through their strides; the index tensors as contiguous copies where they are views.
+  const [positionsAt, slotsAt] = kernels.gather.contiguous([positions, slots], op);
+  const [qRows, kRows, vRows] = [q, k, v].map(rowStrides) as [RowStrides, RowStrides, RowStrides];
+  const es = ELEMENT_BYTES[dtype];
   const plan = planRows({
     kernel: 'ropePool',
     dtype,
@@ -38,21 +46,31 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
     gptj: args.ropeStyle === 'gptj',
     tokens: N,
     headRows: Hq + 2 * H,
-    vectorAddresses: [q.ptr, k.ptr, v.ptr, qRot.ptr, kRot.ptr, kPool.ptr, vPool.ptr],
+    vectorAddresses: [q.ptr, k.ptr, v.ptr, qRot.ptr, kRot.ptr, kPool.ptr, vPool.ptr, ...[qRows, kRows, vRows].flatMap((r) => [r.token * es, r.head * es])],
+    elementStrides: [qRows.element, kRows.element, vRows.element],
     multiprocessors: cx.multiprocessors,
   });
   const slotRule = boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: S });
   // Enqueued before the claims (a first use uploads the table): the pool kernel must directly follow claim_slots.
   const frequencies = kernels.ropeFrequencies(args.ropeBase, R, op);
-  const claims = kernels.slotOwners.claim(slots.ptr, slots.dtype === 'i64', N, S, args.duplicates.slots, op);
+  const claims = kernels.slotOwners.claim(slotsAt!, slots.dtype === 'i64', N, S, args.duplicates.slots, op);
   const p = kernels.params.ropePool;
   p.write({
     q: q.ptr,
     k: k.ptr,
     v: v.ptr,
+    qTokenStride: qRows.token,
+    qHeadStride: qRows.head,
+    qElementStride: qRows.element,
+    kTokenStride: kRows.token,
+    kHeadStride: kRows.head,
+    kElementStride: kRows.element,
+    vTokenStride: vRows.token,
+    vHeadStride: vRows.head,
+    vElementStride: vRows.element,
     ropeFrequencies: frequencies,
-    positions: positions.ptr,
-    slots: slots.ptr,
+    positions: positionsAt!,
+    slots: slotsAt!,
     qRot: qRot.ptr,
     kRot: kRot.ptr,
     kPool: kPool.ptr,

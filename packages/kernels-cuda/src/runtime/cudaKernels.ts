@@ -1,8 +1,7 @@
 import { numel } from '@kvkit/contracts';
 import type { DType, FloatDType, Shape, TensorData } from '@kvkit/contracts';
-import type { BackendKernels, ViewLayout, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
-import { decodeHalves, encodeTensorData, isContiguous, layoutOf, ropeAngles, storageView } from '@kvkit/contracts/backend';
-import { ContractError } from '@kvkit/contracts';
+import type { BackendKernels, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit, ViewLayout } from '@kvkit/contracts/backend';
+import { decodeHalves, encodeTensorData, layoutOf, ropeAngles, storageView } from '@kvkit/contracts/backend';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';
 import { ropePoolFused } from '../ops/ropePoolFused.js';
@@ -13,6 +12,7 @@ import type { CublasLt } from './cublasLt.js';
 import { CudaTensor, ELEMENT_BYTES } from './cudaTensor.js';
 import type { CudaDevice } from './driver.js';
 import type { DeviceBuffer } from './memory.js';
+import { StridedGather } from './gatherStrided.js';
 import { convertsOnDevice, isHalf, uploadHalves, widenHalves } from './halfTransfers.js';
 import { ParamBlock } from './params.js';
 import { SlotOwners } from './slotOwners.js';
@@ -40,10 +40,14 @@ export class CudaKernels implements BackendKernels {
     fill: new ParamBlock('FillParams'),
     claimSlots: new ParamBlock('ClaimSlotsParams'),
     halves: new ParamBlock('HalvesParams'),
+    gatherStrided: new ParamBlock('GatherStridedParams'),
   };
   /** Last-token-wins claims for pool writes. */
   readonly slotOwners: SlotOwners;
+  /** Contiguous copies of the views a kernel does not read through strides. */
+  readonly gather: StridedGather;
   readonly #frequencies = new Map<number, Map<number, DeviceBuffer>>();
+  readonly #applicationRoots = new Map<number, object>();
   #cublasWorkspace: DeviceBuffer | undefined;
   #disposed = false;
 
@@ -54,6 +58,7 @@ export class CudaKernels implements BackendKernels {
     this.label = `cuda backend #${instances} (${device.name})`;
     this.badValues = new BadValues(cx);
     this.slotOwners = new SlotOwners(cx, this.params.claimSlots);
+    this.gather = new StridedGather(cx, this.params.gatherStrided);
     if ('reason' in gemm) {
       this.cublasLt = undefined;
       this.cublasLtAbsence = gemm.reason;
@@ -102,39 +107,41 @@ export class CudaKernels implements BackendKernels {
     return t;
   }
 
-  /** Enqueues the copy now (so it sees exactly the work enqueued before), resolves once it has landed. */
-  /**
-   * A window of the base's allocation: the kernels take a tensor as its first element's address and read it
-   * row-major, so only contiguous views are made here; strided ones are refused until the kernels read strides.
-   */
+  /** A window of `base`'s storage at `layout` (validated to lie inside it): no copy, never freed, disposed with its base. */
   view(base: OwnedTensor, shape: Shape, layout: ViewLayout): OwnedTensor {
-    const own = base as CudaTensor;
-    if (!isContiguous(shape, layout.strides)) {
-      throw new ContractError('KV046', 'view', { arg: 'strides', reason: 'the CUDA backend makes contiguous views only (row-major strides, any offset)', actual: `[${layout.strides.join(', ')}]` });
-    }
-    const root = layoutOf(own);
-    const es = ELEMENT_BYTES[own.dtype];
-    const byteOffset = own.byteOffset + (layout.offset - root.offset) * es;
-    return new CudaTensor(this, own.dtype, Object.freeze([...shape]), own.buffer, { byteOffset, base: own, layout: { ...root, ...layout } });
+    const own = this.own(base);
+    const { root, capacity } = layoutOf(own);
+    return new CudaTensor(this, own.dtype, Object.freeze([...shape]), own.buffer, { root, offset: layout.offset, strides: layout.strides, capacity, base: own });
   }
 
+  /** The storage root of application memory starting at `start` (one per allocation, so overlapping wraps are told apart from separate ones). */
+  applicationStorage(start: number): object {
+    let root = this.#applicationRoots.get(start);
+    if (!root) {
+      root = Object.freeze({ applicationMemory: start });
+      this.#applicationRoots.set(start, root);
+    }
+    return root;
+  }
+
+  /** Enqueues the copy now (so it sees exactly the work enqueued before), resolves once it has landed. */
   async read(t: OwnedTensor): Promise<Float32Array | Int32Array | BigInt64Array> {
     const own = this.own(t);
     if (own.byteLength === 0) return emptyOf(own.dtype);
+    const from = this.#rowMajor(own, 'read');
     const count = numel(own.shape);
     if (isHalf(own.dtype)) {
       const dtype = own.dtype;
       // Large tensors are widened on the device and come back as f32 bytes; small ones are decoded from the pinned block.
-      if (!convertsOnDevice(count)) return this.#download(own.ptr, own.byteLength, 'read', (view) => decodeHalves(dtype, new Uint16Array(view, 0, count)));
-      this.cx.makeCurrent();
-      const wide = widenHalves(this, dtype, own.ptr, count, 'read');
+      if (!convertsOnDevice(count)) return this.#download(from, own.byteLength, 'read', (view) => decodeHalves(dtype, new Uint16Array(view, 0, count)));
+      const wide = widenHalves(this, dtype, from, count, 'read');
       try {
         return new Float32Array(await this.#download(wide.ptr, count * 4, 'read', (view) => view.slice(0, count * 4)));
       } finally {
         wide.release();
       }
     }
-    const copy = await this.#download(own.ptr, own.byteLength, 'read', (view) => view.slice(0, own.byteLength));
+    const copy = await this.#download(from, own.byteLength, 'read', (view) => view.slice(0, own.byteLength));
     return own.dtype === 'f32' ? new Float32Array(copy) : own.dtype === 'i32' ? new Int32Array(copy) : new BigInt64Array(copy);
   }
 
@@ -142,7 +149,13 @@ export class CudaKernels implements BackendKernels {
   async readBytes(t: OwnedTensor): Promise<ArrayBuffer> {
     const own = this.own(t);
     if (own.byteLength === 0) return new ArrayBuffer(0);
-    return this.#download(own.ptr, own.byteLength, 'readBits', (view) => view.slice(0, own.byteLength));
+    return this.#download(this.#rowMajor(own, 'readBits'), own.byteLength, 'readBits', (view) => view.slice(0, own.byteLength));
+  }
+
+  /** Where the tensor's elements lie row-major: its own address, or (a strided view) a gathered copy enqueued now. */
+  #rowMajor(own: CudaTensor, op: string): number {
+    this.cx.makeCurrent();
+    return this.gather.contiguous([own], op)[0]!;
   }
 
   /** Copies `bytes` at `ptr` into a pinned block, waits for the copy to land, and hands the block to `take` before it is given back. */
