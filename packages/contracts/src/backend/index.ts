@@ -20,8 +20,8 @@ export type { DeviceCheck, Inherited, ValidationContext } from '../runtime/call.
 export { deliverLayerViews } from '../runtime/layerViews.js';
 export { validateTensorCreation, validateTensorUse } from '../runtime/tensors.js';
 export { validateWrapLayout } from '../runtime/views.js';
-export { contiguousStrides, isContiguous, layoutOf, storageBytes, storageOffsets, storageOverlaps, viewExtent } from './viewLayout.js';
-export type { ViewLayout } from './viewLayout.js';
+export { contiguousStrides, isContiguous, layoutOf, mergedDims, storageBytes, storageOffsets, storageOverlaps, viewExtent } from './viewLayout.js';
+export type { ViewLayout, WalkDims } from './viewLayout.js';
 export type { TensorLimit } from '../runtime/tensors.js';
 export { isTensor, LAYER_VIEW, numel, TENSOR_LAYOUT, TENSOR_OWNER } from '../tensor.js';
 export type { OwnedTensor, StorageLayout } from '../tensor.js';

@@ -75,3 +75,33 @@ export function storageOverlaps(a: OwnedTensor, b: OwnedTensor): boolean {
   const eb = storageBytes(b.dtype);
   return la.offset * ea < viewExtent(b.shape, lb) * eb && lb.offset * eb < viewExtent(a.shape, la) * ea;
 }
+
+/** A view's dims as a strided walk sees them, outermost first. */
+export interface WalkDims {
+  readonly sizes: readonly number[];
+  readonly strides: readonly number[];
+}
+
+/**
+ * The fewest dims that visit the same elements in the same order: dims of
+ * size 1 dropped, and a dim merged into the one outside it where that one
+ * steps over it whole (stride = inner stride × inner size). A contiguous view
+ * becomes one dim of stride 1, an empty one a single dim of size 0. The
+ * backends' strided copies walk these.
+ */
+export function mergedDims(shape: readonly number[], strides: readonly number[]): WalkDims {
+  const sizes: number[] = [];
+  const steps: number[] = [];
+  for (let d = shape.length - 1; d >= 0; d--) {
+    const size = shape[d]!;
+    if (size === 0) return { sizes: [0], strides: [1] };
+    if (size === 1) continue;
+    const last = sizes.length - 1;
+    if (last >= 0 && strides[d] === steps[last]! * sizes[last]!) sizes[last]! *= size;
+    else {
+      sizes.push(size);
+      steps.push(strides[d]!);
+    }
+  }
+  return { sizes: sizes.reverse(), strides: steps.reverse() };
+}

@@ -1,6 +1,6 @@
 import type { DType } from '@kvkit/contracts';
 import { GATHER_MAX_RANK } from '@kvkit/contracts/kernels';
-import { Workspace } from '@kvkit/contracts/backend';
+import { mergedDims, Workspace } from '@kvkit/contracts/backend';
 import { LAUNCHES } from '../generated/kernels.js';
 import type { GatherStridedParamsFields } from '../generated/kernels.js';
 import type { CudaContext } from './context.js';
@@ -8,35 +8,6 @@ import { ELEMENT_BYTES } from './cudaTensor.js';
 import type { CudaTensor } from './cudaTensor.js';
 import type { DeviceBuffer } from './memory.js';
 import type { ParamBlock } from './params.js';
-
-/** A view's dims as the gather kernel walks them, outermost first. */
-export interface GatherDims {
-  readonly sizes: readonly number[];
-  readonly strides: readonly number[];
-}
-
-/**
- * The fewest dims that visit the same elements in the same order: dims of
- * size 1 dropped, and a dim merged into the one outside it where that one
- * steps over it whole (stride = inner stride × inner size). A contiguous view
- * becomes one dim of stride 1, an empty one a single dim of size 0.
- */
-export function gatherDims(shape: readonly number[], strides: readonly number[]): GatherDims {
-  const sizes: number[] = [];
-  const steps: number[] = [];
-  for (let d = shape.length - 1; d >= 0; d--) {
-    const size = shape[d]!;
-    if (size === 0) return { sizes: [0], strides: [1] };
-    if (size === 1) continue;
-    const last = sizes.length - 1;
-    if (last >= 0 && strides[d] === steps[last]! * sizes[last]!) sizes[last]! *= size;
-    else {
-      sizes.push(size);
-      steps.push(strides[d]!);
-    }
-  }
-  return { sizes: sizes.reverse(), strides: steps.reverse() };
-}
 
 /** What a gather reads: a view's element 0 (device address), dtype, shape and strides. */
 export interface GatherSource {
@@ -53,7 +24,7 @@ export interface GatherSource {
  */
 export function gatherLaunches(t: GatherSource, dst: number): GatherStridedParamsFields[] {
   const es = ELEMENT_BYTES[t.dtype];
-  const dims = gatherDims(t.shape, t.strides);
+  const dims = mergedDims(t.shape, t.strides);
   const count = dims.sizes.reduce((n, s) => n * s, 1);
   if (count === 0) return [];
   const outer = Math.max(0, dims.sizes.length - GATHER_MAX_RANK);

@@ -5,7 +5,7 @@
  * tensor written in place there is written through one and copied back. The
  * ops' fast paths read their inputs' strides themselves (`rowStrides`).
  */
-import { isContiguous, layoutOf } from '@kvkit/contracts/backend';
+import { isContiguous, layoutOf, mergedDims } from '@kvkit/contracts/backend';
 import type { OwnedTensor } from '@kvkit/contracts/backend';
 import type { StridedCopyParams } from '../generated/params.js';
 import { planStridedCopy } from '../shaders/plan.js';
@@ -64,29 +64,9 @@ export function copyStrided(k: WebGpuKernels, src: GpuTensor, dst: BufferRange, 
   // i64 elements move as two 32-bit words, low first.
   const wide = src.dtype === 'i64';
   const scale = wide ? 2 : 1;
-  let sizes = wide ? [...src.shape, 2] : [...src.shape];
-  let strides = wide ? [...layout.strides.map((s) => 2 * s), 1] : [...layout.strides];
-  [sizes, strides] = mergedDims(sizes, strides);
+  const dims = mergedDims(wide ? [...src.shape, 2] : src.shape, wide ? [...layout.strides.map((s) => 2 * s), 1] : layout.strides);
   const halves = bytesPerElement(src.dtype) === 2;
-  copyDims(k, halves, range, dst, sizes, strides, before * scale, dstOffset * scale);
-}
-
-/** Drops dims of size 1 and merges neighbours that are contiguous with each other, so most views need few dims. */
-function mergedDims(sizes: number[], strides: number[]): [number[], number[]] {
-  const s: number[] = [];
-  const t: number[] = [];
-  sizes.forEach((d, i) => {
-    if (d === 1) return;
-    const last = s.length - 1;
-    if (last >= 0 && t[last] === strides[i]! * d) {
-      s[last]! *= d;
-      t[last] = strides[i]!;
-    } else {
-      s.push(d);
-      t.push(strides[i]!);
-    }
-  });
-  return [s, t];
+  copyDims(k, halves, range, dst, [...dims.sizes], [...dims.strides], before * scale, dstOffset * scale);
 }
 
 function copyDims(k: WebGpuKernels, halves: boolean, src: BufferRange, dst: BufferRange, sizes: number[], strides: number[], srcOffset: number, dstOffset: number): void {
