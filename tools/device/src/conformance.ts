@@ -14,6 +14,7 @@ import { createWebGpuBackend, webGpuBackendStats } from '@kvkit/kernels-wgsl';
 import { createCudaBackend, cudaBackendInfo } from '../../../packages/kernels-cuda/src/index.js';
 import { defineCudaChecks } from '../../../packages/kernels-cuda/test/cudaChecks.js';
 import { defineCudaFaultChecks } from '../../../packages/kernels-cuda/test/cudaFaults.js';
+import { defineCudaViewChecks } from '../../../packages/kernels-cuda/test/cudaViews.js';
 import { defineExternalMemoryChecks } from '../../../packages/kernels-cuda/test/externalMemory.js';
 import { defineLargePoolChecks } from '../../../packages/kernels-cuda/test/largePools.js';
 
@@ -30,6 +31,7 @@ const suites: Record<string, () => Promise<void>> = {
     defineCudaChecks(() => createCudaBackend());
     defineLargePoolChecks(() => createCudaBackend());
     defineExternalMemoryChecks();
+    defineCudaViewChecks();
   },
   'cuda-faults': async () => {
     defineCudaFaultChecks(() => createCudaBackend(), { createWebGpuBackend: () => createWebGpuBackend({ powerPreference: 'high-performance' }) });
