@@ -1,4 +1,4 @@
-import { LAYER_VIEW, TENSOR_OWNER } from '@kvkit/contracts/backend';
+import { DroppedTensors, LAYER_VIEW, TENSOR_OWNER } from '@kvkit/contracts/backend';
 import type { DType, Shape } from '@kvkit/contracts';
 import type { OwnedTensor } from '@kvkit/contracts/backend';
 import type { BufferRange, DeviceStorage } from './gpuRuntime.js';
@@ -7,6 +7,9 @@ import type { BufferRange, DeviceStorage } from './gpuRuntime.js';
 export function bytesPerElement(dtype: DType): number {
   return dtype === 'f16' || dtype === 'bf16' ? 2 : dtype === 'i64' ? 8 : 4;
 }
+
+/** Storage of owned tensors collected undisposed goes back as dispose() would give it. */
+const dropped = new DroppedTensors<DeviceStorage>((storage) => storage.release());
 
 /** What a tensor asks of the backend that made it. */
 export interface TensorOwner {
@@ -43,6 +46,7 @@ export class GpuTensor implements OwnedTensor {
     this.#storage = storage;
     this.#ownsStorage = options.ownsStorage;
     if (storage === undefined) this.#released = true;
+    else if (options.ownsStorage) dropped.watch(this, storage);
     if (options.layer !== undefined) Object.defineProperty(this, LAYER_VIEW, { value: options.layer, enumerable: false });
   }
 
@@ -64,7 +68,10 @@ export class GpuTensor implements OwnedTensor {
   dispose(): void {
     if (this.#released) return;
     this.#released = true;
-    if (this.#ownsStorage) this.#storage?.release();
+    if (this.#ownsStorage) {
+      dropped.forget(this);
+      this.#storage?.release();
+    }
     this.#storage = undefined;
   }
 }
