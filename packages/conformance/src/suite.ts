@@ -16,6 +16,7 @@ import {
 import { runFusedCase, runMaterializerCase, runRopePoolCase } from './run-cases.js';
 import { checkBitsRoundTrip, checkOpsOnBits } from './bits.js';
 import { checkAsyncWriteLayerKvRefused } from './synchronousCallback.js';
+import { defineViewCases } from './views.js';
 import { CONTESTED_SHAPES, checkContestedSlotsMaterializeInto, checkContestedSlotsRopePool } from './contestedSlots.js';
 
 export interface ConformanceOptions {
@@ -61,6 +62,8 @@ export function defineConformanceSuite(name: string, create: () => Backend | Pro
         it(`ops on tensors from bits = ops on tensors from values [${dtype}]`, () => checkOpsOnBits(both()[0], dtype), CASE_TIMEOUT_MS);
       }
     });
+
+    defineViewCases(() => both()[0], dtypes, CASE_TIMEOUT_MS);
 
     it('an async writeLayerKv is refused with KV044, leaving no unhandled rejection', () => checkAsyncWriteLayerKvRefused(...both()), CASE_TIMEOUT_MS);
 

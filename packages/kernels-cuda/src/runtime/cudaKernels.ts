@@ -1,7 +1,8 @@
 import { numel } from '@kvkit/contracts';
 import type { DType, FloatDType, Shape, TensorData } from '@kvkit/contracts';
-import type { BackendKernels, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
-import { decodeHalves, encodeTensorData, ropeAngles, storageView } from '@kvkit/contracts/backend';
+import type { BackendKernels, ViewLayout, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
+import { decodeHalves, encodeTensorData, isContiguous, layoutOf, ropeAngles, storageView } from '@kvkit/contracts/backend';
+import { ContractError } from '@kvkit/contracts';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';
 import { ropePoolFused } from '../ops/ropePoolFused.js';
@@ -99,6 +100,21 @@ export class CudaKernels implements BackendKernels {
   }
 
   /** Enqueues the copy now (so it sees exactly the work enqueued before), resolves once it has landed. */
+  /**
+   * A window of the base's allocation: the kernels take a tensor as its first element's address and read it
+   * row-major, so only contiguous views are made here; strided ones are refused until the kernels read strides.
+   */
+  view(base: OwnedTensor, shape: Shape, layout: ViewLayout): OwnedTensor {
+    const own = base as CudaTensor;
+    if (!isContiguous(shape, layout.strides)) {
+      throw new ContractError('KV046', 'view', { arg: 'strides', reason: 'the CUDA backend makes contiguous views only (row-major strides, any offset)', actual: `[${layout.strides.join(', ')}]` });
+    }
+    const root = layoutOf(own);
+    const es = ELEMENT_BYTES[own.dtype];
+    const byteOffset = own.byteOffset + (layout.offset - root.offset) * es;
+    return new CudaTensor(this, own.dtype, Object.freeze([...shape]), own.buffer, { byteOffset, base: own, layout: { ...root, ...layout } });
+  }
+
   async read(t: OwnedTensor): Promise<Float32Array | Int32Array | BigInt64Array> {
     const own = this.own(t);
     if (own.byteLength === 0) return emptyOf(own.dtype);

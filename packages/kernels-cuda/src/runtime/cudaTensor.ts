@@ -1,6 +1,6 @@
-import { DroppedTensors, LAYER_VIEW, TENSOR_OWNER } from '@kvkit/contracts/backend';
+import { contiguousStrides, DroppedTensors, LAYER_VIEW, TENSOR_LAYOUT, TENSOR_OWNER } from '@kvkit/contracts/backend';
 import type { DType, Shape } from '@kvkit/contracts';
-import type { OwnedTensor } from '@kvkit/contracts/backend';
+import type { OwnedTensor, StorageLayout } from '@kvkit/contracts/backend';
 import type { DeviceBuffer } from './memory.js';
 
 /** What a tensor asks of the backend that made it. */
@@ -24,22 +24,39 @@ export class CudaTensor implements OwnedTensor {
   readonly backend = 'cuda' as const;
   readonly [TENSOR_OWNER]: TensorOwner;
   declare readonly [LAYER_VIEW]?: number;
+  declare readonly [TENSOR_LAYOUT]?: StorageLayout;
+  readonly strides: readonly number[];
   readonly #buffer: DeviceBuffer;
   readonly #offset: number;
   readonly #owns: boolean;
+  readonly #base: CudaTensor | undefined;
   #released = false;
 
-  constructor(owner: TensorOwner, readonly dtype: DType, readonly shape: Shape, buffer: DeviceBuffer, view?: { byteOffset: number; layer: number }) {
+  constructor(
+    owner: TensorOwner,
+    readonly dtype: DType,
+    readonly shape: Shape,
+    buffer: DeviceBuffer,
+    view?: { byteOffset: number; layer?: number; base?: CudaTensor; layout?: StorageLayout },
+  ) {
     this[TENSOR_OWNER] = owner;
     this.#buffer = buffer;
     this.#offset = view?.byteOffset ?? 0;
     this.#owns = view === undefined;
-    if (view) Object.defineProperty(this, LAYER_VIEW, { value: view.layer, enumerable: false });
+    this.#base = view?.base;
+    this.strides = Object.freeze(view?.layout ? [...view.layout.strides] : contiguousStrides(shape));
+    if (view?.layer !== undefined) Object.defineProperty(this, LAYER_VIEW, { value: view.layer, enumerable: false });
+    if (view?.layout) Object.defineProperty(this, TENSOR_LAYOUT, { value: view.layout, enumerable: false });
   }
 
   /** Everything a disposed backend made reads as disposed, so its tensors fail the contracts' KV003 check. */
   get disposed(): boolean {
-    return this.#released || this[TENSOR_OWNER].disposed;
+    return this.#released || this[TENSOR_OWNER].disposed || (this.#base?.disposed ?? false);
+  }
+
+  /** Byte offset of element 0 in the allocation. */
+  get byteOffset(): number {
+    return this.#offset;
   }
 
   /** Device address of the first element (0 for an empty tensor). */
