@@ -168,9 +168,11 @@ describe('packed packages, installed alone', () => {
         // The engine-facing surface: the application's device in, kvkit's buffers out.
         export async function engine(device: GPUDevice): Promise<{ buffer: GPUBuffer; byteOffset: number; live: number }> {
           const backend = await createWebGpuBackend({ device });
-          const t = backend.tensor('bf16', [2, 3], [1, 2, 3, 4, 5, 6]);
+          const mine = device.createBuffer({ size: 64, usage: 0x0080 | 0x0004 }); // STORAGE | COPY_SRC
+          const t = backend.wrap(mine, 'bf16', [2, 3], { byteOffset: 2 });
           backend.flush();
-          const { buffer, byteOffset } = gpuBufferOf(t);
+          const { buffer, byteOffset } = gpuBufferOf(backend.splitQkv(backend.wrap(mine, 'f32', [1, 8]), { numQoHeads: 2, numKvHeads: 1, headDim: 2 }).k);
+          t.dispose();
           return { buffer, byteOffset, live: webGpuBackendStats(backend).liveBuffers };
         }`,
     }, ['es2023', 'dom']);
