@@ -7,10 +7,9 @@
  */
 import { isContiguous, layoutOf } from '@kvkit/contracts/backend';
 import type { OwnedTensor } from '@kvkit/contracts/backend';
-import { STRIDED_COPY_DIMS } from '@kvkit/contracts/kernels';
 import type { StridedCopyParams } from '../generated/params.js';
 import { planStridedCopy } from '../shaders/plan.js';
-import { stridedCopyShader } from '../shaders/stridedCopy.wgsl.js';
+import { STRIDED_COPY_DIMS, stridedCopyShader } from '../shaders/stridedCopy.wgsl.js';
 import type { BufferRange } from './gpuRuntime.js';
 import { bytesPerElement, GpuTensor } from './gpuTensor.js';
 import type { WebGpuKernels } from './webGpuKernels.js';

@@ -25,6 +25,8 @@ export interface WebGpuBackendStats {
   /** Kernel dispatches recorded, and command buffers submitted (ops are batched: submits happen at read, sync, or a full batch). */
   readonly dispatches: number;
   readonly submits: number;
+  /** Strided copies made for views that kernels do not read as they are (a fast path makes none). */
+  readonly gathers: number;
 }
 
 let instances = 0;
@@ -84,6 +86,7 @@ export class WebGpuKernels implements BackendKernels {
       pipelines: this.runtime.kernelCount,
       dispatches: this.runtime.dispatches,
       submits: this.runtime.submits,
+      gathers: this.gathers,
     };
   }
 

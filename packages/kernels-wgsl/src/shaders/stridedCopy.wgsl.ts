@@ -4,13 +4,15 @@
  * hold a half outside the copy (an odd offset, an odd count): that half keeps
  * its bits, and no other invocation writes the word.
  */
-import { STRIDED_COPY_DIMS } from '@kvkit/contracts/kernels';
 import { STRIDED_COPY } from '../generated/params.js';
 import type { StridedCopyParams, StridedCopyRanges } from '../generated/params.js';
 import { ENTRY_BUILTINS, LINEAR_WORKGROUP } from './common.wgsl.js';
 import type { StridedCopyPlan } from './plan.js';
 import { kernelSource } from './source.js';
 import type { KernelSource } from './source.js';
+
+/** Dims one dispatch walks: as many as the declaration gives size fields. */
+export const STRIDED_COPY_DIMS = STRIDED_COPY.uniformFields.filter((f) => f.startsWith('size')).length;
 
 export function stridedCopyShader(plan: StridedCopyPlan): KernelSource<StridedCopyParams, StridedCopyRanges> {
   const bindings = STRIDED_COPY.bindings();
