@@ -26,7 +26,7 @@ const suites: Record<string, () => Promise<void>> = {
     defineConformanceSuite('cuda', () => createCudaBackend());
     defineValidationSuite('cuda', () => createCudaBackend());
     definePropertySuite('cuda', () => createCudaBackend());
-    defineResourceSuite('cuda', () => createCudaBackend(), { buffers: (b) => cudaBackendInfo(b).allocations, buffersAreLive: false });
+    defineResourceSuite('cuda', () => createCudaBackend(), { buffers: (b) => cudaBackendInfo(b).liveAllocations, buffersAreLive: true });
     defineConformanceSuite('cuda, package GEMM', () => createCudaBackend({ gemm: 'kvkit' }));
     defineCudaChecks(() => createCudaBackend());
     defineLargePoolChecks(() => createCudaBackend());

@@ -15,7 +15,7 @@ export { defineBackend } from '../runtime/backend.js';
 export type { KvMaterializerKernels, OpKernels } from '../generated/backend.js';
 export type { BackendKernels, MaterializerKernels } from '../runtime/backend.js';
 export type { DuplicateRule } from '../dsl/declare.js';
-export { describeValue } from '../runtime/call.js';
+export { describeBackend, describeValue } from '../runtime/call.js';
 export type { DeviceCheck, Inherited, ValidationContext } from '../runtime/call.js';
 export { deliverLayerViews } from '../runtime/layerViews.js';
 export { validateTensorCreation, validateTensorUse } from '../runtime/tensors.js';
@@ -31,6 +31,7 @@ export { ropeAngles, ropeFrequencies, writeCosSinRow, writeCosSinRows } from './
 export type { RopeAngles, RopeSpec, WritableNumbers } from './rope.js';
 export { breaksValueRule, valueBounds, valueRuleError } from './valueRules.js';
 export type { ValueBounds } from './valueRules.js';
+export { DroppedTensors } from './droppedTensors.js';
 export { grownCapacity, Workspace } from './workspace.js';
 export type { WorkspaceMemory } from './workspace.js';
 export * from './halfFloats.js';

@@ -224,6 +224,12 @@ function constraintText(rule: { min?: number; above?: number }): string {
   return '';
 }
 
+/** A value passed where a backend was expected: a backend by its label, anything else as describeValue puts it. */
+export function describeBackend(v: unknown): string {
+  const label = typeof v === 'object' && v !== null ? (v as { label?: unknown }).label : undefined;
+  return typeof label === 'string' ? label : describeValue(v);
+}
+
 /** A short, safe description of any value for a message: never throws, never dumps a large array. */
 export function describeValue(v: unknown): string {
   if (v === undefined) return 'undefined';

@@ -130,6 +130,11 @@ export class CudaContext {
     return this.#allocations;
   }
 
+  /** Device allocations held now: tensors (freed at dispose, or when collected undisposed), workspaces, tables. */
+  get liveAllocations(): number {
+    return this.#live.size;
+  }
+
   makeCurrent(): void {
     if (this.#callerStream) {
       // The application may make another context current between kvkit's calls: ask the driver, not the cache.

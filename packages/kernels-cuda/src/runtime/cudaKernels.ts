@@ -83,10 +83,10 @@ export class CudaKernels implements BackendKernels {
     return t as CudaTensor;
   }
 
-  /** An uninitialised tensor of this backend. */
+  /** An uninitialised tensor of this backend, its allocation freed if it is dropped undisposed. */
   allocate(dtype: DType, shape: Shape, op: string): CudaTensor {
     const frozen = Object.freeze([...shape]);
-    return new CudaTensor(this, dtype, frozen, this.cx.alloc(numel(shape) * ELEMENT_BYTES[dtype], op));
+    return new CudaTensor(this, dtype, frozen, this.cx.alloc(numel(shape) * ELEMENT_BYTES[dtype], op)).releaseWhenDropped();
   }
 
   tensor(dtype: DType, shape: Shape, data: TensorData | undefined): OwnedTensor {
@@ -158,15 +158,20 @@ export class CudaKernels implements BackendKernels {
     return this.gather.contiguous([own], op)[0]!;
   }
 
-  /** Copies `bytes` at `ptr` into a pinned block, waits for the copy to land, and hands the block to `take` before it is given back. */
+  /**
+   * Copies `bytes` at `ptr` into a pinned block, waits for the copy to land, and hands the block to `take` before it
+   * is given back. The value checks of the calls before it are settled on the same event (BadValues.recordForRead).
+   */
   async #download<R>(ptr: number, bytes: number, op: string, take: (view: ArrayBuffer) => R): Promise<R> {
     this.cx.makeCurrent();
     const block = this.cx.pinned(bytes, op);
     try {
+      const checks = this.badValues.recordForRead(op);
       this.cx.download(block.ptr, ptr, bytes, op);
       const event = this.cx.record(op);
       await this.cx.wait(event, op);
       this.cx.recycle(event);
+      if (checks) this.badValues.afterRead(checks);
       return take(block.view);
     } finally {
       this.cx.givePinned(block);
