@@ -3,6 +3,7 @@ import type { RopePoolFusedChecked } from '@kvkit/contracts/backend';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
 import type { CudaTensor } from '../runtime/cudaTensor.js';
 import { ropePoolKernel } from '../runtime/kernelNames.js';
+import { mropeBounds } from '@kvkit/contracts/backend';
 import { boundCheck } from './normRope.js';
 import { planRows } from './rowTiles.js';
 
@@ -30,6 +31,8 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
   const vPool = kernels.own(args.vPool);
   const positions = kernels.own(args.positions);
   const slots = kernels.own(args.slots);
+  const qNorm = args.qNormWeight && kernels.own(args.qNormWeight);
+  const kNorm = args.kNormWeight && kernels.own(args.kNormWeight);
   const plan = planRows({
     kernel: 'ropePool',
     dtype,
@@ -38,7 +41,8 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
     gptj: args.ropeStyle === 'gptj',
     tokens: N,
     headRows: Hq + 2 * H,
-    vectorAddresses: [q.ptr, k.ptr, v.ptr, qRot.ptr, kRot.ptr, kPool.ptr, vPool.ptr],
+    // The norm weights are read 16 bytes at a time on the vector paths too.
+    vectorAddresses: [q.ptr, k.ptr, v.ptr, qRot.ptr, kRot.ptr, kPool.ptr, vPool.ptr, ...(qNorm ? [qNorm.ptr] : []), ...(kNorm ? [kNorm.ptr] : [])],
     multiprocessors: cx.multiprocessors,
   });
   const slotRule = boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: S });
@@ -53,6 +57,12 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
     ropeFrequencies: frequencies,
     positions: positions.ptr,
     slots: slots.ptr,
+    ...streamParams(args, N, R),
+    qNormWeight: qNorm ? qNorm.ptr : 0,
+    kNormWeight: kNorm ? kNorm.ptr : 0,
+    qNormWeightIsF32: qNorm?.dtype === 'f32' ? 1 : 0,
+    kNormWeightIsF32: kNorm?.dtype === 'f32' ? 1 : 0,
+    normEps: args.eps ?? 0,
     qRot: qRot.ptr,
     kRot: kRot.ptr,
     kPool: kPool.ptr,
@@ -80,4 +90,11 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
   if (claims.table !== 0) cx.launchOverlapping(kernel, p, plan.grid, plan.block, plan.sharedBytes, op);
   else cx.launch(kernel, p, plan.grid, 1, plan.block, plan.sharedBytes, op);
   return { qRot, kRot };
+}
+
+/** mRoPE's streams as the kernel takes them (rope_pool.cu, mrope.cuh); one stream without mropeSection. */
+function streamParams(args: RopePoolFusedChecked, N: number, R: number) {
+  if (!args.mropeSection) return { positionStreamStride: 0, mropeTemporalPairs: R / 2, mropeHeightPairsEnd: R / 2 };
+  const [temporalPairs, heightPairsEnd] = mropeBounds(args.mropeSection);
+  return { positionStreamStride: N, mropeTemporalPairs: temporalPairs, mropeHeightPairsEnd: heightPairsEnd };
 }

@@ -5,6 +5,7 @@ import type { DeviceStorage } from '../runtime/gpuRuntime.js';
 import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
 import { ROPE_ALL_BINDINGS } from '../shaders/plan.js';
 import { launchRopeRows, launchRopeTable, turnsPerPosition } from './launch.js';
+import { ropeNormPool } from './ropeNormPool.js';
 
 /** f_j / 2π buffers, per backend, by (ropeBase, rotaryDim): made once, kept for the backend's life. */
 const turnsBuffers = new WeakMap<WebGpuKernels, Map<string, DeviceStorage>>();
@@ -46,13 +47,15 @@ export function ropePoolFused(k: WebGpuKernels, args: RopePoolFusedChecked) {
     const positions = k.own(args.positions);
     const slots = k.own(args.slots);
     const table = k.scratch('ropePoolFused cos/sin', N * R * 4).range(0, N * R * 4);
-    launchRopeTable(k, positions.dtype as IndexDType, { positions: positions.range, turnsPerPosition: turnsBuffer(k, args.ropeBase, R).range(0, (R / 2) * 4), table }, N, R);
+    launchRopeTable(k, positions.dtype as IndexDType, { positions: positions.range, turnsPerPosition: turnsBuffer(k, args.ropeBase, R).range(0, (R / 2) * 4), table }, N, R, args.mropeSection);
     const rope = { dtype, D, R, style: args.ropeStyle, slotType: slots.dtype as IndexDType };
     const { flags, words } = k.checks.reserve([args.deviceChecks.find((c) => c.arg === 'slots')], args.dims);
     const owned = k.slotOwners.resolve(slots, N, S, args.duplicates.slots, 'ropePoolFused');
     const keys = { k: k.own(args.k).range, v: k.own(args.v).range, slots: owned, kRot: kRot.range, kPool: k.own(args.kPool).range, vPool: k.own(args.vPool).range, flags };
     const at = { queryHeads: Hq, keyHeads: H, slotBelow: S, slotFlag: words[0]! };
-    if (k.runtime.caps.maxStorageBuffersPerStage >= ROPE_ALL_BINDINGS) {
+    if (args.qNormWeight || args.kNormWeight) {
+      ropeNormPool(k, args, { table, owned, flags, slotFlag: words[0]!, qRot: qRot.range, kRot: kRot.range });
+    } else if (k.runtime.caps.maxStorageBuffersPerStage >= ROPE_ALL_BINDINGS) {
       launchRopeRows(k, { ...rope, kind: 'all' }, { q: q.range, cosSin: table, qRot: qRot.range, ...keys }, { ...at, rows: N * (Hq + H) });
     } else {
       launchRopeRows(k, { ...rope, kind: 'q', slotType: undefined }, { q: q.range, cosSin: table, qRot: qRot.range }, { ...at, rows: N * Hq });
