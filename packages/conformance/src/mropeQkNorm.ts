@@ -236,7 +236,9 @@ export async function runMropeQkNormCase(backend: Backend, reference: Backend, c
     // Each slot named holds its last token's rows, bit for bit; every other row is as it was.
     const rowSize = H * D;
     const owner = new Map<number, number>();
-    slots.forEach((slot, n) => slot >= 0 && owner.set(slot, n));
+    slots.forEach((slot, n) => {
+      if (slot >= 0) owner.set(slot, n);
+    });
     const written = [...owner.keys()];
     const winners = written.map((slot) => owner.get(slot)!);
     const untouched = Array.from({ length: S }, (_, i) => i).filter((i) => !owner.has(i));

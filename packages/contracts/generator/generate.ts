@@ -252,6 +252,7 @@ function tensorType(op: OpDecl, s: TensorArg, scope: TypeScope): string {
     // One stream or `count` of them: which one the call needs is checked at run time, against the `by` argument.
     if (binding.size > 0) throw new Error(`${op.name}: ${s.name} has streams and binds a dim; bind it with an earlier argument`);
     const streamed = `readonly [${s.streams.count}, ${s.shape.map((e) => dimType(e, scope)).join(', ')}]`;
+    checks.push(`Check<StreamsRankOk<${shapeOf}, ${s.shape.length}, ${s.streams.count}>, ${violation(s.rankCode ?? s.code, expected)}>`);
     checks.push(`Check<ShapeEq<${shapeOf}, ${compared}> extends true ? true : ShapeEq<${shapeOf}, ${streamed}>, ${violation(s.code, expected)}>`);
   } else if (s.flattenable) {
     checks.push(`Check<FlatRankOk<${shapeOf}>, ${violation(s.rankCode ?? s.code, expected)}>`);
@@ -321,7 +322,7 @@ function signaturesFile(): string {
   return [
     HEADER,
     "import type { DType, Tensor } from '../tensor.js';",
-    "import type { At, Check, DTypeIn, EvenAtMost, FlatCountEq, FlatRankOk, IsPositiveInt, Mul, MultipleOf, NotThenable, OneOf, RankIs, ShapeEq } from '../types/check.js';",
+    "import type { At, Check, DTypeIn, EvenAtMost, FlatCountEq, FlatRankOk, IsPositiveInt, Mul, MultipleOf, NotThenable, OneOf, RankIs, ShapeEq, StreamsRankOk } from '../types/check.js';",
     '',
     '// The shapes the contracts name, each dim a type parameter.',
     ...shapeTypesBlock(),
@@ -348,7 +349,7 @@ function backendFile(): string {
     HEADER,
     "import type { Inherited, ValidationContext } from '../runtime/call.js';",
     "import type { DType, OwnedTensor, Tensor } from '../tensor.js';",
-    "import type { At, Check, DTypeIn, EvenAtMost, FlatCountEq, FlatRankOk, IsPositiveInt, Mul, MultipleOf, NotThenable, OneOf, RankIs, ShapeEq } from '../types/check.js';",
+    "import type { At, Check, DTypeIn, EvenAtMost, FlatCountEq, FlatRankOk, IsPositiveInt, Mul, MultipleOf, NotThenable, OneOf, RankIs, ShapeEq, StreamsRankOk } from '../types/check.js';",
     'SHAPE_IMPORTS',
     `import { ${allOps.map(validatorName).join(', ')} } from './validators.js';`,
     `import type { ${allOps.map(checkedName).join(', ')} } from './validators.js';`,

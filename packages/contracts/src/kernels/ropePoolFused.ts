@@ -1,6 +1,6 @@
 /** The kernels behind ropePoolFused, and the slot-claim pass before any pool write. */
 import { FLOAT_DTYPES } from '../tensor.js';
-import { cudaKernel, entryGrid, f32, f64, i64, input, output, read, readWrite, u32, wgslKernel } from './declare.js';
+import { cudaKernel, entryGrid, f64, i64, input, output, read, readWrite, u32, wgslKernel } from './declare.js';
 
 export const ropePoolCuda = cudaKernel({
   kernel: 'ropePool',
