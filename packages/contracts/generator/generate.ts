@@ -433,7 +433,7 @@ function declarationOf(file: string, code: string): { file: string; line: number
   for (const candidate of [file, ...opsFiles.filter((f) => f !== file)]) {
     const sf = project.addSourceFileAtPath(join(root, candidate));
     const prop = sf.getDescendantsOfKind(SyntaxKind.PropertyAssignment).find((p) => p.getName() === code);
-    if (prop) return { file: candidate, line: prop.getStartLineNumber() };
+    if (prop) return { file: relative(repoRoot, join(root, candidate)), line: prop.getStartLineNumber() };
   }
   throw new Error(`${code} is not declared in ${file}`);
 }
@@ -502,7 +502,7 @@ function skeleton() {
         placeholders: placeholdersOf(decl.message),
         raisedBy: [...(by.get(code) ?? [])].sort(),
         args: [...(args.get(code) ?? [])].sort(),
-        source: ((at) => ({ file: relative(repoRoot, join(root, at.file)), line: at.line }))(declarationOf(file, code)),
+        source: declarationOf(file, code),
         ...(decl.retired ? { retired: true } : {}),
       };
     }),
@@ -545,6 +545,9 @@ function verify() {
       if (s.kind === 'int') codes.push(s.even?.code, s.multipleOf?.code);
       if (s.kind === 'tensor') codes.push(s.streams?.code, s.streams?.unexpectedCode);
       for (const c of codes) if (c && !allErrors[c]) throw new Error(`${op.name}: ${c} has no declaration`);
+      if (s.kind === 'tensor' && s.streams && !op.steps.slice(0, op.steps.indexOf(s)).some((a) => isArg(a) && a.name === s.streams!.by)) {
+        throw new Error(`${op.name}: the streams of ${s.name} depend on ${s.streams.by}, which is not an argument checked before it`);
+      }
       if (s.kind === 'tensor' && 'sameAs' in s.dtype && !names.has(s.dtype.sameAs) && !inherited.has(s.dtype.sameAs)) {
         throw new Error(`${op.name}: ${s.name} refers to unknown ${s.dtype.sameAs}`);
       }

@@ -39,10 +39,10 @@ export function ropeNormRowsShader(plan: RopeNormRowsPlan): KernelSource<RopeNor
   const loads = vecs
     .map((v) => {
       const c = `c${v}`;
-      // Reads at a clamped index, so a lane past the row reads inside it and drops the value.
-      const read = (src: 'q' | 'k') => (element ? `${src}At(elemBase + ${c}s)` : `${src}[base + ${c}s]`);
-      const pick = queries && keys ? `select(${read('k')}, ${read('q')}, isQuery)` : queries ? read('q') : keys ? read('k') : zero;
-      return [`let ${c} = laneInRow + ${v * G}u;`, `let a${v} = live && ${c} < ROW_VECS;`, `let ${c}s = select(0u, ${c}, a${v});`, `let x${v} = select(${zero}, ${pick}, a${v});`].join('\n  ');
+      const read = (src: 'q' | 'k') => (element ? `${src}At(elemBase + ${c})` : `${src}[base + ${c}]`);
+      // Each row reads only its own tensor: a query row's index may lie past the end of k.
+      const pick = queries && keys ? `if (isQuery) { x${v} = ${read('q')}; } else { x${v} = ${read('k')}; }` : queries ? `x${v} = ${read('q')};` : keys ? `x${v} = ${read('k')};` : '';
+      return [`let ${c} = laneInRow + ${v * G}u;`, `let a${v} = live && ${c} < ROW_VECS;`, `var x${v} = ${zero};`, ...(pick ? [`if (a${v}) { ${pick} }`] : [])].join('\n  ');
     })
     .join('\n  ');
   const squares = queryNorm || keyNorm ? vecs.flatMap((v) => vectorValues(dtype, layout, `x${v}`).map((x) => `sumSquares = fma(${x}, ${x}, sumSquares);`)).join('\n  ') : '';
