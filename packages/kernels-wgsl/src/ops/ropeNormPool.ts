@@ -56,7 +56,8 @@ export function ropeNormPool(k: WebGpuKernels, args: RopePoolFusedChecked, at: R
     launchRopeNormRows(k, { ...request, queries: true, keys: true, values: true }, ranges, { ...uniforms, rows: N * (Hq + H) });
     return;
   }
-  launchRopeNormRows(k, { ...request, queries: true, keys: false, values: false }, ranges, { ...uniforms, rows: N * Hq });
-  launchRopeNormRows(k, { ...request, queries: false, keys: true, values: false }, ranges, { ...uniforms, rows: N * H });
-  launchRopeNormRows(k, { ...request, queries: false, keys: false, values: true }, ranges, { ...uniforms, rows: N * H });
+  // What a part does not read stays out of its plan, so equal parts share a pipeline.
+  launchRopeNormRows(k, { ...request, keyWeight: undefined, slotType: undefined, queries: true, keys: false, values: false }, ranges, { ...uniforms, rows: N * Hq });
+  launchRopeNormRows(k, { ...request, queryWeight: undefined, queries: false, keys: true, values: false }, ranges, { ...uniforms, rows: N * H });
+  launchRopeNormRows(k, { ...request, queryWeight: undefined, keyWeight: undefined, queries: false, keys: false, values: true }, ranges, { ...uniforms, rows: N * H });
 }

@@ -94,7 +94,7 @@ export function ropeNormRowsShader(plan: RopeNormRowsPlan): KernelSource<RopeNor
       const q = queries ? rotated(v, 'q', queryNorm ? 'qWeightAt' : undefined) : '';
       const k = [keys ? rotated(v, 'k', keyNorm ? 'kWeightAt' : undefined) : '', values ? copied(v) : ''].filter(Boolean).join('\n    ');
       const body = queries && pool ? `if (isQuery) {\n    ${q}\n  } else {\n    ${k}\n  }` : queries ? q : k;
-      return `if (ok && a${v}) {\n    ${body}\n  }`;
+      return `if (a${v}) {\n    ${body}\n  }`;
     })
     .join('\n  ');
 
@@ -137,7 +137,6 @@ fn main(${ENTRY_BUILTINS}) {
   let elemBase = select((n * params.keyHeads + h) * ${D}u, (n * params.queryHeads + h) * ${D}u, isQuery);
   let csBase = n * ${R}u;
   ${slotCode}
-  let ok = live;
   ${loads}
   var sumSquares = 0.0;
   ${squares}
