@@ -9,6 +9,7 @@ import { ropePair } from './oracle.js';
 import { Checks, ropeBaseTolerance } from './tolerances.js';
 import { expectTensor, gatherRows, readFloats, Scope, untyped } from './tensors.js';
 import type { ValidationCase } from './validation-cases.js';
+import { bitsOf, fromBits, gather, sameBits } from './views.js';
 
 /**
  * ropePoolFused with mRoPE (`positions [3, N]`, `mropeSection`) and with a
@@ -254,12 +255,102 @@ export async function runMropeQkNormCase(backend: Backend, reference: Backend, c
   }
 }
 
+/** How a views case lays q, k and v out: views of one fused qkv projection, its rows padded and offset. */
+interface QkvViewCase {
+  readonly what: string;
+  readonly N: number;
+  readonly Hq: number;
+  readonly H: number;
+  readonly D: number;
+  readonly R: number;
+  readonly ropeStyle: RopeStyle;
+  readonly mropeSection: readonly [number, number, number];
+  /** Spare elements after each token's q, k and v, and before the first token. */
+  readonly pad: number;
+  readonly offset: number;
+  /** k from a tensor stored [N, D, H] (inner stride H) instead of the fused one. */
+  readonly kTransposed: boolean;
+  /** positions an offset view, qNormWeight a view of every other element. */
+  readonly otherViews: boolean;
+}
+
+/** Rows read in place on every backend's fast path, rows off 16-byte boundaries, an odd head dim, and an inner stride ≠ 1. */
+const qkvViewCases: readonly QkvViewCase[] = [
+  { what: 'aligned padded rows', N: 5, Hq: 4, H: 2, D: 64, R: 64, ropeStyle: 'neox', mropeSection: [8, 12, 12], pad: 16, offset: 16, kTransposed: false, otherViews: false },
+  { what: 'rows off 16 bytes, positions and weight views', N: 6, Hq: 2, H: 1, D: 64, R: 48, ropeStyle: 'neox', mropeSection: [8, 8, 8], pad: 3, offset: 5, kTransposed: false, otherViews: true },
+  { what: 'odd head dim', N: 5, Hq: 3, H: 3, D: 7, R: 6, ropeStyle: 'gptj', mropeSection: [1, 1, 1], pad: 1, offset: 3, kTransposed: false, otherViews: true },
+  { what: 'transposed k', N: 4, Hq: 4, H: 2, D: 32, R: 32, ropeStyle: 'neox', mropeSection: [4, 6, 6], pad: 0, offset: 0, kTransposed: true, otherViews: false },
+];
+
+/**
+ * ropePoolFused with mRoPE and a Q/K-norm on q, k and v as views of one fused
+ * qkv projection (splitQkv), and on index and weight views, gives the bits
+ * the same call gives on owned contiguous copies: qRot, kRot and both pools.
+ */
+export async function checkMropeQkNormOnViews(backend: Backend, dtype: FloatDType): Promise<void> {
+  const s = new Scope(backend);
+  const checks = new Checks(`ropePoolFused mRoPE + Q/K-norm on views = on owned copies [${dtype}]`);
+  const ops = untyped(backend);
+  try {
+    for (const c of qkvViewCases) {
+      const rng = new Rng(seedOf(`mRoPE Q/K-norm views ${c.what} ${dtype}`));
+      const { N, Hq, H, D, R } = c;
+      const S = N + 3;
+      const width = (Hq + 2 * H) * D;
+      const row = width + c.pad;
+      const fusedBits = bitsOf(dtype, randomValues(rng, c.offset + N * row));
+      const fused = fromBits(s, dtype, [c.offset + N * row], fusedBits);
+      const split = backend.splitQkv(backend.view(fused, [N, width], { strides: [row, 1], offset: c.offset }), { numQoHeads: Hq, numKvHeads: H, headDim: D });
+      const copyOf = (heads: number, first: number) => fromBits(s, dtype, [N, heads, D], gather(fusedBits, [N, heads, D], [row, D, 1], c.offset + first));
+      let k = { view: split.k, owned: copyOf(H, Hq * D) };
+      if (c.kTransposed) {
+        const kT = bitsOf(dtype, randomValues(rng, N * D * H));
+        k = { view: backend.view(fromBits(s, dtype, [N * D * H], kT), [N, H, D], { strides: [D * H, 1, H] }), owned: fromBits(s, dtype, [N, H, D], gather(kT, [N, H, D], [D * H, 1, H], 0)) };
+      }
+      // Distinct streams: temporal, height and width positions drawn apart.
+      const positions = Array.from({ length: 3 * N }, () => rng.int(200));
+      const positionsOwned = s.index('i64', [3, N], positions);
+      const positionsView = c.otherViews ? backend.view(s.index('i64', [3 * N + 2], [7, 7, ...positions]), [3, N], { offset: 2 }) : positionsOwned;
+      const qWeightBits = bitsOf(dtype, randomPositive(rng, 2 * D));
+      const qWeightOwned = fromBits(s, dtype, [D], gather(qWeightBits, [D], [2], 0));
+      const qWeightView = c.otherViews ? backend.view(fromBits(s, dtype, [2 * D], qWeightBits), [D], { strides: [2] }) : qWeightOwned;
+      const poolBits = [bitsOf(dtype, randomValues(rng, S * H * D)), bitsOf(dtype, randomValues(rng, S * H * D))];
+      const common = {
+        numKvHeads: H,
+        numQoHeads: Hq,
+        headDim: D,
+        rotaryDim: R,
+        ropeStyle: c.ropeStyle,
+        ropeBase: 10000,
+        mropeSection: c.mropeSection,
+        eps: 1e-6,
+        kNormWeight: s.float('f32', [D], randomPositive(rng, D)),
+        slots: s.index('i32', [N], slotPermutation(rng, N, S, 1)),
+      };
+      const run = (args: Record<string, Tensor>) => {
+        const [kPool, vPool] = poolBits.map((b) => fromBits(s, dtype, [S, H, D], b)) as [Tensor, Tensor];
+        const out = ops.ropePoolFused({ ...common, ...args, kPool, vPool });
+        return { qRot: s.track(out.qRot), kRot: s.track(out.kRot), kPool, vPool };
+      };
+      const onViews = run({ q: split.q, k: k.view, v: split.v, positions: positionsView, qNormWeight: qWeightView });
+      const onCopies = run({ q: copyOf(Hq, 0), k: k.owned, v: copyOf(H, (Hq + H) * D), positions: positionsOwned, qNormWeight: qWeightOwned });
+      for (const name of ['qRot', 'kRot', 'kPool', 'vPool'] as const) {
+        sameBits(checks, `${c.what}: ${name}`, await backend.readBits(onViews[name]), await backend.readBits(onCopies[name]));
+      }
+    }
+    checks.done();
+  } finally {
+    s.dispose();
+  }
+}
+
 /** Registers the cases in every dtype; `both` gives the backend under test and the CPU reference. */
 export function defineMropeQkNormCases(both: () => [Backend, Backend], dtypes: readonly FloatDType[], timeoutMs: number): void {
   describe('ropePoolFused: mRoPE and Q/K-norm', () => {
     for (const c of mropeQkNormCases) {
       for (const dtype of dtypes) it(`${c.name} [${dtype}]`, () => runMropeQkNormCase(...both(), c, dtype), timeoutMs);
     }
+    for (const dtype of dtypes) it(`mRoPE + Q/K-norm on views of one fused qkv = on owned copies, bit for bit [${dtype}]`, () => checkMropeQkNormOnViews(both()[0], dtype), timeoutMs);
   });
 }
 

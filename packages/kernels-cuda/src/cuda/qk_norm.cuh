@@ -39,12 +39,12 @@ __device__ __forceinline__ float normWeightAt(const void* weight, bool weightIsF
   return weightIsF32 ? loadElement<F32>(weight, i) : loadElement<S>(weight, i);
 }
 
-// 1 / RMS of a row read element by element by one whole warp (the any-shape path).
+// 1 / RMS of a row read element by element (`element` apart: a view's row) by one whole warp (the any-shape path).
 template <typename S>
-__device__ __forceinline__ float rowInverseRms(const void* src, long long rowFirst, long long D, float eps, int lane) {
+__device__ __forceinline__ float rowInverseRms(const void* src, long long rowFirst, long long element, long long D, float eps, int lane) {
   float sumSquares = 0.0f;
   for (long long e = lane; e < D; e += 32) {
-    const float x = loadElement<S>(src, rowFirst + e);
+    const float x = loadElement<S>(src, rowFirst + e * element);
     sumSquares = fmaf(x, x, sumSquares);
   }
   return rsqrtf(sumOverLanes(sumSquares, 32) / static_cast<float>(D) + eps);

@@ -4,11 +4,12 @@ import type { BufferRange } from '../runtime/gpuRuntime.js';
 import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
 import { ROPE_NORM_ROWS } from '../generated/params.js';
 import { launchRopeNormRows } from './launch.js';
+import type { StridedInputs } from './ropePoolFused.js';
 
 /** Storage bindings of the one-dispatch Q/K-norm kernel with both weights (every part on). */
 const ALL_PARTS_BINDINGS = ROPE_NORM_ROWS.bindings({ queries: true, queryNorm: true, keys: true, keyNorm: true, values: true, rotates: true, pool: true, Row: 'u32', Dst: 'u32' }).specs.length;
 
-/** What ropePoolFused has ready when a Q/K-norm runs: the cos/sin table, the owned slots, the outputs and the slot rule's flag word. */
+/** What ropePoolFused has ready when a Q/K-norm runs: the cos/sin table, the owned slots, the outputs, the slot rule's flag word and q, k, v as the kernels read them. */
 export interface RopeNormPoolInputs {
   readonly table: BufferRange;
   readonly owned: BufferRange;
@@ -16,12 +17,14 @@ export interface RopeNormPoolInputs {
   readonly slotFlag: number;
   readonly qRot: BufferRange;
   readonly kRot: BufferRange;
+  readonly inputs: StridedInputs;
 }
 
 /**
  * The Q/K-norm path of ropePoolFused: RMSNorm and RoPE of q and k rows in
  * registers, keys and values into the pools, in one dispatch where the
- * device allows the bindings, else q, k and v rows in three.
+ * device allows the bindings, else q, k and v rows in three. q, k and v are
+ * read through their strides (views of a fused qkv projection among them).
  */
 export function ropeNormPool(k: WebGpuKernels, args: RopePoolFusedChecked, at: RopeNormPoolInputs): void {
   const { N, Hq, H, D, R, S } = args.dims;
@@ -38,9 +41,7 @@ export function ropeNormPool(k: WebGpuKernels, args: RopePoolFusedChecked, at: R
     slotType: k.own(args.slots).dtype as IndexDType,
   };
   const ranges = {
-    q: q.range,
-    k: k.own(args.k).range,
-    v: k.own(args.v).range,
+    ...at.inputs.ranges,
     cosSin: at.table,
     ...(qWeight ? { qWeight: qWeight.range } : {}),
     ...(kWeight ? { kWeight: kWeight.range } : {}),
@@ -51,7 +52,7 @@ export function ropeNormPool(k: WebGpuKernels, args: RopePoolFusedChecked, at: R
     vPool: k.own(args.vPool).range,
     flags: at.flags,
   };
-  const uniforms = { queryHeads: Hq, keyHeads: H, slotBelow: S, slotFlag: at.slotFlag, eps: args.eps ?? 0 };
+  const uniforms = { queryHeads: Hq, keyHeads: H, slotBelow: S, slotFlag: at.slotFlag, eps: args.eps ?? 0, ...at.inputs.params };
   if (k.runtime.caps.maxStorageBuffersPerStage >= ALL_PARTS_BINDINGS) {
     launchRopeNormRows(k, { ...request, queries: true, keys: true, values: true }, ranges, { ...uniforms, rows: N * (Hq + H) });
     return;

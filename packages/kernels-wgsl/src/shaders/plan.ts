@@ -287,7 +287,18 @@ export function planFma(caps: DeviceCaps): FmaPlan {
   return { kernel: 'fma', workgroupSize: Math.min(256, caps.maxInvocationsPerWorkgroup), steps: 1024 };
 }
 
-export type KernelPlan = NormRopePlan | RopeRowsPlan | RopeNormRowsPlan | RopeTablePlan | SlotOwnersPlan | GemmPlan | GemmReducePlan | CopyPlan | FmaPlan;
+/** The copy behind views: 32-bit elements a word, or two 16-bit ones (stridedCopy.wgsl.ts). */
+export interface StridedCopyPlan {
+  readonly kernel: 'stridedCopy';
+  readonly halves: boolean;
+  readonly workgroupSize: number;
+}
+
+export function planStridedCopy(caps: DeviceCaps, halves: boolean): StridedCopyPlan {
+  return { kernel: 'stridedCopy', halves, workgroupSize: Math.min(tuning.rowWorkgroup, caps.maxInvocationsPerWorkgroup) };
+}
+
+export type KernelPlan = NormRopePlan | RopeRowsPlan | RopeNormRowsPlan | RopeTablePlan | SlotOwnersPlan | GemmPlan | GemmReducePlan | CopyPlan | FmaPlan | StridedCopyPlan;
 
 /** The pipeline cache key of a plan: every field that shapes the generated WGSL. */
 export function planKey(plan: KernelPlan): string {

@@ -7,7 +7,8 @@
  * squares meet through subgroup shuffles or workgroup memory, and each lane
  * norms, rotates and writes its own vectors. cos/sin come from the per-token
  * table (ropeTable.wgsl.ts). Negative slots skip a token; a slot at or past
- * the pool is recorded in the flag words and not written.
+ * the pool is recorded in the flag words and not written. q, k and v may be
+ * views: each row is found through their offsets and token and head strides.
  *
  * Every part in one dispatch where the device has the bindings; else q, k and
  * v rows in three (each within WebGPU's default eight storage bindings).
@@ -39,7 +40,7 @@ export function ropeNormRowsShader(plan: RopeNormRowsPlan): KernelSource<RopeNor
   const loads = vecs
     .map((v) => {
       const c = `c${v}`;
-      const read = (src: 'q' | 'k') => (element ? `${src}At(elemBase + ${c})` : `${src}[base + ${c}]`);
+      const read = (src: 'q' | 'k') => (element ? `${src}At(elemBase + ${c})` : `${src}[srcBase + ${c}]`);
       // Each row reads only its own tensor: a query row's index may lie past the end of k.
       const pick = queries && keys ? `if (isQuery) { x${v} = ${read('q')}; } else { x${v} = ${read('k')}; }` : queries ? `x${v} = ${read('q')};` : keys ? `x${v} = ${read('k')};` : '';
       return [`let ${c} = laneInRow + ${v * G}u;`, `let a${v} = live && ${c} < ROW_VECS;`, `var x${v} = ${zero};`, ...(pick ? [`if (a${v}) { ${pick} }`] : [])].join('\n  ');
@@ -67,7 +68,7 @@ export function ropeNormRowsShader(plan: RopeNormRowsPlan): KernelSource<RopeNor
       partnerVector: (vector, prefix) => {
         const raw = vectorValues(dtype, layout, `${prefix}raw`);
         return {
-          code: [`let ${prefix}raw = ${src}[base + ${vector}];`, ...raw.map((x, k) => `let ${prefix}${k} = ${x}${scale(`${vector} * ${E}u + ${k}u`)};`)].join('\n    '),
+          code: [`let ${prefix}raw = ${src}[srcBase + ${vector}];`, ...raw.map((x, k) => `let ${prefix}${k} = ${x}${scale(`${vector} * ${E}u + ${k}u`)};`)].join('\n    '),
           values: raw.map((_, k) => `${prefix}${k}`),
         };
       },
@@ -85,8 +86,8 @@ export function ropeNormRowsShader(plan: RopeNormRowsPlan): KernelSource<RopeNor
   };
   /** The value row's vector v, copied bit for bit into vPool at the slot. */
   const copied = (v: number): string => {
-    if (!element || dtype === 'f32') return `if (slotOk) { vPool[poolBase + c${v}] = v[base + c${v}]; }`;
-    const e = `(base + c${v})`;
+    if (!element || dtype === 'f32') return `if (slotOk) { vPool[poolBase + c${v}] = v[vBase + c${v}]; }`;
+    const e = `(vBase + c${v})`;
     return `if (slotOk) { store_vPool(poolBase + c${v}, v[${e} >> 1u] >> ((${e} & 1u) * 16u)); }`;
   };
   const writes = vecs
@@ -105,6 +106,13 @@ export function ropeNormRowsShader(plan: RopeNormRowsPlan): KernelSource<RopeNor
   let poolBase = (select(0u, slot.x, slotOk) * params.keyHeads + h) * ROW_VECS;`
     : '';
   const storers = halves ? [...(queries ? ['qRot'] : []), ...(keys ? ['kRot', 'kPool'] : []), ...(values ? ['vPool'] : [])].map((a) => halfStorer(`store_${a}`, a)) : [];
+  // Inputs may be views (strides as uniforms): where this row starts in the tensors it reads, in row vectors.
+  const rowStart = (src: 'q' | 'k' | 'v') => `params.${src}Offset + n * params.${src}TokenStride + h * params.${src}HeadStride`;
+  const rotatedStart = queries && keys ? `select(${rowStart('k')}, ${rowStart('q')}, isQuery)` : queries ? rowStart('q') : rowStart('k');
+  const inputBases = [
+    ...(queries || keys ? [`let srcBase = ${rotatedStart};`, `let elemBase = srcBase * ${E}u;`] : []),
+    ...(values ? [`let vBase = ${rowStart('v')};`] : []),
+  ].join('\n  ');
   const headsPerToken = [queries ? 'params.queryHeads' : '', pool ? 'params.keyHeads' : ''].filter(Boolean).join(' + ');
 
   const code = `${plan.reduction === 'subgroup' && squares ? 'enable subgroups;\n' : ''}${HALF_FLOAT_WGSL}
@@ -134,7 +142,7 @@ fn main(${ENTRY_BUILTINS}) {
   let isQuery = ${rowIsQuery};
   let h = select(unit${queries && pool ? ' - params.queryHeads' : ''}, unit, isQuery);
   let base = select((n * params.keyHeads + h) * ROW_VECS, (n * params.queryHeads + h) * ROW_VECS, isQuery);
-  let elemBase = select((n * params.keyHeads + h) * ${D}u, (n * params.queryHeads + h) * ${D}u, isQuery);
+  ${inputBases}
   let csBase = n * ${R}u;
   ${slotCode}
   ${loads}
