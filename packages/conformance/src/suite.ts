@@ -16,6 +16,7 @@ import {
 import { runFusedCase, runMaterializerCase, runRopePoolCase } from './run-cases.js';
 import { checkBitsRoundTrip, checkOpsOnBits } from './bits.js';
 import { checkAsyncWriteLayerKvRefused } from './synchronousCallback.js';
+import { defineMropeQkNormCases } from './mropeQkNorm.js';
 import { defineViewCases } from './views.js';
 import { CONTESTED_SHAPES, checkContestedSlotsMaterializeInto, checkContestedSlotsRopePool } from './contestedSlots.js';
 
@@ -78,6 +79,8 @@ export function defineConformanceSuite(name: string, create: () => Backend | Pro
         for (const dtype of dtypes) it(`${c.name} [${dtype}]`, () => runRopePoolCase(...both(), c, dtype), CASE_TIMEOUT_MS);
       }
     });
+
+    defineMropeQkNormCases(both, dtypes, CASE_TIMEOUT_MS);
 
     describe('KvMaterializer', () => {
       for (const c of kvMaterializerCases) {

@@ -29,6 +29,7 @@ export { MAX_POSITION_BELOW } from '../ops/kvMaterializer.js';
 export { OpCall, OpLifecycle } from './opLifecycle.js';
 export { ropeAngles, ropeFrequencies, writeCosSinRow, writeCosSinRows } from './rope.js';
 export type { RopeAngles, RopeSpec, WritableNumbers } from './rope.js';
+export { mropeBounds, mropeStreamOfPair, writeMropeCosSinRow } from './mrope.js';
 export { breaksValueRule, valueBounds, valueRuleError } from './valueRules.js';
 export type { ValueBounds } from './valueRules.js';
 export { DroppedTensors } from './droppedTensors.js';

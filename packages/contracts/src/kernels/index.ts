@@ -9,6 +9,7 @@ import { gatherStridedCuda } from './gatherStrided.js';
 import { halvesCuda } from './hostTransfer.js';
 import { copyCuda, copyWgsl, fillCuda, fmaWgsl, spinCuda } from './measurement.js';
 import { gemmCuda, gemmReduceWgsl, gemmWgsl } from './projection.js';
+import { ropeNormRowsWgsl } from './ropeNormRows.js';
 import { claimSlotsCuda, ropePoolCuda, ropeRowsWgsl, ropeTableWgsl, slotOwnersWgsl } from './ropePoolFused.js';
 import { STRIDED_COPY_DIMS, stridedCopyWgsl } from './views.js';
 
@@ -19,4 +20,4 @@ export { FLOAT_CODE } from './floatCode.js';
 export { deviceRecords, STRIDED_COPY_DIMS };
 
 export const cudaKernels = [fusedNormRopeCuda, ropePoolCuda, claimSlotsCuda, gemmCuda, copyCuda, spinCuda, fillCuda, halvesCuda, gatherStridedCuda];
-export const wgslKernels = [normRopeWgsl, ropeRowsWgsl, ropeTableWgsl, slotOwnersWgsl, gemmWgsl, gemmReduceWgsl, copyWgsl, fmaWgsl, stridedCopyWgsl];
+export const wgslKernels = [normRopeWgsl, ropeRowsWgsl, ropeTableWgsl, slotOwnersWgsl, gemmWgsl, gemmReduceWgsl, copyWgsl, fmaWgsl, stridedCopyWgsl, ropeNormRowsWgsl];

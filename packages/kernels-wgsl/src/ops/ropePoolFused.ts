@@ -6,6 +6,7 @@ import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
 import { ROPE_ALL_BINDINGS, rowLayout } from '../shaders/plan.js';
 import { rowStrides } from '../runtime/views.js';
 import { launchRopeRows, launchRopeTable, turnsPerPosition } from './launch.js';
+import { ropeNormPool } from './ropeNormPool.js';
 
 /** f_j / 2π buffers, per backend, by (ropeBase, rotaryDim): made once, kept for the backend's life. */
 const turnsBuffers = new WeakMap<WebGpuKernels, Map<string, DeviceStorage>>();
@@ -35,7 +36,7 @@ export function readsStrided(k: WebGpuKernels, args: RopePoolFusedChecked, name:
 }
 
 /** The strides uniforms of q, k and v, and their bindings. */
-function stridedInputs(k: WebGpuKernels, args: RopePoolFusedChecked, dtype: FloatDType) {
+export function stridedInputs(k: WebGpuKernels, args: RopePoolFusedChecked, dtype: FloatDType) {
   const unit = rowLayout(dtype, args.dims.D).elements;
   const [q, key, v] = [args.q, args.k, args.v].map((t) => rowStrides(k, t, unit)!);
   return {
@@ -53,6 +54,9 @@ function stridedInputs(k: WebGpuKernels, args: RopePoolFusedChecked, dtype: Floa
     },
   };
 }
+
+/** What both row kernels (RoPE only, and Q/K-norm) take of q, k and v: bindings and strides uniforms. */
+export type StridedInputs = ReturnType<typeof stridedInputs>;
 
 /**
  * SEMANTICS §3: the cos/sin row of every token (from ropeBase), the
@@ -73,14 +77,16 @@ export function ropePoolFused(k: WebGpuKernels, args: RopePoolFusedChecked) {
     const positions = k.own(args.positions);
     const slots = k.own(args.slots);
     const table = k.scratch('ropePoolFused cos/sin', N * R * 4).range(0, N * R * 4);
-    launchRopeTable(k, positions.dtype as IndexDType, { positions: positions.range, turnsPerPosition: turnsBuffer(k, args.ropeBase, R).range(0, (R / 2) * 4), table }, N, R);
+    launchRopeTable(k, positions.dtype as IndexDType, { positions: positions.range, turnsPerPosition: turnsBuffer(k, args.ropeBase, R).range(0, (R / 2) * 4), table }, N, R, args.mropeSection);
     const rope = { dtype, D, R, style: args.ropeStyle, slotType: slots.dtype as IndexDType };
     const { flags, words } = k.checks.reserve([args.deviceChecks.find((c) => c.arg === 'slots')], args.dims);
     const owned = k.slotOwners.resolve(slots, N, S, args.duplicates.slots, 'ropePoolFused');
     const inputs = stridedInputs(k, args, dtype);
     const keys = { k: inputs.ranges.k, v: inputs.ranges.v, slots: owned, kRot: kRot.range, kPool: k.own(args.kPool).range, vPool: k.own(args.vPool).range, flags };
     const at = { queryHeads: Hq, keyHeads: H, slotBelow: S, slotFlag: words[0]!, ...inputs.params };
-    if (k.runtime.caps.maxStorageBuffersPerStage >= ROPE_ALL_BINDINGS) {
+    if (args.qNormWeight || args.kNormWeight) {
+      ropeNormPool(k, args, { table, owned, flags, slotFlag: words[0]!, qRot: qRot.range, kRot: kRot.range, inputs });
+    } else if (k.runtime.caps.maxStorageBuffersPerStage >= ROPE_ALL_BINDINGS) {
       launchRopeRows(k, { ...rope, kind: 'all' }, { q: inputs.ranges.q, cosSin: table, qRot: qRot.range, ...keys }, { ...at, rows: N * (Hq + H) });
     } else {
       launchRopeRows(k, { ...rope, kind: 'q', slotType: undefined }, { q: inputs.ranges.q, cosSin: table, qRot: qRot.range }, { ...at, rows: N * Hq });
