@@ -8,13 +8,14 @@
  * own rounding: an f32 angle at such positions misses by whole radians.
  */
 import { ropeCosSinCache } from '@kvkit/contracts';
-import type { Backend, FloatDType, RopeAngleMode } from '@kvkit/contracts';
+import type { Backend, FloatDType, RopeAngleMode, Tensor } from '@kvkit/contracts';
 import { exactTurns, float32Angle, ropeAngles } from '@kvkit/contracts/backend';
 import type { RopeScaling } from '@kvkit/contracts/backend';
 import { expect, it } from 'vitest';
 import type { RopeStyle } from './cases.js';
 import { roundToDType, Rng, seedOf } from './data.js';
 import { ropePair } from './oracle.js';
+import { readFloats, untyped } from './tensors.js';
 
 /** One config per scaling type, at sizes real checkpoints use for their bases. */
 export const ROPE_VARIANTS: readonly { readonly name: string; readonly ropeBase: number; readonly ropeScaling?: RopeScaling }[] = [
@@ -159,6 +160,134 @@ export async function checkCosSinCacheBuilder(backend: Backend, variant: (typeof
   }
 }
 
+/** How the scaled mRoPE + Q/K-norm case lays q, k and v out in one fused qkv projection. */
+interface ScaledMropeLayout {
+  readonly what: string;
+  readonly N: number;
+  readonly Hq: number;
+  readonly H: number;
+  readonly D: number;
+  readonly R: number;
+  readonly style: RopeStyle;
+  readonly section: readonly [number, number, number];
+  /** Spare elements after each token's q, k and v, and before the first token. */
+  readonly pad: number;
+  readonly offset: number;
+  readonly positionType: 'i32' | 'i64';
+}
+
+const SCALED_MROPE_LAYOUTS: readonly ScaledMropeLayout[] = [
+  // Rows on 16-byte boundaries: the fast paths read the views in place.
+  { what: 'aligned rows', N: 5, Hq: 4, H: 2, D: 64, R: 64, style: 'neox', section: [8, 12, 12], pad: 16, offset: 16, positionType: 'i32' },
+  // An odd head dim and a partial rotary off 16 bytes: the element paths.
+  { what: 'odd head dim', N: 6, Hq: 3, H: 1, D: 14, R: 10, style: 'gptj', section: [1, 2, 2], pad: 3, offset: 5, positionType: 'i64' },
+];
+
+/**
+ * ropePoolFused with YaRN scaling, mRoPE (three distinct streams with
+ * positions up to 2^31 - 1) and a Q/K-norm, on q, k and v as splitQkv views
+ * of one padded, offset projection, against the f64 formulas: each head
+ * RMS-normed over D, then pair j rotated by the angle of its stream's
+ * position, reduced as referenceCosSin reduces it, and scaled by YaRN's
+ * magnitude. The norm's f32 sum and inverse root may add a few ulps; an f32
+ * angle at these positions, a stream mixed up or a magnitude left out miss
+ * by far more. The pools hold kRot and v bit for bit at the slots.
+ */
+export async function checkScaledMropeQkNormOnViews(backend: Backend, angles: RopeAngleMode, dtype: FloatDType): Promise<void> {
+  const yarn = ROPE_VARIANTS.find((v) => v.name === 'yarn')!;
+  const made: { dispose(): void }[] = [];
+  const keep = <T extends { dispose(): void }>(t: T) => {
+    made.push(t);
+    return t;
+  };
+  try {
+    for (const c of SCALED_MROPE_LAYOUTS) {
+      const { N, Hq, H, D, R } = c;
+      const rng = new Rng(seedOf(`ropeVariant yarn mRoPE Q/K-norm views ${c.what} ${angles} ${dtype}`));
+      const S = N + 2;
+      const width = (Hq + 2 * H) * D;
+      const row = width + c.pad;
+      const fusedValues = roundToDType(Array.from({ length: c.offset + N * row }, () => 2 * rng.next() - 1), dtype);
+      const fused = keep(backend.tensor(dtype, [c.offset + N * row], fusedValues));
+      const { q, k, v } = backend.splitQkv(backend.view(fused, [N, width], { strides: [row, 1], offset: c.offset }), { numQoHeads: Hq, numKvHeads: H, headDim: D });
+      // Element (n, h, d) of the q, k or v part starting `first` elements into a token's row.
+      const part = (heads: number, first: number) => Float64Array.from({ length: N * heads * D }, (_, i) => fusedValues[c.offset + Math.floor(i / (heads * D)) * row + first + (i % (heads * D))]!);
+      const [qIn, kIn, vIn] = [part(Hq, 0), part(H, Hq * D), part(H, (Hq + H) * D)];
+      const qWeight = roundToDType(Array.from({ length: D }, () => 0.5 + rng.next()), dtype);
+      const kWeight = Float32Array.from({ length: D }, () => 0.5 + rng.next());
+      // Temporal, height and width positions drawn apart, the range's ends among them.
+      const positions = Array.from({ length: 3 * N }, (_, i) => (i % 4 === 0 ? 2 ** 31 - 1 - (i % 3) : rng.int(2 ** 31)));
+      const slots = rng.shuffle([...Array(S).keys()]).slice(0, N);
+      slots[N - 1] = -1;
+      const poolValues = [0, 1].map(() => roundToDType(Array.from({ length: S * H * D }, () => 2 * rng.next() - 1), dtype));
+      const [kPool, vPool] = poolValues.map((p) => keep(backend.tensor(dtype, [S, H, D], p) as Tensor)) as [Tensor, Tensor];
+      const spec = { ropeBase: yarn.ropeBase, rotaryDim: R, ropeScaling: yarn.ropeScaling, angles };
+      const out = untyped(backend).ropePoolFused({
+        q,
+        k,
+        v,
+        qNormWeight: keep(backend.tensor(dtype, [D], qWeight)),
+        kNormWeight: keep(backend.tensor('f32', [D], kWeight)),
+        eps: 1e-6,
+        positions: keep(c.positionType === 'i64' ? backend.tensor('i64', [3, N], BigInt64Array.from(positions, BigInt)) : backend.tensor('i32', [3, N], Int32Array.from(positions))),
+        mropeSection: c.section,
+        slots: keep(backend.tensor('i32', [N], Int32Array.from(slots))),
+        kPool,
+        vPool,
+        numQoHeads: Hq,
+        numKvHeads: H,
+        headDim: D,
+        ropeStyle: c.style,
+        ...spec,
+      });
+      const [qRot, kRot] = [await readFloats(backend, keep(out.qRot)), await readFloats(backend, keep(out.kRot))];
+      const reference = ropeAngles(spec);
+      const cosSinUlps = reference.magnitude === 1 ? 1 : 1.5;
+      const streamOf = (j: number) => (j < c.section[0] ? 0 : j < c.section[0] + c.section[1] ? 1 : 2);
+      const worst = { excess: 0, where: '' };
+      const check = (name: string, input: Float64Array, weight: Float32Array, got: Float32Array, heads: number) => {
+        for (let n = 0; n < N; n++) {
+          for (let h = 0; h < heads; h++) {
+            const at = (n * heads + h) * D;
+            let sum = 0;
+            for (let d = 0; d < D; d++) sum += input[at + d]! ** 2;
+            const inv = 1 / Math.sqrt(sum / D + 1e-6);
+            const x = Float64Array.from({ length: D }, (_, d) => input[at + d]! * inv * weight[d]!);
+            const want = Float64Array.from(x);
+            // The norm in f32 (a sum of D squares, an inverse root, two products) adds a few ulps of each element it feeds.
+            const bound = Float64Array.from(x, (xd) => 2 ** -18 * Math.abs(xd));
+            for (let j = 0; j < R / 2; j++) {
+              const [cj, sj] = referenceCosSin(positions[streamOf(j) * N + n]!, j, reference);
+              const [a, b] = ropePair(j, R, c.style);
+              const [xa, xb] = [x[a]!, x[b]!];
+              want[a] = xa * cj - xb * sj;
+              want[b] = xb * cj + xa * sj;
+              bound[a] = bound[b] = cosSinUlps * (Math.abs(xa) * ulpF32(cj) + Math.abs(xb) * ulpF32(sj)) + 2 ** -23 * (Math.abs(xa * cj) + Math.abs(xb * sj)) + 2 ** -18 * (Math.abs(xa) + Math.abs(xb));
+            }
+            for (let d = 0; d < D; d++) {
+              const excess = Math.abs(got[at + d]! - want[d]!) / (bound[d]! + ulpOf(want[d]!, dtype));
+              if (excess > worst.excess) Object.assign(worst, { excess, where: `${c.what}: ${name}[n=${n}, h=${h}, d=${d}]: got ${got[at + d]}, want ${want[d]}` });
+            }
+          }
+        }
+      };
+      check('qRot', qIn, qWeight, qRot, Hq);
+      check('kRot', kIn, kWeight, kRot, H);
+      expect(worst.excess, `worst element: ${worst.where}`).toBeLessThanOrEqual(1);
+      const [kRows, vRows] = [await readFloats(backend, kPool), await readFloats(backend, vPool)];
+      const rowSize = H * D;
+      for (let slot = 0; slot < S; slot++) {
+        const n = slots.indexOf(slot);
+        const [wantK, wantV] = n < 0 ? [poolValues[0]!.subarray(slot * rowSize, (slot + 1) * rowSize), poolValues[1]!.subarray(slot * rowSize, (slot + 1) * rowSize)] : [kRot.subarray(n * rowSize, (n + 1) * rowSize), Float32Array.from(vIn.subarray(n * rowSize, (n + 1) * rowSize))];
+        expect(Array.from(kRows.subarray(slot * rowSize, (slot + 1) * rowSize)), `${c.what}: kPool[${slot}]`).toEqual(Array.from(wantK));
+        expect(Array.from(vRows.subarray(slot * rowSize, (slot + 1) * rowSize)), `${c.what}: vPool[${slot}]`).toEqual(Array.from(wantV));
+      }
+    }
+  } finally {
+    for (const t of made) t.dispose();
+  }
+}
+
 /** Registers the checks; the suite calls this once per backend. */
 export function defineRopeVariantChecks(backend: () => Backend, timeout: number): void {
   for (const variant of ROPE_VARIANTS) {
@@ -170,4 +299,8 @@ export function defineRopeVariantChecks(backend: () => Backend, timeout: number)
     }
     it(`ropePoolFused ${variant.name}, angles exact, neox [bf16]`, () => checkRopeVariant(backend(), variant, 'exact', 'neox', 'bf16'), timeout);
   }
+  for (const angles of ['exact', 'float32'] as const) {
+    it(`ropePoolFused yarn + mRoPE + Q/K-norm on splitQkv views, angles ${angles}, positions to 2^31 - 1 [f32]`, () => checkScaledMropeQkNormOnViews(backend(), angles, 'f32'), timeout);
+  }
+  it('ropePoolFused yarn + mRoPE + Q/K-norm on splitQkv views, angles exact [bf16]', () => checkScaledMropeQkNormOnViews(backend(), 'exact', 'bf16'), timeout);
 }

@@ -16,6 +16,8 @@ import {
 import { runFusedCase, runMaterializerCase, runRopePoolCase } from './run-cases.js';
 import { checkBitsRoundTrip, checkOpsOnBits } from './bits.js';
 import { checkAsyncWriteLayerKvRefused } from './synchronousCallback.js';
+import { defineMropeQkNormCases } from './mropeQkNorm.js';
+import { defineViewCases } from './views.js';
 import { CONTESTED_SHAPES, checkContestedSlotsMaterializeInto, checkContestedSlotsRopePool } from './contestedSlots.js';
 import { defineRopeVariantChecks } from './ropeVariants.js';
 
@@ -63,6 +65,8 @@ export function defineConformanceSuite(name: string, create: () => Backend | Pro
       }
     });
 
+    defineViewCases(() => both()[0], dtypes, CASE_TIMEOUT_MS);
+
     it('an async writeLayerKv is refused with KV044, leaving no unhandled rejection', () => checkAsyncWriteLayerKvRefused(...both()), CASE_TIMEOUT_MS);
 
     describe('fusedNormRopeStacked', () => {
@@ -76,6 +80,8 @@ export function defineConformanceSuite(name: string, create: () => Backend | Pro
         for (const dtype of dtypes) it(`${c.name} [${dtype}]`, () => runRopePoolCase(...both(), c, dtype), CASE_TIMEOUT_MS);
       }
     });
+
+    defineMropeQkNormCases(both, dtypes, CASE_TIMEOUT_MS);
 
     describe('KvMaterializer', () => {
       for (const c of kvMaterializerCases) {

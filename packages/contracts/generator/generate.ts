@@ -7,7 +7,7 @@
  *   generated/skeleton.json       the catalog skeleton: code, op, template, placeholders, source line
  * Run by `turbo run gen`; the outputs are ignored by git.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Project, SyntaxKind } from 'ts-morph';
@@ -30,7 +30,7 @@ const checkedName = (op: OpDecl) => `${pascal(op.name)}Checked`;
 const validatorName = (op: OpDecl) => `validate${pascal(op.name)}`;
 /** A tensor argument's type parameter; its dtype and shape are read from it. */
 const tensorParam = (name: string) => pascal(name);
-const isArg = (s: Step): s is Arg => s.kind === 'tensor' || s.kind === 'int' || s.kind === 'number' || s.kind === 'choice' || s.kind === 'callback' || s.kind === 'tagged';
+const isArg = (s: Step): s is Arg => s.kind === 'tensor' || s.kind === 'int' || s.kind === 'number' || s.kind === 'choice' || s.kind === 'callback' || s.kind === 'ints' || s.kind === 'tagged';
 const q = (s: string) => JSON.stringify(s);
 
 // ---------- validators ----------
@@ -70,12 +70,15 @@ function stepCode(s: Step): string[] {
       return [`const ${s.name} = c.choice(${q(s.name)}, a.${s.name}, ${JSON.stringify(s.options)} as const, ${q(s.default)}, ${q(s.code)});`];
     case 'callback':
       return [`const ${s.name} = c.callback(${q(s.name)}, a.${s.name}, ${q(s.code)});`];
+    case 'ints':
+      return [`const ${s.name} = c.ints(${q(s.name)}, a.${s.name}, ${q(s.code)}, ${JSON.stringify({ length: s.length, sumsToHalfOf: s.sumsToHalfOf, optional: s.optional })});`];
     case 'tagged': {
       const given = s.requires ? `, a.${s.requires} !== undefined` : '';
       return [`const ${s.name} = c.tagged(${q(s.name)}, a.${s.name}, ${taggedRuleName(s)}${given}) as ${s.typeName}${s.optional ? ' | undefined' : ''};`];
     }
     case 'tensor': {
-      const shapeOpts = JSON.stringify({ rankCode: s.rankCode, flattenable: s.flattenable });
+      const streams = s.streams && `streams: { count: ${s.streams.count}, given: ${s.streams.by} !== undefined, code: ${q(s.streams.code)}, unexpectedCode: ${q(s.streams.unexpectedCode)} }`;
+      const shapeOpts = `{ ${[s.rankCode && `rankCode: ${q(s.rankCode)}`, s.flattenable && 'flattenable: true', streams].filter(Boolean).join(', ')} }`;
       const checkTensor = [
         `c.tensor(${q(s.name)}, a.${s.name}, ${JSON.stringify(s.dtype)}, { optional: ${Boolean(s.optional)} })`,
         `c.shape(${q(s.name)}, ${s.name}, ${JSON.stringify(s.shape)}, ${q(s.code)}, ${shapeOpts});`,
@@ -89,10 +92,14 @@ function stepCode(s: Step): string[] {
       }
       return [`const ${s.name} = ${checkTensor[0]};`, checkTensor[1]!];
     }
+    case 'requires':
+      return [`c.requires(${q(s.name)}, ${s.name}, ${JSON.stringify(s.with)}, [${s.with.join(', ')}], ${q(s.code)});`];
     case 'exactlyOne':
       return [`c.exactlyOne(${JSON.stringify(s.names)}, [${s.names.join(', ')}], ${q(s.code)});`];
     case 'distinct':
       return [`c.distinct(${JSON.stringify(s.names)}, ${s.names[0]}, ${s.names[1]}, ${q(s.code)});`];
+    case 'contiguous':
+      return [`c.contiguous(${JSON.stringify(s.names)}, [${s.names.join(', ')}], ${q(s.code)});`];
     case 'values':
       return [`c.values(${q(s.name)}, ${s.name}, ${JSON.stringify({ min: s.min, below: s.below, finite: s.finite, negativeSkips: s.negativeSkips, ceiling: s.ceiling, duplicates: s.duplicates })}, ${q(s.code)});`];
   }
@@ -120,6 +127,8 @@ function checkedFieldType(s: Arg): string {
       return s.options.map(q).join(' | ');
     case 'callback':
       return `(...args: any[]) => unknown`;
+    case 'ints':
+      return `readonly number[]${s.optional ? ' | undefined' : ''}`;
     case 'tagged':
       return `${s.typeName}${s.optional ? ' | undefined' : ''}`;
     case 'tensor':
@@ -137,6 +146,8 @@ function validatorsFile(): string {
     '',
     ...taggedRules(),
   ];
+  const written = allOps.map((op) => `  ${q(op.name)}: ${JSON.stringify(op.steps.flatMap((s) => (s.kind === 'contiguous' ? s.names : [])))},`);
+  out.push('/** Per op, the tensors it writes in place (its `contiguous` rules): backends that stage views need the list. */', 'export const writtenInPlace: Readonly<Record<string, readonly string[]>> = {', ...written, '};', '');
   for (const op of allOps) {
     const args = op.steps.filter(isArg);
     const certain = certainDims(op);
@@ -237,6 +248,8 @@ function argType(op: OpDecl, s: Arg, scope: TypeScope): string {
     }
     case 'callback':
       return callbackType(s, scope);
+    case 'ints':
+      return `readonly [${Array.from({ length: s.length }, () => 'number').join(', ')}]`;
     case 'tagged':
       return s.typeName;
     case 'tensor':
@@ -285,7 +298,13 @@ function tensorType(op: OpDecl, s: TensorArg, scope: TypeScope): string {
   // The expected shape as a message shows it, every dim this tensor names bound.
   const expected = shapeType(op, s.name, s.shape, scope);
   const compared = `readonly [${s.shape.map((e, axis) => (binding.has(axis) ? 'unknown' : dimType(e, scope))).join(', ')}]`;
-  if (s.flattenable) {
+  if (s.streams) {
+    // One stream or `count` of them: which one the call needs is checked at run time, against the `by` argument.
+    if (binding.size > 0) throw new Error(`${op.name}: ${s.name} has streams and binds a dim; bind it with an earlier argument`);
+    const streamed = `readonly [${s.streams.count}, ${s.shape.map((e) => dimType(e, scope)).join(', ')}]`;
+    checks.push(`Check<StreamsRankOk<${shapeOf}, ${s.shape.length}, ${s.streams.count}>, ${violation(s.rankCode ?? s.code, expected)}>`);
+    checks.push(`Check<ShapeEq<${shapeOf}, ${compared}> extends true ? true : ShapeEq<${shapeOf}, ${streamed}>, ${violation(s.code, expected)}>`);
+  } else if (s.flattenable) {
     checks.push(`Check<FlatRankOk<${shapeOf}>, ${violation(s.rankCode ?? s.code, expected)}>`);
     checks.push(`Check<FlatCountEq<${shapeOf}, ${dimType(s.shape[0]!, scope)}>, ${violation(s.code, expected)}>`);
   } else {
@@ -353,7 +372,7 @@ function signaturesFile(): string {
   return [
     HEADER,
     "import type { DType, Tensor } from '../tensor.js';",
-    "import type { At, Check, DTypeIn, EvenAtMost, FlatCountEq, FlatRankOk, IsPositiveInt, Mul, MultipleOf, NotThenable, OneOf, RankIs, ShapeEq } from '../types/check.js';",
+    "import type { At, Check, DTypeIn, EvenAtMost, FlatCountEq, FlatRankOk, IsPositiveInt, Mul, MultipleOf, NotThenable, OneOf, RankIs, ShapeEq, StreamsRankOk } from '../types/check.js';",
     '',
     ...taggedTypes(),
     '// The shapes the contracts name, each dim a type parameter.',
@@ -381,7 +400,7 @@ function backendFile(): string {
     HEADER,
     "import type { Inherited, ValidationContext } from '../runtime/call.js';",
     "import type { DType, OwnedTensor, Tensor } from '../tensor.js';",
-    "import type { At, Check, DTypeIn, EvenAtMost, FlatCountEq, FlatRankOk, IsPositiveInt, Mul, MultipleOf, NotThenable, OneOf, RankIs, ShapeEq } from '../types/check.js';",
+    "import type { At, Check, DTypeIn, EvenAtMost, FlatCountEq, FlatRankOk, IsPositiveInt, Mul, MultipleOf, NotThenable, OneOf, RankIs, ShapeEq, StreamsRankOk } from '../types/check.js';",
     'SHAPE_IMPORTS',
     `import { ${allOps.map(validatorName).join(', ')} } from './validators.js';`,
     `import type { ${allOps.map(checkedName).join(', ')} } from './validators.js';`,
@@ -459,11 +478,15 @@ function backendFile(): string {
 
 // ---------- catalog skeleton ----------
 
-function lineOf(file: string, code: string): number {
-  const sf = project.addSourceFileAtPath(join(root, file));
-  const prop = sf.getDescendantsOfKind(SyntaxKind.PropertyAssignment).find((p) => p.getName() === code);
-  if (!prop) throw new Error(`${code} is not declared in ${file}`);
-  return prop.getStartLineNumber();
+/** Where a code is declared: in its contract's file, or in a file of steps that contract takes in (src/ops/mrope.ts). */
+function declarationOf(file: string, code: string): { file: string; line: number } {
+  const opsFiles = readdirSync(join(root, 'src/ops')).filter((f) => f.endsWith('.ts')).map((f) => `src/ops/${f}`);
+  for (const candidate of [file, ...opsFiles.filter((f) => f !== file)]) {
+    const sf = project.addSourceFileAtPath(join(root, candidate));
+    const prop = sf.getDescendantsOfKind(SyntaxKind.PropertyAssignment).find((p) => p.getName() === code);
+    if (prop) return { file: relative(repoRoot, join(root, candidate)), line: prop.getStartLineNumber() };
+  }
+  throw new Error(`${code} is not declared in ${file}`);
 }
 
 /** Codes each op's validator raises, from its steps; the other calls' codes from their declarations. */
@@ -476,7 +499,7 @@ function raisedBy(): Map<string, Set<string>> {
       if (s.kind === 'int') codes.push(s.even?.code, s.multipleOf?.code);
       if (s.kind === 'values') codes.push(s.ceiling?.code);
       if (s.kind === 'tagged') codes.push(...taggedCodes(s));
-      if (s.kind === 'tensor') codes.push(...TENSOR_IDENTITY, 'oneOf' in s.dtype ? 'KV004' : 'KV005');
+      if (s.kind === 'tensor') codes.push(...TENSOR_IDENTITY, 'oneOf' in s.dtype ? 'KV004' : 'KV005', s.streams?.code, s.streams?.unexpectedCode);
       for (const c of codes) if (c) add(c, op.name);
     }
     // Every op takes one object of named arguments: an unknown name, or anything but that object.
@@ -496,13 +519,15 @@ function argsOf(): Map<string, Set<string>> {
   };
   for (const op of allOps) {
     for (const s of op.steps) {
-      if (s.kind === 'exactlyOne') add(s.code, ...s.names);
+      if (s.kind === 'exactlyOne' || s.kind === 'contiguous') add(s.code, ...s.names);
+      else if (s.kind === 'requires') add(s.code, s.name, ...s.with);
       else if (s.kind === 'distinct') add(s.code, s.names[0]);
       else {
         add(s.code, s.name);
         if (s.kind === 'tensor') {
           add(s.rankCode, s.name);
           add(s.orNumber?.code, s.name);
+          if (s.streams) for (const c of [s.streams.code, s.streams.unexpectedCode]) add(c, s.name, s.streams.by);
         }
         if (s.kind === 'int') {
           add(s.even?.code, s.name);
@@ -530,7 +555,7 @@ function skeleton() {
         placeholders: placeholdersOf(decl.message),
         raisedBy: [...(by.get(code) ?? [])].sort(),
         args: [...(args.get(code) ?? [])].sort(),
-        source: { file: relative(repoRoot, join(root, file)), line: lineOf(file, code) },
+        source: declarationOf(file, code),
         ...(decl.retired ? { retired: true } : {}),
       };
     }),
@@ -572,7 +597,11 @@ function verify() {
       const codes = [s.code, (s as TensorArg).rankCode, (s as TensorArg).orNumber?.code];
       if (s.kind === 'int') codes.push(s.even?.code, s.multipleOf?.code);
       if (s.kind === 'tagged') codes.push(...taggedCodes(s));
+      if (s.kind === 'tensor') codes.push(s.streams?.code, s.streams?.unexpectedCode);
       for (const c of codes) if (c && !allErrors[c]) throw new Error(`${op.name}: ${c} has no declaration`);
+      if (s.kind === 'tensor' && s.streams && !op.steps.slice(0, op.steps.indexOf(s)).some((a) => isArg(a) && a.name === s.streams!.by)) {
+        throw new Error(`${op.name}: the streams of ${s.name} depend on ${s.streams.by}, which is not an argument checked before it`);
+      }
       if (s.kind === 'tensor' && 'sameAs' in s.dtype && !names.has(s.dtype.sameAs) && !inherited.has(s.dtype.sameAs)) {
         throw new Error(`${op.name}: ${s.name} refers to unknown ${s.dtype.sameAs}`);
       }

@@ -8,7 +8,7 @@ export type { CreateKvMaterializerFn, FusedNormRopeStackedFn, RopePoolFusedFn } 
 export type * from './generated/signatures.js';
 export { ContractError, isContractError } from './errors/contractError.js';
 export { docsUrl, explainCommand, getDocsBase, setDocsBase } from './errors/docsUrl.js';
-export type { Backend } from './runtime/backend.js';
+export type { Backend, QkvHeads, QkvViews, ViewOptions } from './runtime/backend.js';
 export { ropeCosSinCache } from './ropeCosSinCache.js';
 export type { RopeCosSinCacheArgs } from './ropeCosSinCache.js';
 export type { RopeAngleMode } from './backend/rope.js';

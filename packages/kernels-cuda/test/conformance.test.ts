@@ -2,6 +2,7 @@ import { defineConformanceSuite, definePropertySuite, defineResourceSuite, defin
 import { describe } from 'vitest';
 import { createCudaBackend, cudaBackendInfo } from '../src/index.js';
 import { defineCudaChecks } from './cudaChecks.js';
+import { defineCudaViewChecks } from './cudaViews.js';
 import { defineExternalMemoryChecks } from './externalMemory.js';
 import { gpu } from './helpers.js';
 import { defineLargePoolChecks } from './largePools.js';
@@ -12,10 +13,11 @@ describe.skipIf(!gpu.ok)(`cuda on a GPU${why}`, () => {
   defineConformanceSuite('cuda', () => createCudaBackend());
   defineValidationSuite('cuda', () => createCudaBackend());
   definePropertySuite('cuda', () => createCudaBackend());
-  defineResourceSuite('cuda', () => createCudaBackend(), { buffers: (b) => cudaBackendInfo(b).allocations, buffersAreLive: false });
+  defineResourceSuite('cuda', () => createCudaBackend(), { buffers: (b) => cudaBackendInfo(b).liveAllocations, buffersAreLive: true });
   // The package's own GEMM (tensor cores for f16/bf16, FMA for f32), where cuBLASLt would otherwise run.
   defineConformanceSuite('cuda, package GEMM', () => createCudaBackend({ gemm: 'kvkit' }));
   defineCudaChecks(() => createCudaBackend());
   defineLargePoolChecks(() => createCudaBackend());
   defineExternalMemoryChecks();
+  defineCudaViewChecks();
 });

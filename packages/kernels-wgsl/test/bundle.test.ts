@@ -11,8 +11,8 @@ import { catalog } from '@kvkit/errors-catalog';
 import { build } from 'vite';
 import { describe, expect, it } from 'vitest';
 
-/** The README's bound, in bytes: about 44.9 kB today; the catalog's prose would add some 22 kB. */
-const MAX_GZIP_BYTES = 48_000;
+/** The README's bound, in bytes: 53.8 kB with strided views, wrap(), mRoPE, the Q/K-norm kernel and exact scaled angles; the catalog's prose would add some 22 kB. */
+const MAX_GZIP_BYTES = 55_000;
 
 async function browserBundle(entry: URL): Promise<string> {
   const result = await build({

@@ -22,8 +22,13 @@ export function sidebar(entries: readonly CatalogEntry[], ops: readonly OpDecl[]
       items: [{ label: 'All ops', link: '/ops/' }, ...ops.map((op) => ({ label: op.name, link: `/${opPath(op.name)}` }))],
     },
     {
-      label: 'RoPE scaling and angles',
-      items: [...ropeVariants(ops).map((tag) => ({ label: tag, link: `/rope/${tag}/` })), { label: 'exact and float32 angles', link: '/rope/exact-angles/' }],
+      label: 'RoPE variants',
+      items: [
+        ...ropeVariants(ops).map((tag) => ({ label: tag, link: `/rope/${tag}/` })),
+        { label: 'exact and float32 angles', link: '/rope/exact-angles/' },
+        { label: 'mRoPE (multimodal)', link: '/rope/mrope/' },
+        { label: 'Q/K-norm before RoPE', link: '/rope/qk-norm/' },
+      ],
     },
     {
       label: 'Error codes',

@@ -10,17 +10,21 @@ export type {
   KvMaterializerMaterializeIntoChecked,
   RopePoolFusedChecked,
 } from '../generated/validators.js';
+export { writtenInPlace } from '../generated/validators.js';
 export { defineBackend } from '../runtime/backend.js';
 export type { KvMaterializerKernels, OpKernels } from '../generated/backend.js';
 export type { BackendKernels, MaterializerKernels } from '../runtime/backend.js';
 export type { DuplicateRule } from '../dsl/declare.js';
-export { describeValue } from '../runtime/call.js';
+export { describeBackend, describeValue } from '../runtime/call.js';
 export type { DeviceCheck, Inherited, ValidationContext } from '../runtime/call.js';
 export { deliverLayerViews } from '../runtime/layerViews.js';
 export { validateTensorCreation, validateTensorUse } from '../runtime/tensors.js';
+export { validateWrapLayout } from '../runtime/views.js';
+export { contiguousStrides, isContiguous, layoutOf, mergedDims, storageBytes, storageOffsets, storageOverlaps, viewExtent } from './viewLayout.js';
+export type { ViewLayout, WalkDims } from './viewLayout.js';
 export type { TensorLimit } from '../runtime/tensors.js';
-export { isTensor, LAYER_VIEW, numel, TENSOR_OWNER } from '../tensor.js';
-export type { OwnedTensor } from '../tensor.js';
+export { isTensor, LAYER_VIEW, numel, TENSOR_LAYOUT, TENSOR_OWNER } from '../tensor.js';
+export type { OwnedTensor, StorageLayout } from '../tensor.js';
 export { MAX_POSITION_BELOW } from '../ops/kvMaterializer.js';
 export { OpCall, OpLifecycle } from './opLifecycle.js';
 export {
@@ -39,8 +43,10 @@ export {
   yarnMagnitude,
 } from './rope.js';
 export type { RopeAngleMode, RopeAngles, RopeScaling, RopeSpec, WritableNumbers } from './rope.js';
+export { mropeBounds, mropeStreamOfPair, writeMropeCosSinRow } from './mrope.js';
 export { breaksValueRule, valueBounds, valueRuleError } from './valueRules.js';
 export type { ValueBounds } from './valueRules.js';
+export { DroppedTensors } from './droppedTensors.js';
 export { grownCapacity, Workspace } from './workspace.js';
 export type { WorkspaceMemory } from './workspace.js';
 export * from './halfFloats.js';

@@ -43,6 +43,20 @@ export interface TensorArg {
   readonly flattenable?: boolean;
   /** Also accept a plain number (e.g. one eps for every layer), checked as `number` is. */
   readonly orNumber?: NumberRule;
+  /** Several position streams (mRoPE): `[count, ...shape]` exactly when the `by` argument is given. */
+  readonly streams?: StreamsRule;
+}
+
+/**
+ * A tensor that holds one row per stream when a parameter says so: with `by`
+ * given it must be `[count, ...shape]` (else `code`); without it, a
+ * `[count, ...shape]` tensor raises `unexpectedCode` rather than a rank error.
+ */
+export interface StreamsRule {
+  readonly count: number;
+  readonly by: string;
+  readonly code: string;
+  readonly unexpectedCode: string;
 }
 
 export interface NumberRule {
@@ -83,6 +97,17 @@ export interface ChoiceArg {
   readonly code: string;
 }
 
+/** A fixed-length list of non-negative integers (mRoPE's section sizes), optionally summing to half a dim (R/2 rotary pairs). */
+export interface IntListArg {
+  readonly kind: 'ints';
+  readonly name: string;
+  readonly doc: string;
+  readonly length: number;
+  readonly sumsToHalfOf?: DimExpr;
+  readonly optional?: boolean;
+  readonly code: string;
+}
+
 export interface CallbackArg {
   readonly kind: 'callback';
   readonly name: string;
@@ -101,10 +126,25 @@ export interface ExactlyOneRule {
   readonly code: string;
 }
 
+/** `name` is given exactly when at least one of `with` is (eps and the norm weights it goes with). */
+export interface RequiresRule {
+  readonly kind: 'requires';
+  readonly name: string;
+  readonly with: readonly string[];
+  readonly code: string;
+}
+
 /** The named tensors, when given, are different tensors. */
 export interface DistinctRule {
   readonly kind: 'distinct';
   readonly names: readonly [string, string];
+  readonly code: string;
+}
+
+/** The named tensors, when given, are contiguous: they are written in place, where a gap could not be skipped. */
+export interface ContiguousRule {
+  readonly kind: 'contiguous';
+  readonly names: readonly string[];
   readonly code: string;
 }
 
@@ -184,8 +224,8 @@ export interface TaggedArg {
   readonly comboCode: string;
 }
 
-export type Arg = TensorArg | IntArg | NumberArg | ChoiceArg | CallbackArg | TaggedArg;
-export type Rule = ExactlyOneRule | DistinctRule | ValueRule;
+export type Arg = TensorArg | IntArg | NumberArg | ChoiceArg | CallbackArg | IntListArg | TaggedArg;
+export type Rule = ExactlyOneRule | DistinctRule | ContiguousRule | ValueRule | RequiresRule;
 export type Step = Arg | Rule;
 
 export interface OutputDecl {
@@ -258,10 +298,13 @@ export const tensor = (name: string, spec: Omit<TensorArg, 'kind' | 'name'>): Te
 export const int = (name: string, spec: Omit<IntArg, 'kind' | 'name'>): IntArg => ({ kind: 'int', name, ...spec });
 export const number = (name: string, spec: Omit<NumberArg, 'kind' | 'name'>): NumberArg => ({ kind: 'number', name, ...spec });
 export const choice = (name: string, spec: Omit<ChoiceArg, 'kind' | 'name'>): ChoiceArg => ({ kind: 'choice', name, ...spec });
+export const ints = (name: string, spec: Omit<IntListArg, 'kind' | 'name'>): IntListArg => ({ kind: 'ints', name, ...spec });
+export const requires = (name: string, withArgs: readonly string[], code: string): RequiresRule => ({ kind: 'requires', name, with: withArgs, code });
 export const callback = (name: string, spec: Omit<CallbackArg, 'kind' | 'name'>): CallbackArg => ({ kind: 'callback', name, ...spec });
 export const tagged = (name: string, spec: Omit<TaggedArg, 'kind' | 'name'>): TaggedArg => ({ kind: 'tagged', name, ...spec });
 export const exactlyOne = (names: readonly string[], code: string): ExactlyOneRule => ({ kind: 'exactlyOne', names, code });
 export const distinct = (names: readonly [string, string], code: string): DistinctRule => ({ kind: 'distinct', names, code });
+export const contiguous = (names: readonly string[], code: string): ContiguousRule => ({ kind: 'contiguous', names, code });
 export const values = (name: string, spec: Omit<ValueRule, 'kind' | 'name'>): ValueRule => ({ kind: 'values', name, ...spec });
 
 export const FLOAT = { oneOf: ['f32', 'f16', 'bf16'] } as const satisfies DTypeRule;

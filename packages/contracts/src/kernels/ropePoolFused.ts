@@ -1,6 +1,6 @@
 /** The kernels behind ropePoolFused, and the slot-claim pass before any pool write. */
 import { FLOAT_DTYPES } from '../tensor.js';
-import { cudaKernel, entryGrid, i64, input, output, read, readWrite, u32, wgslKernel } from './declare.js';
+import { cudaKernel, entryGrid, f64, i64, input, output, read, readWrite, u32, wgslKernel } from './declare.js';
 
 export const ropePoolCuda = cudaKernel({
   kernel: 'ropePool',
@@ -10,9 +10,28 @@ export const ropePoolCuda = cudaKernel({
     q: input('void', '[N, Hq, D]'),
     k: input('void', '[N, H, D]'),
     v: input('void', '[N, H, D]'),
+    // Element strides of the q, k and v views (their element offsets are in the pointers); rows are read in place.
+    qTokenStride: i64('elements between tokens of q'),
+    qHeadStride: i64('elements between heads of q'),
+    qElementStride: i64('elements between the elements of a q row (1 on the vector paths)'),
+    kTokenStride: i64('elements between tokens of k'),
+    kHeadStride: i64('elements between heads of k'),
+    kElementStride: i64('elements between the elements of a k row (1 on the vector paths)'),
+    vTokenStride: i64('elements between tokens of v'),
+    vHeadStride: i64('elements between heads of v'),
+    vElementStride: i64('elements between the elements of a v row (1 on the vector paths)'),
     ropeAngles: input('void', 'u32 words of backend/rope.ts ropeAngleTable'),
     positions: input('void', '[N]'),
     slots: input('void', '[N]'),
+    // mRoPE and Q/K-norm (mrope.cuh, qk_norm.cuh): zero strides and null weights leave plain RoPE.
+    positionStreamStride: i64('0: positions [N]; N: mRoPE streams [3, N], stream s of token n at s*N + n'),
+    mropeTemporalPairs: i64('pairs j below it take the temporal stream'),
+    mropeHeightPairsEnd: i64('pairs j below it (and not temporal) take the height stream, the rest the width stream'),
+    qNormWeight: input('void', '[D] RMSNorm weight of every q head, or null: no Q-norm'),
+    kNormWeight: input('void', '[D] RMSNorm weight of every k head, or null: no K-norm'),
+    qNormWeightIsF32: i64("1: qNormWeight is f32, 0: q's dtype"),
+    kNormWeightIsF32: i64("1: kNormWeight is f32, 0: q's dtype"),
+    normEps: f64('RMSNorm epsilon of the Q/K-norm'),
     qRot: output('void', '[N, Hq, D]'),
     kRot: output('void', '[N, H, D]'),
     kPool: output('void', '[S, H, D]'),
@@ -70,6 +89,16 @@ export const ropeRowsWgsl = wgslKernel({
     keyHeads: u32('H'),
     slotBelow: u32('S'),
     slotFlag: u32('flag word of the slot rule'),
+    // Inputs may be views whose head rows are contiguous: where each row starts, in row vectors of their binding.
+    qOffset: u32('row vectors before q[0, 0] in its binding'),
+    qTokenStride: u32('row vectors from q[n, h] to q[n + 1, h]'),
+    qHeadStride: u32('row vectors from q[n, h] to q[n, h + 1]'),
+    kOffset: u32('row vectors before k[0, 0] in its binding'),
+    kTokenStride: u32('row vectors from k[n, h] to k[n + 1, h]'),
+    kHeadStride: u32('row vectors from k[n, h] to k[n, h + 1]'),
+    vOffset: u32('row vectors before v[0, 0] in its binding'),
+    vTokenStride: u32('row vectors from v[n, h] to v[n + 1, h]'),
+    vHeadStride: u32('row vectors from v[n, h] to v[n, h + 1]'),
   },
   types: {
     Row: 'a row vector: u32 (element access), vec2<u32> or vec4<u32>',
@@ -96,9 +125,13 @@ export const ropeTableWgsl = wgslKernel({
   uniforms: {
     tokens: u32('T'),
     halfRotary: u32('R/2'),
+    // mRoPE (Qwen2-VL): stream s of token t at positions[s * streamStride + t].
+    streamStride: u32('0: positions [T]; T: mRoPE streams [3, T]'),
+    temporalPairs: u32('pairs j below it take the temporal stream'),
+    heightPairsEnd: u32('pairs j below it (and not temporal) take the height stream, the rest the width stream'),
   },
   bindings: {
-    positions: read('u32', '[T] i32 or i64 (two words)'),
+    positions: read('u32', '[T] or [3, T], i32 or i64 (two words)'),
     angleTable: read('u32', 'backend/rope.ts ropeAngleTable: mode, magnitude, f_j / 2π per pair'),
     table: readWrite('f32', '[T, R] cos then sin'),
   },

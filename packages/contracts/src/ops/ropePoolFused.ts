@@ -1,6 +1,8 @@
-import { distinct, errors, FLOAT, INDEX, int, number, sameAs, tensor, values } from '../dsl/declare.js';
+import { contiguous, distinct, errors, FLOAT, INDEX, int, number, sameAs, tensor, values } from '../dsl/declare.js';
 import type { ContractFile } from '../dsl/declare.js';
 import { ropeParams } from './fusedNormRopeStacked.js';
+import { mropeErrors, mropePositions, mropeSection } from './mrope.js';
+import { qkNormErrors, qkNormSteps } from './qkNorm.js';
 import { ropeScalingSteps } from './ropeScaling.js';
 
 export const ropePoolFusedErrors = errors({
@@ -87,7 +89,7 @@ export const ropePoolFusedErrors = errors({
   },
   KV039: {
     title: 'A KV pool is the same tensor as another argument',
-    message: '{arg} and {other} are the same tensor; a pool written in place must be a tensor of its own',
+    message: '{arg} and {other} share storage (the same tensor, or views that overlap); a pool written in place must be storage of its own',
     fixes: [
       'Allocate two pools with the same shape, one for K and one for V.',
       'Check your pool registry: key entries by layer and by role (K or V).',
@@ -99,13 +101,13 @@ export const ropePoolFusedErrors = errors({
 const [numKvHeads, headDim, rotaryDim, ropeStyle] = ropeParams(true);
 
 export const ropePoolFused: ContractFile = {
-  errors: ropePoolFusedErrors,
+  errors: { ...ropePoolFusedErrors, ...mropeErrors, ...qkNormErrors },
   ops: [
     {
       name: 'ropePoolFused',
       summary: 'RoPE on Q and K from ropeBase, and K and V scattered into a KV pool at the given slots.',
       dims: { N: 'tokens', Hq: 'query heads', H: 'KV heads', D: 'head dim', R: 'rotary dim', S: 'slots of the KV pool' },
-      errors: ropePoolFusedErrors,
+      errors: { ...ropePoolFusedErrors, ...mropeErrors, ...qkNormErrors },
       steps: [
         numKvHeads!,
         int('numQoHeads', { binds: 'Hq', code: 'KV006', multipleOf: { of: 'H', code: 'KV037' }, doc: 'Query heads (Hq), a multiple of numKvHeads.' }),
@@ -114,14 +116,17 @@ export const ropePoolFused: ContractFile = {
         ropeStyle!,
         number('ropeBase', { above: 0, code: 'KV008', doc: 'RoPE base (theta): f_j = ropeBase^(-2j/R).' }),
         ...ropeScalingSteps(),
+        mropeSection,
         tensor('q', { dtype: FLOAT, shape: ['N', 'Hq', 'D'], rankCode: 'KV030', code: 'KV031', doc: 'Queries.' }),
         tensor('k', { dtype: sameAs('q'), shape: ['N', 'H', 'D'], rankCode: 'KV030', code: 'KV032', doc: 'Keys.' }),
         tensor('v', { dtype: sameAs('q'), shape: ['N', 'H', 'D'], rankCode: 'KV030', code: 'KV032', doc: 'Values.' }),
-        tensor('positions', { dtype: INDEX, shape: ['N'], rankCode: 'KV033', code: 'KV034', doc: 'Position of each token.' }),
+        ...qkNormSteps(),
+        mropePositions(tensor('positions', { dtype: INDEX, shape: ['N'], rankCode: 'KV033', code: 'KV034', doc: 'Position of each token.' })),
         tensor('slots', { dtype: INDEX, shape: ['N'], rankCode: 'KV033', code: 'KV034', doc: 'Pool slot of each token; negative means skip. Tokens naming one slot: the last of them writes it (its K and V rows, every head), the others nothing.' }),
         tensor('kPool', { dtype: sameAs('q'), shape: ['S', 'H', 'D'], rankCode: 'KV035', code: 'KV036', doc: 'K pool, written in place.' }),
         tensor('vPool', { dtype: sameAs('q'), shape: ['S', 'H', 'D'], rankCode: 'KV035', code: 'KV036', doc: 'V pool, written in place.' }),
         distinct(['kPool', 'vPool'], 'KV039'),
+        contiguous(['kPool', 'vPool'], 'KV048'),
         // A pool that is also an input would be read while it is written (possible when N == S).
         ...(['q', 'k', 'v'] as const).flatMap((input) => [distinct(['kPool', input], 'KV039'), distinct(['vPool', input], 'KV039')]),
         values('slots', { below: 'S', negativeSkips: true, duplicates: 'last', code: 'KV038' }),

@@ -2,17 +2,24 @@ import type { FloatDType } from '@kvkit/contracts';
 import type { RopePoolFusedChecked } from '@kvkit/contracts/backend';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
 import type { CudaTensor } from '../runtime/cudaTensor.js';
+import { ELEMENT_BYTES } from '../runtime/cudaTensor.js';
 import { ropePoolKernel } from '../runtime/kernelNames.js';
+import { contiguousStrides, mropeBounds } from '@kvkit/contracts/backend';
+import { aligned } from '../runtime/gatherStrided.js';
 import { boundCheck } from './normRope.js';
-import { planRows } from './rowTiles.js';
+import { planRows, rowStrides, vectorPathFits } from './rowTiles.js';
+import type { RowStrides } from './rowTiles.js';
 
 /**
  * SEMANTICS.md §3 on the device: claim_slots gives each slot named by several
  * tokens to the one the contract's rule names (the last; a pool row is never
  * a mix), then one launch
- * rotates Q and K and scatters K and V into the pools. That launch may start
- * while the claims finish (Hopper): its query rows need no slot, and it waits
- * for the claims before it looks a slot's owner up.
+ * rotates Q and K and scatters K and V into the pools. q, k and v may be
+ * views (of one fused qkv projection): the launch reads them through their
+ * strides, 16 bytes at a time where their rows are contiguous and aligned
+ * (with a Q/K-norm, a view that would miss that is copied first: stagedRows).
+ * That launch may start while the claims finish (Hopper): its query rows need
+ * no slot, and it waits for the claims before it looks a slot's owner up.
  */
 export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked): { qRot: CudaTensor; kRot: CudaTensor } {
   const op = 'ropePoolFused';
@@ -30,29 +37,57 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
   const vPool = kernels.own(args.vPool);
   const positions = kernels.own(args.positions);
   const slots = kernels.own(args.slots);
+  const qNorm = args.qNormWeight && kernels.own(args.qNormWeight);
+  const kNorm = args.kNormWeight && kernels.own(args.kNormWeight);
+  const es = ELEMENT_BYTES[dtype];
+  const shape = { kernel: 'ropePool', dtype, headDim: D, rotaryDim: R, gptj: args.ropeStyle === 'gptj', tokens: N, headRows: Hq + 2 * H, multiprocessors: cx.multiprocessors } as const;
+  const written = [qRot.ptr, kRot.ptr, kPool.ptr, vPool.ptr];
+  const rows = [q, k, v] as const;
+  const staged = stagedRows(rows, qNorm !== undefined || kNorm !== undefined, vectorPathFits({ ...shape, vectorAddresses: written }), es);
+  // q, k and v are read through their strides (unless staged); the index tensors and norm weights as contiguous copies where they are views.
+  const weights = [qNorm, kNorm].filter((w) => w !== undefined).map((w) => aligned(w, 16));
+  const gathered = kernels.gather.contiguous([positions, slots, ...weights, ...rows.filter((_, i) => staged[i]).map((t) => aligned(t, 16))], op);
+  let taken = 0;
+  const take = () => gathered[taken++]!;
+  const positionsAt = take();
+  const slotsAt = take();
+  const qNormAt = qNorm ? take() : 0;
+  const kNormAt = kNorm ? take() : 0;
+  const inputs: RowInput[] = rows.map((t, i) => (staged[i] ? { ptr: take(), rows: rowStrides({ shape: t.shape, strides: contiguousStrides(t.shape) }) } : { ptr: t.ptr, rows: rowStrides(t) }));
+  const [qAt, kAt, vAt] = inputs as [RowInput, RowInput, RowInput];
   const plan = planRows({
-    kernel: 'ropePool',
-    dtype,
-    headDim: D,
-    rotaryDim: R,
-    gptj: args.ropeStyle === 'gptj',
-    tokens: N,
-    headRows: Hq + 2 * H,
-    vectorAddresses: [q.ptr, k.ptr, v.ptr, qRot.ptr, kRot.ptr, kPool.ptr, vPool.ptr],
-    multiprocessors: cx.multiprocessors,
+    ...shape,
+    // The norm weights are read 16 bytes at a time on the vector paths too.
+    vectorAddresses: [qAt.ptr, kAt.ptr, vAt.ptr, ...written, ...(qNorm ? [qNormAt] : []), ...(kNorm ? [kNormAt] : []), ...inputs.flatMap((r) => [r.rows.token * es, r.rows.head * es])],
+    elementStrides: inputs.map((r) => r.rows.element),
   });
   const slotRule = boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: S });
   // Enqueued before the claims (a first use uploads the table): the pool kernel must directly follow claim_slots.
   const angles = kernels.ropeAngles({ ropeBase: args.ropeBase, rotaryDim: R, ropeScaling: args.ropeScaling, angles: args.angles }, op);
-  const claims = kernels.slotOwners.claim(slots.ptr, slots.dtype === 'i64', N, S, args.duplicates.slots, op);
+  const claims = kernels.slotOwners.claim(slotsAt, slots.dtype === 'i64', N, S, args.duplicates.slots, op);
   const p = kernels.params.ropePool;
   p.write({
-    q: q.ptr,
-    k: k.ptr,
-    v: v.ptr,
+    q: qAt.ptr,
+    k: kAt.ptr,
+    v: vAt.ptr,
+    qTokenStride: qAt.rows.token,
+    qHeadStride: qAt.rows.head,
+    qElementStride: qAt.rows.element,
+    kTokenStride: kAt.rows.token,
+    kHeadStride: kAt.rows.head,
+    kElementStride: kAt.rows.element,
+    vTokenStride: vAt.rows.token,
+    vHeadStride: vAt.rows.head,
+    vElementStride: vAt.rows.element,
     ropeAngles: angles,
-    positions: positions.ptr,
-    slots: slots.ptr,
+    positions: positionsAt,
+    slots: slotsAt,
+    ...streamParams(args, N, R),
+    qNormWeight: qNormAt,
+    kNormWeight: kNormAt,
+    qNormWeightIsF32: qNorm?.dtype === 'f32' ? 1 : 0,
+    kNormWeightIsF32: kNorm?.dtype === 'f32' ? 1 : 0,
+    normEps: args.eps ?? 0,
     qRot: qRot.ptr,
     kRot: kRot.ptr,
     kPool: kPool.ptr,
@@ -80,4 +115,33 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
   if (claims.table !== 0) cx.launchOverlapping(kernel, p, plan.grid, plan.block, plan.sharedBytes, op);
   else cx.launch(kernel, p, plan.grid, 1, plan.block, plan.sharedBytes, op);
   return { qRot, kRot };
+}
+
+/** mRoPE's streams as the kernel takes them (rope_pool.cu, mrope.cuh); one stream without mropeSection. */
+function streamParams(args: RopePoolFusedChecked, N: number, R: number) {
+  if (!args.mropeSection) return { positionStreamStride: 0, mropeTemporalPairs: R / 2, mropeHeightPairsEnd: R / 2 };
+  const [temporalPairs, heightPairsEnd] = mropeBounds(args.mropeSection);
+  return { positionStreamStride: N, mropeTemporalPairs: temporalPairs, mropeHeightPairsEnd: heightPairsEnd };
+}
+
+/** Where the launch reads one of q, k and v: its address and row strides (a staged copy's, contiguous). */
+interface RowInput {
+  readonly ptr: number;
+  readonly rows: RowStrides;
+}
+
+/**
+ * Which of q, k and v are copied contiguous first. The norm's sum of squares
+ * adds up in another order on the element path than on the vector path, so
+ * with a norm, an input whose layout alone would keep the call off the vector
+ * path (inner stride, or rows off 16 bytes) is staged: a view then gives
+ * exactly what its contiguous copy gives. Without a norm both paths agree bit
+ * for bit, and views are read in place.
+ */
+export function stagedRows(rows: readonly Pick<CudaTensor, 'ptr' | 'shape' | 'strides'>[], normed: boolean, shapeFits: boolean, es: number): boolean[] {
+  return rows.map((t) => {
+    if (!normed || !shapeFits) return false;
+    const r = rowStrides(t);
+    return r.element !== 1 || [t.ptr, r.token * es, r.head * es].some((a) => a % 16 !== 0);
+  });
 }

@@ -1,8 +1,7 @@
 import { numel } from '@kvkit/contracts';
 import type { DType, FloatDType, Shape, TensorData } from '@kvkit/contracts';
-import type { BackendKernels, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
-import { decodeHalves, encodeTensorData, ropeAngles, ropeAngleTable, storageView } from '@kvkit/contracts/backend';
-import type { RopeSpec } from '@kvkit/contracts/backend';
+import type { BackendKernels, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, RopeSpec, TensorLimit, ViewLayout } from '@kvkit/contracts/backend';
+import { decodeHalves, encodeTensorData, layoutOf, ropeAngles, ropeAngleTable, storageView } from '@kvkit/contracts/backend';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';
 import { ropePoolFused } from '../ops/ropePoolFused.js';
@@ -13,6 +12,8 @@ import type { CublasLt } from './cublasLt.js';
 import { CudaTensor, ELEMENT_BYTES } from './cudaTensor.js';
 import type { CudaDevice } from './driver.js';
 import type { DeviceBuffer } from './memory.js';
+import { StridedGather } from './gatherStrided.js';
+import { convertsOnDevice, isHalf, uploadHalves, widenHalves } from './halfTransfers.js';
 import { ParamBlock } from './params.js';
 import { SlotOwners } from './slotOwners.js';
 
@@ -38,10 +39,15 @@ export class CudaKernels implements BackendKernels {
     spin: new ParamBlock('SpinParams'),
     fill: new ParamBlock('FillParams'),
     claimSlots: new ParamBlock('ClaimSlotsParams'),
+    halves: new ParamBlock('HalvesParams'),
+    gatherStrided: new ParamBlock('GatherStridedParams'),
   };
   /** Last-token-wins claims for pool writes. */
   readonly slotOwners: SlotOwners;
+  /** Contiguous copies of the views a kernel does not read through strides. */
+  readonly gather: StridedGather;
   readonly #angleTables = new Map<string, DeviceBuffer>();
+  readonly #applicationRoots = new Map<number, object>();
   #cublasWorkspace: DeviceBuffer | undefined;
   #disposed = false;
 
@@ -52,6 +58,7 @@ export class CudaKernels implements BackendKernels {
     this.label = `cuda backend #${instances} (${device.name})`;
     this.badValues = new BadValues(cx);
     this.slotOwners = new SlotOwners(cx, this.params.claimSlots);
+    this.gather = new StridedGather(cx, this.params.gatherStrided);
     if ('reason' in gemm) {
       this.cublasLt = undefined;
       this.cublasLtAbsence = gemm.reason;
@@ -76,10 +83,10 @@ export class CudaKernels implements BackendKernels {
     return t as CudaTensor;
   }
 
-  /** An uninitialised tensor of this backend. */
+  /** An uninitialised tensor of this backend, its allocation freed if it is dropped undisposed. */
   allocate(dtype: DType, shape: Shape, op: string): CudaTensor {
     const frozen = Object.freeze([...shape]);
-    return new CudaTensor(this, dtype, frozen, this.cx.alloc(numel(shape) * ELEMENT_BYTES[dtype], op));
+    return new CudaTensor(this, dtype, frozen, this.cx.alloc(numel(shape) * ELEMENT_BYTES[dtype], op)).releaseWhenDropped();
   }
 
   tensor(dtype: DType, shape: Shape, data: TensorData | undefined): OwnedTensor {
@@ -87,6 +94,7 @@ export class CudaKernels implements BackendKernels {
     this.cx.makeCurrent();
     const t = this.allocate(dtype, shape, op);
     if (data === undefined) this.cx.fill(t.ptr, 0, t.byteLength, op);
+    else if (isHalf(dtype) && data instanceof Float32Array && convertsOnDevice(data.length)) uploadHalves(this, dtype, t.ptr, data, op);
     else this.cx.upload(t.ptr, hostCopy(dtype, data, numel(shape)), op);
     return t;
   }
@@ -99,35 +107,78 @@ export class CudaKernels implements BackendKernels {
     return t;
   }
 
+  /** A window of `base`'s storage at `layout` (validated to lie inside it): no copy, never freed, disposed with its base. */
+  view(base: OwnedTensor, shape: Shape, layout: ViewLayout): OwnedTensor {
+    const own = this.own(base);
+    const { root, capacity } = layoutOf(own);
+    return new CudaTensor(this, own.dtype, Object.freeze([...shape]), own.buffer, { root, offset: layout.offset, strides: layout.strides, capacity, base: own });
+  }
+
+  /** The storage root of application memory starting at `start` (one per allocation, so overlapping wraps are told apart from separate ones). */
+  applicationStorage(start: number): object {
+    let root = this.#applicationRoots.get(start);
+    if (!root) {
+      root = Object.freeze({ applicationMemory: start });
+      this.#applicationRoots.set(start, root);
+    }
+    return root;
+  }
+
   /** Enqueues the copy now (so it sees exactly the work enqueued before), resolves once it has landed. */
   async read(t: OwnedTensor): Promise<Float32Array | Int32Array | BigInt64Array> {
     const own = this.own(t);
     if (own.byteLength === 0) return emptyOf(own.dtype);
-    // Halves are decoded straight from the pinned block; the rest is copied out of it.
-    if (own.dtype === 'f16' || own.dtype === 'bf16') return this.#download(own, 'read', (view) => decodeHalves(own.dtype as 'f16' | 'bf16', new Uint16Array(view, 0, own.byteLength / 2)));
-    const copy = await this.#download(own, 'read', (view) => view.slice(0, own.byteLength));
+    const from = this.#rowMajor(own, 'read');
+    const count = numel(own.shape);
+    if (isHalf(own.dtype)) {
+      // Large tensors are widened on the device and come back as f32 bytes; small ones are decoded on the host.
+      if (!convertsOnDevice(count)) return decodeHalves(own.dtype, new Uint16Array(await this.#download(from, own.byteLength, 'read'), 0, count));
+      const wide = widenHalves(this, own.dtype, from, count, 'read');
+      try {
+        return new Float32Array(await this.#download(wide.ptr, count * 4, 'read'));
+      } finally {
+        wide.release();
+      }
+    }
+    const copy = await this.#download(from, own.byteLength, 'read');
     return own.dtype === 'f32' ? new Float32Array(copy) : own.dtype === 'i32' ? new Int32Array(copy) : new BigInt64Array(copy);
   }
 
-  /** The stored bytes, copied out of the pinned block as they landed. */
+  /** The stored bytes, as they landed. */
   async readBytes(t: OwnedTensor): Promise<ArrayBuffer> {
     const own = this.own(t);
     if (own.byteLength === 0) return new ArrayBuffer(0);
-    return this.#download(own, 'readBits', (view) => view.slice(0, own.byteLength));
+    return this.#download(this.#rowMajor(own, 'readBits'), own.byteLength, 'readBits');
   }
 
-  /** Copies the tensor into a pinned block, waits for the copy to land, and hands the block to `take` before it is given back. */
-  async #download<R>(own: CudaTensor, op: string, take: (view: ArrayBuffer) => R): Promise<R> {
+  /** Where the tensor's elements lie row-major: its own address, or (a strided view) a gathered copy enqueued now. */
+  #rowMajor(own: CudaTensor, op: string): number {
     this.cx.makeCurrent();
-    const block = this.cx.pinned(own.byteLength, op);
+    return this.gather.contiguous([own], op)[0]!;
+  }
+
+  /**
+   * A new buffer holding `bytes` at `ptr`, copied by a download enqueued now and resolved once it has landed.
+   * Large downloads go straight into the new buffer, page-locked for the copy (a fresh buffer's first touch,
+   * not the transfer, is what costs on the host); small ones, or where locking is refused, through a pinned
+   * block. The value checks of the calls before it are settled on the same event (BadValues.recordForRead).
+   */
+  async #download(ptr: number, bytes: number, op: string): Promise<ArrayBuffer> {
+    this.cx.makeCurrent();
+    const out = bytes >= DIRECT_DOWNLOAD_MIN ? new Uint8Array(bytes) : undefined;
+    const direct = out !== undefined && this.cx.register(out);
+    const block = direct ? undefined : this.cx.pinned(bytes, op);
     try {
-      this.cx.download(block.ptr, own.ptr, own.byteLength, op);
+      const checks = this.badValues.recordForRead(op);
+      this.cx.download(direct ? out! : block!.ptr, ptr, bytes, op);
       const event = this.cx.record(op);
       await this.cx.wait(event, op);
       this.cx.recycle(event);
-      return take(block.view);
+      if (checks) this.badValues.afterRead(checks);
+      return direct ? out!.buffer : block!.view.slice(0, bytes);
     } finally {
-      this.cx.givePinned(block);
+      if (direct) this.cx.unregister(out!, op);
+      if (block) this.cx.givePinned(block);
     }
   }
 
@@ -183,6 +234,9 @@ export class CudaKernels implements BackendKernels {
     }
   }
 }
+
+/** Downloads of at least this many bytes go straight into the returned buffer (see #download). */
+const DIRECT_DOWNLOAD_MIN = 1 << 22;
 
 function emptyOf(dtype: DType): Float32Array | Int32Array | BigInt64Array {
   return dtype === 'i32' ? new Int32Array(0) : dtype === 'i64' ? new BigInt64Array(0) : new Float32Array(0);

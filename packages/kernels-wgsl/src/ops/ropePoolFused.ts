@@ -1,11 +1,13 @@
 import type { FloatDType, IndexDType } from '@kvkit/contracts';
-import type { RopePoolFusedChecked } from '@kvkit/contracts/backend';
+import type { OwnedTensor, RopePoolFusedChecked } from '@kvkit/contracts/backend';
 import { ropeAngles, ropeAngleTable } from '@kvkit/contracts/backend';
 import type { RopeSpec } from '@kvkit/contracts/backend';
 import type { BufferRange, DeviceStorage } from '../runtime/gpuRuntime.js';
 import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
-import { ROPE_ALL_BINDINGS } from '../shaders/plan.js';
+import { ROPE_ALL_BINDINGS, rowLayout } from '../shaders/plan.js';
+import { rowStrides } from '../runtime/views.js';
 import { launchRopeRows, launchRopeTable } from './launch.js';
+import { ropeNormPool } from './ropeNormPool.js';
 
 /** Angle tables (backend/rope.ts ropeAngleTable), per backend, by spec: made once, kept for the backend's life. */
 const angleTables = new WeakMap<WebGpuKernels, Map<string, DeviceStorage>>();
@@ -28,6 +30,35 @@ export function angleTableRange(k: WebGpuKernels, spec: RopeSpec): BufferRange {
   return s.range(0, s.byteLength);
 }
 
+/** q, k and v are read through their token and head strides wherever their head rows are contiguous, in whole row vectors. */
+export function readsStrided(k: WebGpuKernels, args: RopePoolFusedChecked, name: string, t: OwnedTensor): boolean {
+  if (name !== 'q' && name !== 'k' && name !== 'v') return false;
+  return rowStrides(k, t, rowLayout(t.dtype as FloatDType, args.dims.D).elements) !== undefined;
+}
+
+/** The strides uniforms of q, k and v, and their bindings. */
+export function stridedInputs(k: WebGpuKernels, args: RopePoolFusedChecked, dtype: FloatDType) {
+  const unit = rowLayout(dtype, args.dims.D).elements;
+  const [q, key, v] = [args.q, args.k, args.v].map((t) => rowStrides(k, t, unit)!);
+  return {
+    ranges: { q: q!.range, k: key!.range, v: v!.range },
+    params: {
+      qOffset: q!.offset,
+      qTokenStride: q!.tokenStride,
+      qHeadStride: q!.headStride,
+      kOffset: key!.offset,
+      kTokenStride: key!.tokenStride,
+      kHeadStride: key!.headStride,
+      vOffset: v!.offset,
+      vTokenStride: v!.tokenStride,
+      vHeadStride: v!.headStride,
+    },
+  };
+}
+
+/** What both row kernels (RoPE only, and Q/K-norm) take of q, k and v: bindings and strides uniforms. */
+export type StridedInputs = ReturnType<typeof stridedInputs>;
+
 /**
  * SEMANTICS §3: the cos/sin row of every token (from ropeBase and ropeScaling), the
  * ownership pass that leaves each shared slot to one token (the contract's
@@ -47,16 +78,19 @@ export function ropePoolFused(k: WebGpuKernels, args: RopePoolFusedChecked) {
     const positions = k.own(args.positions);
     const slots = k.own(args.slots);
     const table = k.scratch('ropePoolFused cos/sin', N * R * 4).range(0, N * R * 4);
-    launchRopeTable(k, positions.dtype as IndexDType, { positions: positions.range, angleTable: angleTableRange(k, { ropeBase: args.ropeBase, rotaryDim: R, ropeScaling: args.ropeScaling, angles: args.angles }), table }, N, R);
+    launchRopeTable(k, positions.dtype as IndexDType, { positions: positions.range, angleTable: angleTableRange(k, { ropeBase: args.ropeBase, rotaryDim: R, ropeScaling: args.ropeScaling, angles: args.angles }), table }, N, R, args.mropeSection);
     const rope = { dtype, D, R, style: args.ropeStyle, slotType: slots.dtype as IndexDType };
     const { flags, words } = k.checks.reserve([args.deviceChecks.find((c) => c.arg === 'slots')], args.dims);
     const owned = k.slotOwners.resolve(slots, N, S, args.duplicates.slots, 'ropePoolFused');
-    const keys = { k: k.own(args.k).range, v: k.own(args.v).range, slots: owned, kRot: kRot.range, kPool: k.own(args.kPool).range, vPool: k.own(args.vPool).range, flags };
-    const at = { queryHeads: Hq, keyHeads: H, slotBelow: S, slotFlag: words[0]! };
-    if (k.runtime.caps.maxStorageBuffersPerStage >= ROPE_ALL_BINDINGS) {
-      launchRopeRows(k, { ...rope, kind: 'all' }, { q: q.range, cosSin: table, qRot: qRot.range, ...keys }, { ...at, rows: N * (Hq + H) });
+    const inputs = stridedInputs(k, args, dtype);
+    const keys = { k: inputs.ranges.k, v: inputs.ranges.v, slots: owned, kRot: kRot.range, kPool: k.own(args.kPool).range, vPool: k.own(args.vPool).range, flags };
+    const at = { queryHeads: Hq, keyHeads: H, slotBelow: S, slotFlag: words[0]!, ...inputs.params };
+    if (args.qNormWeight || args.kNormWeight) {
+      ropeNormPool(k, args, { table, owned, flags, slotFlag: words[0]!, qRot: qRot.range, kRot: kRot.range, inputs });
+    } else if (k.runtime.caps.maxStorageBuffersPerStage >= ROPE_ALL_BINDINGS) {
+      launchRopeRows(k, { ...rope, kind: 'all' }, { q: inputs.ranges.q, cosSin: table, qRot: qRot.range, ...keys }, { ...at, rows: N * (Hq + H) });
     } else {
-      launchRopeRows(k, { ...rope, kind: 'q', slotType: undefined }, { q: q.range, cosSin: table, qRot: qRot.range }, { ...at, rows: N * Hq });
+      launchRopeRows(k, { ...rope, kind: 'q', slotType: undefined }, { q: inputs.ranges.q, cosSin: table, qRot: qRot.range }, { ...at, rows: N * Hq });
       launchRopeRows(k, { ...rope, kind: 'kv' }, { cosSin: table, ...keys }, { ...at, rows: N * H });
     }
   } catch (e) {

@@ -7,7 +7,7 @@
 import type { Backend, FloatDType } from '@kvkit/contracts';
 import { decodeBf16, decodeF16, encodeHalves } from '@kvkit/contracts/backend';
 import { launchGemm } from '../ops/launch.js';
-import { kernelsOf } from '../runtime/createBackend.js';
+import { webGpuKernelsOf } from '../runtime/createBackend.js';
 import type { DeviceStorage } from '../runtime/gpuRuntime.js';
 import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
 import { copyShader, fmaFlopsPerInvocation, fmaShader } from '../shaders/ceilings.wgsl.js';
@@ -24,12 +24,6 @@ const MAX_QUERIES = 4096;
 /** A wall-clock sample runs the callback until at least this long has passed. */
 const WALL_CLOCK_SAMPLE_US = 2000;
 
-function kernelsFor(backend: Backend): WebGpuKernels {
-  const k = kernelsOf.get(backend);
-  if (!k) throw new TypeError(`kernels-wgsl profiling takes a backend made by createWebGpuBackend(); got ${backend?.label ?? String(backend)}`);
-  return k;
-}
-
 function median(values: readonly number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = sorted.length >> 1;
@@ -43,7 +37,7 @@ function median(values: readonly number[]): number {
  * one batch); otherwise many calls per submit, timed by wall clock.
  */
 export async function timeOnDevice(backend: Backend, enqueue: () => void, opts: { warmup?: number; reps?: number } = {}): Promise<DeviceTiming> {
-  const k = kernelsFor(backend);
+  const k = webGpuKernelsOf(backend, 'timeOnDevice');
   const warmup = opts.warmup ?? 3;
   const reps = Math.max(1, opts.reps ?? 20);
   for (let i = 0; i < warmup; i++) enqueue();
@@ -122,17 +116,45 @@ async function timeByWallClock(k: WebGpuKernels, enqueue: () => void, reps: numb
   return { medianUs: median(samplesUs), samplesUs, method: 'wall-clock' };
 }
 
-/** Ceiling: a vec4<u32> copy of `bytes` (capped at the device's largest binding), best of 1, 2 or 4 vectors per invocation; GB/s counts bytes read + written. */
-export async function measureCopyCeiling(backend: Backend, bytes: number): Promise<{ gbs: number; timing: DeviceTiming }> {
-  const k = kernelsFor(backend);
+/** One shape of the WGSL copy, timed: GB/s counts bytes read + written. */
+export interface CopyCeiling {
+  /** `webgpu-copy-x1`, `-x2`, `-x4`: vec4<u32> copied per invocation. */
+  readonly name: string;
+  readonly gbs: number;
+  readonly timing: DeviceTiming;
+}
+
+/** Random words written over `storage` a chunk at a time, so a ceiling never reads zero pages. */
+function fillRandomWords(k: WebGpuKernels, storage: DeviceStorage, size: number): void {
+  const chunk = new Uint32Array(Math.min(size, 16 << 20) / 4);
+  let x = 0x2545f491;
+  for (let i = 0; i < chunk.length; i++) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    chunk[i] = x >>> 0;
+  }
+  for (let at = 0; at < size; at += chunk.byteLength) {
+    const bytes = Math.min(chunk.byteLength, size - at);
+    k.runtime.device.queue.writeBuffer(storage.buffer, at, chunk, 0, bytes / 4);
+  }
+}
+
+/**
+ * The bandwidth ceilings of the same run: a vec4<u32> copy of `bytes` of
+ * random data (capped at the device's largest binding), with 1, 2 or 4
+ * vectors per invocation. Memory-bound figures are read against the best.
+ */
+export async function measureCopyCeilings(backend: Backend, bytes: number): Promise<CopyCeiling[]> {
+  const k = webGpuKernelsOf(backend, 'measureCopyCeilings');
   let size = Math.max(16, Math.floor(Math.min(bytes, k.runtime.maxBufferBytes) / 16) * 16);
   let src: DeviceStorage;
   let dst: DeviceStorage;
   // A device may list a binding size it cannot back with memory (SwiftShader): halve until both buffers fit.
   for (;;) {
     k.runtime.device.pushErrorScope('out-of-memory');
-    src = k.storage(size, 'kvkit copy ceiling source', 'measureCopyCeiling');
-    dst = k.storage(size, 'kvkit copy ceiling destination', 'measureCopyCeiling');
+    src = k.storage(size, 'kvkit copy ceiling source', 'measureCopyCeilings');
+    dst = k.storage(size, 'kvkit copy ceiling destination', 'measureCopyCeilings');
     const error = await k.runtime.device.popErrorScope();
     if (!error || size <= 1 << 20) break;
     src.release();
@@ -140,8 +162,8 @@ export async function measureCopyCeiling(backend: Backend, bytes: number): Promi
     size = Math.floor(size / 32) * 16;
   }
   try {
-    // The best of a few shapes of the same copy: the ceiling is what a copy kernel can reach here.
-    let best: { gbs: number; timing: DeviceTiming } | undefined;
+    fillRandomWords(k, src, size);
+    const out: CopyCeiling[] = [];
     for (const perInvocation of [1, 2, 4]) {
       const plan = planCopy(k.runtime.caps, perInvocation);
       const kernel = k.runtime.kernel(plan, () => copyShader(plan));
@@ -150,10 +172,9 @@ export async function measureCopyCeiling(backend: Backend, bytes: number): Promi
       const enqueue = () =>
         k.runtime.dispatch(kernel, { src: src.range(0, size), dst: dst.range(0, size) }, { vectors, invocations }, Math.ceil(invocations / plan.workgroupSize));
       const timing = await timeOnDevice(backend, enqueue, { warmup: 3, reps: 20 });
-      const gbs = (2 * size) / (timing.medianUs * 1e3);
-      if (!best || gbs > best.gbs) best = { gbs, timing };
+      out.push({ name: `webgpu-copy-x${perInvocation}`, gbs: (2 * size) / (timing.medianUs * 1e3), timing });
     }
-    return best!;
+    return out;
   } finally {
     src.release();
     dst.release();
@@ -162,7 +183,7 @@ export async function measureCopyCeiling(backend: Backend, bytes: number): Promi
 
 /** Ceiling: f32 FMA throughput (8 independent vec4 chains per invocation, 1024 steps). */
 export async function measureFmaCeiling(backend: Backend): Promise<{ tflops: number; timing: DeviceTiming }> {
-  const k = kernelsFor(backend);
+  const k = webGpuKernelsOf(backend, 'measureFmaCeiling');
   // Enough invocations to fill a large GPU; a software adapter gets a token load.
   const invocations = k.software ? 1 << 12 : 1 << 22;
   const out = k.storage(invocations * 4, 'kvkit fma ceiling output', 'measureFmaCeiling');
@@ -210,7 +231,7 @@ export async function timeProjectionGemm(
   backend: Backend,
   shape: { T: number; K: number; N: number; dtype: FloatDType },
 ): Promise<DeviceTiming & { tflops: number }> {
-  const k = kernelsFor(backend);
+  const k = webGpuKernelsOf(backend, 'timeProjectionGemm');
   const { T, K, N, dtype } = shape;
   const bytes = dtype === 'f32' ? 4 : 2;
   const aWords = randomWords(dtype, T * K, 11);

@@ -1,10 +1,12 @@
-import { defineBackend } from '@kvkit/contracts/backend';
+import { defineBackend, describeBackend } from '@kvkit/contracts/backend';
 import type { Backend } from '@kvkit/contracts';
 import { ContractError } from '@kvkit/contracts';
 import type { DeviceCaps } from '../shaders/plan.js';
 import { findAdapter as probeAdapter, KERNEL_TOGGLES, noAdapterFix } from './adapter.js';
 import { GpuRuntime } from './gpuRuntime.js';
 import { WebGpuKernels } from './webGpuKernels.js';
+import { wrapFor } from './wrap.js';
+import type { WebGpuBackend } from './wrap.js';
 
 export interface WebGpuBackendOptions {
   /** Run on this device (shared with the application); the backend never destroys it. */
@@ -22,12 +24,19 @@ const OP = 'createWebGpuBackend';
 /** Backends by their public object: profiling hooks and stats reach the kernels through it. */
 export const kernelsOf = new WeakMap<Backend, WebGpuKernels>();
 
+/** The kernels behind a backend made by createWebGpuBackend(); KV044 for anything else. */
+export function webGpuKernelsOf(backend: unknown, caller: string): WebGpuKernels {
+  const kernels = typeof backend === 'object' && backend !== null ? kernelsOf.get(backend as Backend) : undefined;
+  if (!kernels) throw new ContractError('KV044', caller, { arg: 'backend', expected: 'a backend made by createWebGpuBackend()', actual: describeBackend(backend) });
+  return kernels;
+}
+
 /**
  * A WebGPU backend: on `options.device`, or on a device of its own from
  * `options.gpu`, `navigator.gpu` (browsers) or Dawn (Node, falling back to
  * SwiftShader where no GPU driver answers). No adapter: KV050.
  */
-export async function createWebGpuBackend(options: WebGpuBackendOptions = {}): Promise<Backend> {
+export async function createWebGpuBackend(options: WebGpuBackendOptions = {}): Promise<WebGpuBackend> {
   let device = options.device;
   let description = 'a device passed in';
   let adapterSubgroupMin: number | undefined;
@@ -51,7 +60,8 @@ export async function createWebGpuBackend(options: WebGpuBackendOptions = {}): P
   };
   const runtime = new GpuRuntime(device, caps, device.features.has('timestamp-query'));
   const kernels = new WebGpuKernels(runtime, options.device === undefined, description);
-  const backend = defineBackend(kernels);
+  const common = defineBackend(kernels);
+  const backend: WebGpuBackend = { ...common, wrap: wrapFor(kernels, () => kernels.disposed) };
   kernelsOf.set(backend, kernels);
   return backend;
 }

@@ -10,6 +10,7 @@
  * way sin and cos then run on a quarter turn or less, from the reduced angle
  * in two f32 parts, so the result is within an ulp or so of cos/sin of the
  * true angle, whatever the device's own sin and cos do with large arguments.
+ * With mRoPE's [3, T] positions, pair j takes the position of its stream.
  */
 import { ANGLE_TABLE_HEADER_WORDS, FLOAT32_REDUCTION_EXPONENTS } from '@kvkit/contracts/backend';
 import { ROPE_TABLE } from '../generated/params.js';
@@ -138,7 +139,9 @@ fn main(${ENTRY_BUILTINS}) {
   let t = id / params.halfRotary;
   if (t >= params.tokens) { return; }
   let j = id % params.halfRotary;
-  let cs = ropeCosSin(positionAt(t), j);
+  // mRoPE: pair j's stream (0 temporal, 1 height, 2 width); streamStride 0 leaves one stream.
+  let stream = select(select(2u, 1u, j < params.heightPairsEnd), 0u, j < params.temporalPairs);
+  let cs = ropeCosSin(positionAt(stream * params.streamStride + t), j);
   let rowBase = t * 2u * params.halfRotary;
   table[rowBase + j] = cs.x;
   table[rowBase + params.halfRotary + j] = cs.y;
