@@ -127,7 +127,7 @@ export async function runBackend(p: Profiler, log: (line: string) => void, opts:
 
   /** Times one memory-bound op on one shape and dtype, as a fraction of the best copy. */
   const measureBandwidth = async (op: 'fusedNormRopeStacked' | 'ropePoolFused', dtype: FloatDType, shape: Readonly<Record<string, number>>, bytes: number, make: () => Workload, extra: Partial<ResultRow>) => {
-    const dims = Object.entries(shape).map(([k, v]) => `${k}=${v}`).join(' ');
+    const dims = `${Object.entries(shape).map(([k, v]) => `${k}=${v}`).join(' ')}${extra.variant ? ` (${extra.variant})` : ''}`;
     let w: Workload;
     try {
       w = make();
@@ -161,6 +161,17 @@ export async function runBackend(p: Profiler, log: (line: string) => void, opts:
       await measureBandwidth('ropePoolFused', dtype, { ...s }, bytes, () => ropePoolWorkload(p.backend, s as RopePoolShape, copiesFor(bytes), dtype), {
         ...(s.N >= 4096 ? { target: targets.bandwidth } : {}),
         checkError: poolError,
+      });
+    }
+    // The Q/K-norm before RoPE (Qwen3, Gemma 3): the same bandwidth target, the norm riding on rows already read.
+    const qkNorm = { qkNorm: true };
+    const qkNormError = await checkSmall('ropePoolFused (qk-norm)', dtype, (b) => ropePoolWorkload(b, { N: 256, Hq: 32, H: 8, D: 128, R: 64 }, 1, dtype, qkNorm));
+    for (const s of ropePoolShapes.filter((x) => x.R === 128 && x.N >= 4096)) {
+      const bytes = ropePoolBytes(s, dtype, qkNorm);
+      await measureBandwidth('ropePoolFused', dtype, { ...s }, bytes, () => ropePoolWorkload(p.backend, s as RopePoolShape, copiesFor(bytes), dtype, qkNorm), {
+        variant: 'qk-norm',
+        target: targets.bandwidth,
+        checkError: qkNormError,
       });
     }
   }

@@ -15,11 +15,12 @@ export function normRopeBytes(s: NormRopeShape, cacheRows: number, dtype: FloatD
 }
 
 /** q, k read and rotated copies written; v read; K and V rows written to the pools; positions and slots. */
-export function ropePoolBytes(s: RopePoolShape, dtype: FloatDType = 'bf16'): number {
+export function ropePoolBytes(s: RopePoolShape, dtype: FloatDType = 'bf16', variant: { qkNorm?: boolean } = {}): number {
   const es = ELEMENT_BYTES[dtype];
   const q = s.N * s.Hq * s.D * es;
   const k = s.N * s.H * s.D * es;
-  return 2 * q + 2 * k + k + 2 * k + 2 * s.N * INDEX;
+  // The Q/K-norm reads its two [D] weights; the rows it norms are the ones already counted.
+  return 2 * q + 2 * k + k + 2 * k + 2 * s.N * INDEX + (variant.qkNorm ? 2 * s.D * es : 0);
 }
 
 export function projectionFlops(s: MaterializeShape): number {

@@ -117,12 +117,20 @@ export function normRopeWorkload(backend: Backend, s: NormRopeShape, copies: num
   };
 }
 
-export function ropePoolWorkload(backend: Backend, s: RopePoolShape, copies: number, dtype: FloatDType = 'bf16'): Workload {
+/** What a ropePoolFused row runs beyond plain RoPE: the Q/K-norm before it (Qwen3, Gemma 3). */
+export interface RopePoolVariant {
+  readonly qkNorm?: boolean;
+}
+
+export function ropePoolWorkload(backend: Backend, s: RopePoolShape, copies: number, dtype: FloatDType = 'bf16', variant: RopePoolVariant = {}): Workload {
   const made: Tensor[] = [];
   const keep = <T extends Tensor>(t: T): T => {
     made.push(t);
     return t;
   };
+  const norm = variant.qkNorm
+    ? { qNormWeight: keep(backend.tensor(dtype, [s.D], randomFloats(s.D, 13))), kNormWeight: keep(backend.tensor(dtype, [s.D], randomFloats(s.D, 17))), eps: 1e-6 }
+    : {};
   const slots = new Int32Array(s.N);
   for (let n = 0; n < s.N; n++) slots[n] = (n * 7919) % s.N; // a permutation: 7919 is prime and never divides N
   const sets = Array.from({ length: copies }, (_, i) => ({
@@ -135,7 +143,7 @@ export function ropePoolWorkload(backend: Backend, s: RopePoolShape, copies: num
     vPool: keep(backend.empty(dtype, [s.N, s.H, s.D])),
   }));
   const call = (set: (typeof sets)[number]) =>
-    backend.ropePoolFused({ ...set, headDim: s.D, numQoHeads: s.Hq, numKvHeads: s.H, ropeBase: 10000, rotaryDim: s.R });
+    backend.ropePoolFused({ ...set, ...norm, headDim: s.D, numQoHeads: s.Hq, numKvHeads: s.H, ropeBase: 10000, rotaryDim: s.R });
   let next = 0;
   return {
     enqueue: () => {
