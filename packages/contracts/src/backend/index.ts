@@ -29,5 +29,6 @@ export { breaksValueRule, valueBounds, valueRuleError } from './valueRules.js';
 export type { ValueBounds } from './valueRules.js';
 export { grownCapacity, Workspace } from './workspace.js';
 export type { WorkspaceMemory } from './workspace.js';
+export * from './fp8.js';
 export * from './halfFloats.js';
 export * from './hostData.js';

@@ -81,7 +81,7 @@ export class CpuKernels implements BackendKernels {
   /** Every tensor lives on the host: value rules are checked before anything is written. */
   hostValues(t: OwnedTensor): ArrayLike<number | bigint> {
     const own = this.own(t);
-    return own.dtype === 'f16' || own.dtype === 'bf16' ? decodeToF32(own.dtype, own.data) : own.data;
+    return own.dtype === 'i32' || own.dtype === 'i64' || own.dtype === 'f32' ? own.data : decodeToF32(own.dtype, own.data);
   }
 
   tensor(dtype: DType, shape: Shape, data: TensorData | undefined): OwnedTensor {

@@ -1,7 +1,7 @@
 import { numel } from '@kvkit/contracts';
 import type { DType, FloatDType, Shape, TensorData } from '@kvkit/contracts';
 import type { BackendKernels, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
-import { decodeHalves, encodeTensorData, ropeAngles, storageView } from '@kvkit/contracts/backend';
+import { decodeNarrowFloats, encodeTensorData, ropeAngles, storageView } from '@kvkit/contracts/backend';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';
 import { ropePoolFused } from '../ops/ropePoolFused.js';
@@ -102,8 +102,9 @@ export class CudaKernels implements BackendKernels {
   async read(t: OwnedTensor): Promise<Float32Array | Int32Array | BigInt64Array> {
     const own = this.own(t);
     if (own.byteLength === 0) return emptyOf(own.dtype);
-    // Halves are decoded straight from the pinned block; the rest is copied out of it.
-    if (own.dtype === 'f16' || own.dtype === 'bf16') return this.#download(own, 'read', (view) => decodeHalves(own.dtype as 'f16' | 'bf16', new Uint16Array(view, 0, own.byteLength / 2)));
+    // Halves and fp8 are decoded straight from the pinned block; the rest is copied out of it.
+    const dtype = own.dtype;
+    if (dtype !== 'f32' && dtype !== 'i32' && dtype !== 'i64') return this.#download(own, 'read', (view) => decodeNarrowFloats(dtype, view, numel(own.shape)));
     const copy = await this.#download(own, 'read', (view) => view.slice(0, own.byteLength));
     return own.dtype === 'f32' ? new Float32Array(copy) : own.dtype === 'i32' ? new Int32Array(copy) : new BigInt64Array(copy);
   }

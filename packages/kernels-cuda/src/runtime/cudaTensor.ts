@@ -9,7 +9,7 @@ export interface TensorOwner {
 }
 
 /** Bytes per element of each dtype. */
-export const ELEMENT_BYTES: Readonly<Record<DType, number>> = { f32: 4, f16: 2, bf16: 2, i32: 4, i64: 8 };
+export const ELEMENT_BYTES: Readonly<Record<DType, number>> = { f32: 4, f16: 2, bf16: 2, i32: 4, i64: 8, fp8e4m3: 1, fp8e5m2: 1 };
 
 /**
  * A tensor in device memory: its own allocation, or (a layer view handed to

@@ -3,9 +3,9 @@ import type { DType, Shape } from '@kvkit/contracts';
 import type { OwnedTensor } from '@kvkit/contracts/backend';
 import type { BufferRange, DeviceStorage } from './gpuRuntime.js';
 
-/** Bytes per element on the device: f16/bf16 pack two per u32 word, i64 is two words (low first). */
+/** Bytes per element on the device: fp8 packs four per u32 word, f16/bf16 two, i64 is two words (low first). */
 export function bytesPerElement(dtype: DType): number {
-  return dtype === 'f16' || dtype === 'bf16' ? 2 : dtype === 'i64' ? 8 : 4;
+  return dtype === 'fp8e4m3' || dtype === 'fp8e5m2' ? 1 : dtype === 'f16' || dtype === 'bf16' ? 2 : dtype === 'i64' ? 8 : 4;
 }
 
 /** What a tensor asks of the backend that made it. */

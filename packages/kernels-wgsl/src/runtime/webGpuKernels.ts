@@ -1,6 +1,6 @@
 import type { DType, Shape, TensorData } from '@kvkit/contracts';
 import type { BackendKernels, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
-import { decodeHalves, encodeTensorData, storageView, Workspace } from '@kvkit/contracts/backend';
+import { decodeNarrowFloats, encodeTensorData, storageView, Workspace } from '@kvkit/contracts/backend';
 import { ContractError } from '@kvkit/contracts';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';
@@ -202,7 +202,7 @@ export class WebGpuKernels implements BackendKernels {
       case 'i64':
         return new BigInt64Array(bytes);
       default:
-        return decodeHalves(own.dtype, new Uint16Array(bytes, 0, own.numel));
+        return decodeNarrowFloats(own.dtype, bytes, own.numel);
     }
   }
 
