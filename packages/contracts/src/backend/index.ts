@@ -5,6 +5,7 @@
  */
 export type {
   CreateKvMaterializerChecked,
+  DequantizeKvChecked,
   FusedNormRopeStackedChecked,
   KvMaterializerMaterializeChecked,
   KvMaterializerMaterializeIntoChecked,
@@ -30,5 +31,6 @@ export type { ValueBounds } from './valueRules.js';
 export { grownCapacity, Workspace } from './workspace.js';
 export type { WorkspaceMemory } from './workspace.js';
 export * from './fp8.js';
+export * from './kvPoolLayout.js';
 export * from './halfFloats.js';
 export * from './hostData.js';

@@ -7,6 +7,7 @@ import { deviceRecords } from './deviceRecords.js';
 import { fusedNormRopeCuda, normRopeWgsl } from './fusedNormRopeStacked.js';
 import { copyCuda, copyWgsl, fillCuda, fmaWgsl, spinCuda } from './measurement.js';
 import { gemmCuda, gemmReduceWgsl, gemmWgsl } from './projection.js';
+import { poolReadCuda, poolReadWgsl, poolStoreCuda, poolStoreWgsl } from './kvPools.js';
 import { claimSlotsCuda, ropePoolCuda, ropeRowsWgsl, ropeTableWgsl, slotOwnersWgsl } from './ropePoolFused.js';
 
 export type { CudaElement, CudaEntry, CudaKernelDecl, CudaLaunch, CudaParam, CudaRecordDecl, RecordField, StorageBindingDecl, UniformField, WgslKernelDecl } from './declare.js';
@@ -14,5 +15,5 @@ export { MAX_UNIFORM_WORDS } from './declare.js';
 export { FLOAT_CODE } from './floatCode.js';
 export { deviceRecords };
 
-export const cudaKernels = [fusedNormRopeCuda, ropePoolCuda, claimSlotsCuda, gemmCuda, copyCuda, spinCuda, fillCuda];
-export const wgslKernels = [normRopeWgsl, ropeRowsWgsl, ropeTableWgsl, slotOwnersWgsl, gemmWgsl, gemmReduceWgsl, copyWgsl, fmaWgsl];
+export const cudaKernels = [fusedNormRopeCuda, ropePoolCuda, claimSlotsCuda, poolStoreCuda, poolReadCuda, gemmCuda, copyCuda, spinCuda, fillCuda];
+export const wgslKernels = [normRopeWgsl, ropeRowsWgsl, ropeTableWgsl, slotOwnersWgsl, poolStoreWgsl, poolReadWgsl, gemmWgsl, gemmReduceWgsl, copyWgsl, fmaWgsl];

@@ -1,9 +1,10 @@
 import { numel } from '@kvkit/contracts';
 import type { DType, Shape, TensorData } from '@kvkit/contracts';
 import { encodeTensorData } from '@kvkit/contracts/backend';
-import type { BackendKernels, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
+import type { BackendKernels, CreateKvMaterializerChecked, DequantizeKvChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';
+import { poolTarget, readPoolRows } from '../ops/poolStore.js';
 import { ropePoolFused } from '../ops/ropePoolFused.js';
 import { allocateStorage, CpuTensor } from './cpuTensor.js';
 import type { Storage } from './cpuTensor.js';
@@ -119,6 +120,10 @@ export class CpuKernels implements BackendKernels {
 
   ropePoolFused(args: RopePoolFusedChecked): { qRot: OwnedTensor; kRot: OwnedTensor } {
     return ropePoolFused(this, args);
+  }
+
+  dequantizeKv(args: DequantizeKvChecked): void {
+    readPoolRows(poolTarget(this, args.pool, args.scale, args.layout, args.dims), this.own(args.slots).data, this.floats(args.rows));
   }
 
   /** Nothing is deferred on the CPU: every op has finished when it returns. */

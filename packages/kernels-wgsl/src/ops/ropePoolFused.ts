@@ -4,6 +4,7 @@ import { ropeAngles } from '@kvkit/contracts/backend';
 import type { DeviceStorage } from '../runtime/gpuRuntime.js';
 import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
 import { ROPE_ALL_BINDINGS } from '../shaders/plan.js';
+import { storePoolRows } from './kvPools.js';
 import { launchRopeRows, launchRopeTable, turnsPerPosition } from './launch.js';
 
 /** f_j / 2π buffers, per backend, by (ropeBase, rotaryDim): made once, kept for the backend's life. */
@@ -48,6 +49,19 @@ export function ropePoolFused(k: WebGpuKernels, args: RopePoolFusedChecked) {
     const table = k.scratch('ropePoolFused cos/sin', N * R * 4).range(0, N * R * 4);
     launchRopeTable(k, positions.dtype as IndexDType, { positions: positions.range, turnsPerPosition: turnsBuffer(k, args.ropeBase, R).range(0, (R / 2) * 4), table }, N, R);
     const rope = { dtype, D, R, style: args.ropeStyle, slotType: slots.dtype as IndexDType };
+    if (args.layout !== 'NHD' || args.kScale !== undefined) {
+      // Paged or fp8 pools: rotate q and k as dense rows (the query kernel, run once per tensor), then store K and V.
+      const queries = { ...rope, kind: 'q' as const, slotType: undefined };
+      const at = { keyHeads: H, slotBelow: S, slotFlag: 0 };
+      launchRopeRows(k, queries, { q: q.range, cosSin: table, qRot: qRot.range }, { ...at, queryHeads: Hq, rows: N * Hq });
+      launchRopeRows(k, queries, { q: k.own(args.k).range, cosSin: table, qRot: kRot.range }, { ...at, queryHeads: H, rows: N * H });
+      const job = { sourceType: dtype, layers: 1, tokens: N, sourceLayerElements: 0, layout: args.layout, dims: args.dims, slots, duplicates: args.duplicates.slots, slotRule: args.deviceChecks.find((c) => c.arg === 'slots'), op: 'ropePoolFused' };
+      storePoolRows(k, job, [
+        { source: kRot.range, pool: k.own(args.kPool), scale: args.kScale ? k.own(args.kScale) : undefined },
+        { source: k.own(args.v).range, pool: k.own(args.vPool), scale: args.vScale ? k.own(args.vScale) : undefined },
+      ]);
+      return { qRot, kRot };
+    }
     const { flags, words } = k.checks.reserve([args.deviceChecks.find((c) => c.arg === 'slots')], args.dims);
     const owned = k.slotOwners.resolve(slots, N, S, args.duplicates.slots, 'ropePoolFused');
     const keys = { k: k.own(args.k).range, v: k.own(args.v).range, slots: owned, kRot: kRot.range, kPool: k.own(args.kPool).range, vPool: k.own(args.vPool).range, flags };

@@ -1,9 +1,10 @@
 import type { DType, Shape, TensorData } from '@kvkit/contracts';
-import type { BackendKernels, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
+import type { BackendKernels, CreateKvMaterializerChecked, DequantizeKvChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
 import { decodeNarrowFloats, encodeTensorData, storageView, Workspace } from '@kvkit/contracts/backend';
 import { ContractError } from '@kvkit/contracts';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';
+import { dequantizeKv } from '../ops/kvPools.js';
 import { ropePoolFused } from '../ops/ropePoolFused.js';
 import { DeviceChecks } from './deviceChecks.js';
 import { DeviceStorage } from './gpuRuntime.js';
@@ -223,6 +224,11 @@ export class WebGpuKernels implements BackendKernels {
   createKvMaterializer(args: CreateKvMaterializerChecked): MaterializerKernels {
     this.assertLive('createKvMaterializer');
     return this.runtime.scoped(() => createKvMaterializer(this, args));
+  }
+
+  dequantizeKv(args: DequantizeKvChecked): void {
+    this.assertLive('dequantizeKv');
+    this.runtime.scoped(() => dequantizeKv(this, args));
   }
 
   ropePoolFused(args: RopePoolFusedChecked): { qRot: OwnedTensor; kRot: OwnedTensor } {

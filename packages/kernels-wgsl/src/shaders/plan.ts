@@ -8,6 +8,7 @@ import type { FloatDType, IndexDType } from '@kvkit/contracts';
 import type { DuplicateRule } from '@kvkit/contracts/backend';
 import { ROPE_ROWS } from '../generated/params.js';
 import { elementBytes } from './common.wgsl.js';
+import type { PoolReadPlan, PoolStorePlan } from './poolStore.wgsl.js';
 
 /** What the device offers that changes how kernels are built. */
 export interface DeviceCaps {
@@ -252,7 +253,7 @@ export function planFma(caps: DeviceCaps): FmaPlan {
   return { kernel: 'fma', workgroupSize: Math.min(256, caps.maxInvocationsPerWorkgroup), steps: 1024 };
 }
 
-export type KernelPlan = NormRopePlan | RopeRowsPlan | RopeTablePlan | SlotOwnersPlan | GemmPlan | GemmReducePlan | CopyPlan | FmaPlan;
+export type KernelPlan = NormRopePlan | RopeRowsPlan | RopeTablePlan | SlotOwnersPlan | PoolStorePlan | PoolReadPlan | GemmPlan | GemmReducePlan | CopyPlan | FmaPlan;
 
 /** The pipeline cache key of a plan: every field that shapes the generated WGSL. */
 export function planKey(plan: KernelPlan): string {

@@ -1,0 +1,231 @@
+/**
+ * fp8 and paged pools (ops/kvPools.ts) against the CPU reference: ropePoolFused
+ * and materializeInto into NHD and HND pools of fp8e4m3, fp8e5m2 and bf16,
+ * with per-tensor and per-head scales, values past the format's largest,
+ * NaN, negative and contested slots; the pools' bytes must be identical
+ * (readBits), and so must the rows dequantizeKv reads back. A slot past the
+ * pool raises KV038 on every backend.
+ */
+import { isContractError, isFp8 } from '@kvkit/contracts';
+import type { Backend, DType, IndexDType, PoolDType, Tensor } from '@kvkit/contracts';
+import { decodeFp8s, encodeFp8, fp8Max } from '@kvkit/contracts/backend';
+import { describe, it } from 'vitest';
+import { randomPositive, randomValues, Rng, seedOf, slotPermutation } from './data.js';
+import { materializerOn } from './invariants.js';
+import { Scope, untyped } from './tensors.js';
+import { Checks } from './tolerances.js';
+
+export interface PoolCase {
+  readonly layout: 'NHD' | 'HND';
+  readonly poolType: PoolDType;
+  readonly perHead: boolean;
+  /** Scales so small that most values pass the format's largest and saturate. */
+  readonly saturating: boolean;
+  readonly H: number;
+  readonly D: number;
+  readonly slotType: IndexDType;
+}
+
+const PAGE_SIZE = 4;
+const PAGES = 5;
+const SLOTS = PAGE_SIZE * PAGES;
+
+export const POOL_CASES: readonly PoolCase[] = [
+  ...(['fp8e4m3', 'fp8e5m2', 'bf16'] as const).flatMap((poolType) =>
+    (['NHD', 'HND'] as const).flatMap((layout) => [
+      { layout, poolType, perHead: false, saturating: false, H: 2, D: 8, slotType: 'i32' as const },
+      { layout, poolType, perHead: true, saturating: isFp8(poolType), H: 3, D: 6, slotType: 'i64' as const },
+    ]),
+  ),
+  // Odd head dims: rows that share words between slots (HND) or between tokens.
+  { layout: 'HND', poolType: 'fp8e4m3', perHead: true, saturating: false, H: 3, D: 5, slotType: 'i32' },
+  { layout: 'NHD', poolType: 'fp8e5m2', perHead: false, saturating: false, H: 1, D: 7, slotType: 'i64' },
+  { layout: 'HND', poolType: 'bf16', perHead: false, saturating: false, H: 2, D: 3, slotType: 'i32' },
+];
+
+const label = (c: PoolCase) => `${c.layout} ${c.poolType}${isFp8(c.poolType) ? `, ${c.perHead ? 'per-head' : 'per-tensor'} scale${c.saturating ? ', saturating' : ''}` : ''}, H=${c.H} D=${c.D}, slots ${c.slotType}`;
+
+/** The pool shape of a case, with `[L]` in front for materializeInto. */
+function poolShape(c: PoolCase, leading: readonly number[] = []): number[] {
+  return c.layout === 'NHD' ? [...leading, SLOTS, c.H, c.D] : [...leading, PAGES, c.H, PAGE_SIZE, c.D];
+}
+
+/** What one backend builds for a case: the same values on each, from one seed. */
+function poolArgs(s: Scope, c: PoolCase, seed: string, leading: readonly number[] = []) {
+  const rng = new Rng(seedOf(seed));
+  const shape = poolShape(c, leading);
+  const count = shape.reduce((a, b) => a * b, 1);
+  const scales = (n: number) =>
+    c.saturating ? Float32Array.from({ length: n }, () => (0.5 / fp8Max(c.poolType as 'fp8e4m3')) * (1 + rng.next())) : randomPositive(rng, n, 0.25, 2);
+  const fp8 = isFp8(c.poolType);
+  const groups = c.perHead ? c.H : 1;
+  return {
+    layout: c.layout,
+    kPool: s.float(c.poolType, shape, randomValues(rng, count)),
+    vPool: s.float(c.poolType, shape, randomValues(rng, count)),
+    ...(fp8 ? { kScale: s.float('f32', [groups], scales(groups)), vScale: s.float('f32', [groups], scales(groups)) } : {}),
+  };
+}
+
+/** Slots of N tokens: distinct ones, two negative, and the last token repeating the first token's slot (contested). */
+function slotsOf(rng: Rng, N: number): number[] {
+  const slots = slotPermutation(rng, N - 1, SLOTS, 2);
+  const first = slots.find((x) => x >= 0)!;
+  return [...slots, first];
+}
+
+async function sameBytes(checks: Checks, what: string, backend: Backend, reference: Backend, actual: Tensor, expected: Tensor): Promise<void> {
+  const [a, e] = await Promise.all([backend.readBits(actual), reference.readBits(expected)]);
+  const bytes = (x: ArrayBufferView) => new Uint8Array(x.buffer, x.byteOffset, x.byteLength);
+  const [ab, eb] = [bytes(a), bytes(e)];
+  checks.that(ab.length === eb.length, `${what}: ${ab.length} bytes, expected ${eb.length}`);
+  const at = ab.findIndex((x, i) => x !== eb[i]);
+  checks.that(at < 0, `${what}: byte ${at} is 0x${ab[at]?.toString(16)}, expected 0x${eb[at]?.toString(16)}`);
+}
+
+/** Every slot of the pool (one negative) read back with dequantizeKv on both backends: identical f32 rows. */
+async function checkReadBack(checks: Checks, both: readonly [Scope, Scope], c: PoolCase, pools: readonly Record<string, unknown>[], which: 'k' | 'v'): Promise<void> {
+  const rows: Tensor[] = [];
+  for (const [i, s] of both.entries()) {
+    const slots = s.index(c.slotType, [SLOTS + 1], [...Array.from({ length: SLOTS }, (_, x) => SLOTS - 1 - x), -1]);
+    const out = s.float('f32', [SLOTS + 1, c.H, c.D], new Float32Array((SLOTS + 1) * c.H * c.D).fill(7));
+    const p = pools[i]!;
+    s.backend.dequantizeKv({ pool: p[`${which}Pool`] as Tensor, slots, rows: out, layout: c.layout, ...(p[`${which}Scale`] ? { scale: p[`${which}Scale`] as Tensor } : {}) } as never);
+    rows.push(out);
+  }
+  await sameBytes(checks, `dequantizeKv of ${which}Pool`, both[0].backend, both[1].backend, rows[0]!, rows[1]!);
+}
+
+export async function checkRopePoolIntoPools(backend: Backend, reference: Backend, c: PoolCase): Promise<void> {
+  const checks = new Checks(`ropePoolFused into ${label(c)}`);
+  const scopes = [new Scope(backend), new Scope(reference)] as const;
+  try {
+    const N = 9;
+    const Hq = 2 * c.H;
+    const made = scopes.map((s) => {
+      const rng = new Rng(seedOf(`fp8 rope ${label(c)}`));
+      const v = randomValues(rng, N * c.H * c.D);
+      v[3] = Number.NaN; // NaN stays NaN in every format
+      v[c.H * c.D + 1] = 40000; // past e4m3's largest at any scale here
+      const args = {
+        q: s.float('bf16', [N, Hq, c.D], randomValues(rng, N * Hq * c.D)),
+        k: s.float('bf16', [N, c.H, c.D], randomValues(rng, N * c.H * c.D)),
+        v: s.float('bf16', [N, c.H, c.D], v),
+        positions: s.index('i32', [N], Array.from({ length: N }, (_, n) => 3 * n + 1)),
+        slots: s.index(c.slotType, [N], slotsOf(rng, N)),
+        ...poolArgs(s, c, `fp8 pools ${label(c)}`),
+        headDim: c.D,
+        rotaryDim: c.D - (c.D % 2),
+        numQoHeads: Hq,
+        numKvHeads: c.H,
+        ropeBase: 10000,
+      };
+      untyped(s.backend).ropePoolFused(args);
+      return args;
+    });
+    await backend.sync();
+    for (const pool of ['kPool', 'vPool'] as const) await sameBytes(checks, pool, backend, reference, made[0][pool], made[1][pool]);
+    await checkReadBack(checks, scopes, c, made, 'k');
+    await checkReadBack(checks, scopes, c, made, 'v');
+  } finally {
+    for (const s of scopes) s.dispose();
+  }
+  checks.done();
+}
+
+export async function checkMaterializeIntoPools(backend: Backend, reference: Backend, c: PoolCase): Promise<void> {
+  const checks = new Checks(`materializeInto ${label(c)}`);
+  const scopes = [new Scope(backend), new Scope(reference)] as const;
+  try {
+    const [L, T, hidden] = [2, 7, 16];
+    const made = scopes.map((s) => {
+      const rng = new Rng(seedOf(`fp8 materialize ${label(c)}`));
+      const m = s.owned(materializerOn(s, 'bf16', { L, H: c.H, D: c.D, R: c.D - (c.D % 2), hidden }, { ropeBase: 10000 }, 1e-5, `fp8 weights ${label(c)}`));
+      const args = {
+        ctxHidden: s.float('bf16', [T, hidden], randomValues(rng, T * hidden)),
+        positions: s.index('i64', [T], Array.from({ length: T }, (_, t) => 2 * t)),
+        slots: s.index(c.slotType, [T], slotsOf(rng, T)),
+        ...poolArgs(s, c, `fp8 layer pools ${label(c)}`, [L]),
+      };
+      m.materializeInto(args);
+      return args;
+    });
+    await backend.sync();
+    for (const pool of ['kPool', 'vPool'] as const) await sameBytes(checks, pool, backend, reference, made[0][pool], made[1][pool]);
+  } finally {
+    for (const s of scopes) s.dispose();
+  }
+  checks.done();
+}
+
+/** A slot at the pool's end raises KV038, found on the host (CPU) or recorded on the device and thrown by sync. */
+export async function checkSlotPastPool(backend: Backend, c: PoolCase): Promise<void> {
+  const checks = new Checks(`a slot past ${label(c)}`);
+  const s = new Scope(backend);
+  try {
+    const rng = new Rng(seedOf(`fp8 bad slot ${label(c)}`));
+    const N = 3;
+    let code: string | undefined;
+    try {
+      untyped(backend).ropePoolFused({
+        q: s.float('f32', [N, c.H, c.D], randomValues(rng, N * c.H * c.D)),
+        k: s.float('f32', [N, c.H, c.D], randomValues(rng, N * c.H * c.D)),
+        v: s.float('f32', [N, c.H, c.D], randomValues(rng, N * c.H * c.D)),
+        positions: s.index('i32', [N], [0, 1, 2]),
+        slots: s.index(c.slotType, [N], [1, SLOTS, -1]),
+        ...poolArgs(s, { ...c, poolType: isFp8(c.poolType) ? c.poolType : 'f32' }, `fp8 bad pools ${label(c)}`),
+        headDim: c.D,
+        rotaryDim: c.D - (c.D % 2),
+        numQoHeads: c.H,
+        numKvHeads: c.H,
+        ropeBase: 10000,
+      });
+      await backend.sync();
+    } catch (e) {
+      code = isContractError(e) ? e.code : String(e);
+    }
+    checks.that(code === 'KV038', `expected KV038, got ${code ?? 'no error'}`);
+  } finally {
+    s.dispose();
+  }
+  checks.done();
+}
+
+/** tensor() encodes values to fp8 as the codec does, read() decodes them, and bytes go in and out unchanged. */
+export async function checkFp8Tensors(backend: Backend, dtype: 'fp8e4m3' | 'fp8e5m2'): Promise<void> {
+  const checks = new Checks(`fp8 tensors [${dtype}]`);
+  const s = new Scope(backend);
+  try {
+    const rng = new Rng(seedOf(`fp8 tensors ${dtype}`));
+    const values = randomValues(rng, 37, 1e-3, 600);
+    values[0] = Number.NaN;
+    values[1] = -0;
+    values[2] = 1e6;
+    const t = s.float(dtype, [37], values);
+    const bits = (await backend.readBits(t)) as Uint8Array;
+    const expected = Uint8Array.from(values, (x) => encodeFp8(dtype, x));
+    checks.that(bits instanceof Uint8Array && bits.every((b, i) => b === expected[i]), `readBits of tensor() differs from the codec's encoding`);
+    const all = Uint8Array.from({ length: 256 }, (_, i) => i);
+    const fromBits = s.track(backend.tensorFromBits(dtype as DType, [256], all as never));
+    const back = (await backend.readBits(fromBits)) as Uint8Array;
+    checks.that(back.every((b, i) => b === i), 'tensorFromBits then readBits changed a byte');
+    const decoded = await backend.read(fromBits);
+    const want = decodeFp8s(dtype, all);
+    checks.that(decoded.every((x, i) => Object.is(x, want[i]) || (Number.isNaN(x) && Number.isNaN(want[i]!))), 'read() of every code differs from the codec');
+  } finally {
+    s.dispose();
+  }
+  checks.done();
+}
+
+/** The suite's part for these pools: one `describe` the conformance suite calls with its backends. */
+export function describeFp8Pools(both: () => [Backend, Backend], timeout: number): void {
+  describe('fp8 and paged pools, bytes identical to the reference', () => {
+    for (const dtype of ['fp8e4m3', 'fp8e5m2'] as const) it(`fp8 tensors round trip [${dtype}]`, () => checkFp8Tensors(both()[0], dtype), timeout);
+    for (const c of POOL_CASES) {
+      it(`ropePoolFused into ${label(c)}`, () => checkRopePoolIntoPools(...both(), c), timeout);
+      it(`materializeInto ${label(c)}`, () => checkMaterializeIntoPools(...both(), c), timeout);
+    }
+    for (const c of POOL_CASES.filter((x) => !x.perHead)) it(`a slot past ${label(c)} raises KV038`, () => checkSlotPastPool(both()[0], c), timeout);
+  });
+}
