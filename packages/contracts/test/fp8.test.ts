@@ -79,7 +79,10 @@ describe('fp8 codec', () => {
 
       it('matches the search reference on random values of every magnitude', () => {
         let seed = 12345;
-        const random = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
+        const random = () => {
+          seed = (seed * 1103515245 + 12345) >>> 0;
+          return seed / 2 ** 32;
+        };
         for (let i = 0; i < 20000; i++) {
           const x = (random() < 0.5 ? -1 : 1) * 2 ** (random() * 40 - 24) * (1 + random());
           expect(encodeFp8(dtype, x), `x = ${x}`).toBe(referenceCode(dtype, x));

@@ -3,4 +3,5 @@
 #include "fused_norm_rope.cu"
 #include "gemm.cu"
 #include "profiling.cu"
+#include "pool_store.cu"
 #include "rope_pool.cu"

@@ -1,5 +1,5 @@
 import type { FloatDType } from '@kvkit/contracts';
-import type { CreateKvMaterializerChecked, DeviceCheck, KvMaterializerMaterializeChecked, KvMaterializerMaterializeIntoChecked, MaterializerKernels } from '@kvkit/contracts/backend';
+import type { CreateKvMaterializerChecked, DeviceCheck, OpCall, KvMaterializerMaterializeChecked, KvMaterializerMaterializeIntoChecked, MaterializerKernels } from '@kvkit/contracts/backend';
 import { MAX_POSITION_BELOW, OpLifecycle, Workspace } from '@kvkit/contracts/backend';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
 import { CudaTensor, ELEMENT_BYTES } from '../runtime/cudaTensor.js';
@@ -8,6 +8,7 @@ import type { SlotClaims } from '../runtime/slotOwners.js';
 import { boundCheck, claimSlots, launchNormRope, layerMajorLayout, normRopeVectorPath, valueCheck } from './normRope.js';
 import type { PoolSlots } from './normRope.js';
 import type { Angles, BoundCheck } from './normRope.js';
+import { storePoolRows } from './kvPools.js';
 import { Projection } from './projection.js';
 
 export function createKvMaterializer(kernels: CudaKernels, args: CreateKvMaterializerChecked): MaterializerKernels {
@@ -126,6 +127,10 @@ class CudaKvMaterializer implements MaterializerKernels {
       const kernels = this.#kernels;
       kernels.cx.makeCurrent();
       const kv = call.take(this.#kv, T);
+      if (args.layout !== 'NHD' || args.kScale !== undefined) {
+        this.#intoPools(args, kv, call);
+        return;
+      }
       const slotTensor = kernels.own(args.slots);
       const positionRule = this.#positionRule(args);
       // Checks are numbered in the contract's order: positions, then slots.
@@ -135,6 +140,24 @@ class CudaKvMaterializer implements MaterializerKernels {
       this.#projection.run(kernels.own(args.ctxHidden).ptr, this.#kvWeight.ptr, kv.ptr, T, call.op);
       this.#normRope(args, kv.ptr, positionRule, { kOut: kernels.own(args.kPool).ptr, vOut: kernels.own(args.vPool).ptr, outLayerStride: S * this.#H * this.#D, slots, claims });
     });
+  }
+
+  /** Paged or fp8 pools: every layer's K and V as materialize leaves them ([L, 2, T, H, D] in the projection), then stored. */
+  #intoPools(args: KvMaterializerMaterializeIntoChecked, kv: DeviceBuffer, call: OpCall): void {
+    const kernels = this.#kernels;
+    const { T } = args.dims;
+    const { L, H, D } = this;
+    const perLayer = T * H * D;
+    const es = ELEMENT_BYTES[this.#dtype];
+    const inPlace = normRopeVectorPath(this.#dtype, D, this.#R, this.#gptj, [kv.ptr, this.#kNormWeight.ptr], { tokens: T, headRows: L * H });
+    const k = inPlace ? kv : call.take(this.#k, T);
+    const rules = this.#project(args, kv.ptr, call.op);
+    this.#normRope(args, kv.ptr, rules, { kOut: k.ptr, vOut: 0, outLayerStride: (inPlace ? 2 : 1) * perLayer });
+    const job = { sourceType: this.#dtype, layers: L, tokens: T, layout: args.layout, dims: args.dims, slots: kernels.own(args.slots), duplicates: args.duplicates.slots, deviceChecks: args.deviceChecks, callDims: args.dims, op: call.op };
+    storePoolRows(kernels, job, [
+      { source: k.ptr, sourceLayerElements: (inPlace ? 2 : 1) * perLayer, pool: kernels.own(args.kPool), scale: args.kScale ? kernels.own(args.kScale) : undefined },
+      { source: kv.ptr + perLayer * es, sourceLayerElements: 2 * perLayer, pool: kernels.own(args.vPool), scale: args.vScale ? kernels.own(args.vScale) : undefined },
+    ]);
   }
 
   get L(): number {
@@ -152,7 +175,7 @@ class CudaKvMaterializer implements MaterializerKernels {
   }
 
   /** Numbers the position check, then enqueues the projection into `kv` ([L, 2, T, H, D]). */
-  #project(args: KvMaterializerMaterializeChecked, kv: number, op: string): BoundCheck {
+  #project(args: KvMaterializerMaterializeChecked | KvMaterializerMaterializeIntoChecked, kv: number, op: string): BoundCheck {
     const rule = this.#positionRule(args);
     this.#projection.run(this.#kernels.own(args.ctxHidden).ptr, this.#kvWeight.ptr, kv, args.dims.T, op);
     return rule;

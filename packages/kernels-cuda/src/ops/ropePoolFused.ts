@@ -4,6 +4,7 @@ import type { CudaKernels } from '../runtime/cudaKernels.js';
 import type { CudaTensor } from '../runtime/cudaTensor.js';
 import { ropePoolKernel } from '../runtime/kernelNames.js';
 import { boundCheck } from './normRope.js';
+import { storePoolRows } from './kvPools.js';
 import { planRows } from './rowTiles.js';
 
 /**
@@ -41,6 +42,7 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
     vectorAddresses: [q.ptr, k.ptr, v.ptr, qRot.ptr, kRot.ptr, kPool.ptr, vPool.ptr],
     multiprocessors: cx.multiprocessors,
   });
+  if (args.layout !== 'NHD' || args.kScale !== undefined) return ropeIntoPools(kernels, args, { q, k, v, qRot, kRot });
   const slotRule = boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: S });
   // Enqueued before the claims (a first use uploads the table): the pool kernel must directly follow claim_slots.
   const frequencies = kernels.ropeFrequencies(args.ropeBase, R, op);
@@ -80,4 +82,58 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
   if (claims.table !== 0) cx.launchOverlapping(kernel, p, plan.grid, plan.block, plan.sharedBytes, op);
   else cx.launch(kernel, p, plan.grid, 1, plan.block, plan.sharedBytes, op);
   return { qRot, kRot };
+}
+
+/**
+ * Paged or fp8 pools: Q and K rotated as dense rows (the kernel's query path,
+ * one launch per tensor, no pool rows), then K and V stored by pool_store.
+ */
+function ropeIntoPools(kernels: CudaKernels, args: RopePoolFusedChecked, t: { q: CudaTensor; k: CudaTensor; v: CudaTensor; qRot: CudaTensor; kRot: CudaTensor }) {
+  const op = 'ropePoolFused';
+  const { N, Hq, H, D, R } = args.dims;
+  const dtype = t.q.dtype as FloatDType;
+  const positions = kernels.own(args.positions);
+  const slots = kernels.own(args.slots);
+  const frequencies = kernels.ropeFrequencies(args.ropeBase, R, op);
+  for (const [src, dst, heads] of [[t.q, t.qRot, Hq], [t.k, t.kRot, H]] as const) {
+    const plan = planRows({ kernel: 'ropePool', dtype, headDim: D, rotaryDim: R, gptj: args.ropeStyle === 'gptj', tokens: N, headRows: heads, vectorAddresses: [src.ptr, dst.ptr], multiprocessors: kernels.cx.multiprocessors });
+    const p = kernels.params.ropePool;
+    p.write({
+      q: src.ptr,
+      k: src.ptr,
+      v: src.ptr,
+      ropeFrequencies: frequencies,
+      positions: positions.ptr,
+      slots: slots.ptr,
+      qRot: dst.ptr,
+      kRot: dst.ptr,
+      kPool: 0,
+      vPool: 0,
+      badValue: kernels.badValues.record.ptr,
+      numTokens: N,
+      numQoHeads: heads,
+      numKvHeads: 0,
+      headDim: D,
+      rotaryDim: R,
+      gptj: args.ropeStyle === 'gptj' ? 1 : 0,
+      positionsAreI64: positions.dtype === 'i64' ? 1 : 0,
+      slotsAreI64: slots.dtype === 'i64' ? 1 : 0,
+      // With no key heads no row writes a pool; a slot bound no slot reaches keeps the slot lookups silent.
+      slotBelow: Number.MAX_SAFE_INTEGER,
+      slotCheck: 0xffffffff,
+      slotOwners: 0,
+      slotOwnersMask: 0,
+      generation: 0,
+      rowsPerUnit: plan.rowsPerUnit,
+      unitsPerToken: plan.unitsPerToken,
+      lanesPerRow: plan.lanesPerRow,
+    });
+    kernels.cx.launch(ropePoolKernel(dtype, plan.path), p, plan.grid, 1, plan.block, plan.sharedBytes, op);
+  }
+  const job = { sourceType: dtype, layers: 1, tokens: N, layout: args.layout, dims: args.dims, slots, duplicates: args.duplicates.slots, deviceChecks: args.deviceChecks, callDims: args.dims, op };
+  storePoolRows(kernels, job, [
+    { source: t.kRot.ptr, sourceLayerElements: 0, pool: kernels.own(args.kPool), scale: args.kScale ? kernels.own(args.kScale) : undefined },
+    { source: t.v.ptr, sourceLayerElements: 0, pool: kernels.own(args.vPool), scale: args.vScale ? kernels.own(args.vScale) : undefined },
+  ]);
+  return { qRot: t.qRot, kRot: t.kRot };
 }

@@ -1,9 +1,10 @@
 import { numel } from '@kvkit/contracts';
 import type { DType, FloatDType, Shape, TensorData } from '@kvkit/contracts';
-import type { BackendKernels, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
+import type { BackendKernels, CreateKvMaterializerChecked, DequantizeKvChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
 import { decodeNarrowFloats, encodeTensorData, ropeAngles, storageView } from '@kvkit/contracts/backend';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';
+import { dequantizeKv } from '../ops/kvPools.js';
 import { ropePoolFused } from '../ops/ropePoolFused.js';
 import { BadValues } from './badValues.js';
 import type { CudaContext } from './context.js';
@@ -37,6 +38,8 @@ export class CudaKernels implements BackendKernels {
     spin: new ParamBlock('SpinParams'),
     fill: new ParamBlock('FillParams'),
     claimSlots: new ParamBlock('ClaimSlotsParams'),
+    poolStore: new ParamBlock('PoolStoreParams'),
+    poolRead: new ParamBlock('PoolReadParams'),
   };
   /** Last-token-wins claims for pool writes. */
   readonly slotOwners: SlotOwners;
@@ -133,6 +136,10 @@ export class CudaKernels implements BackendKernels {
 
   fusedNormRopeStacked(args: FusedNormRopeStackedChecked): { kOut: OwnedTensor; vOut: OwnedTensor } {
     return fusedNormRopeStacked(this, args);
+  }
+
+  dequantizeKv(args: DequantizeKvChecked): void {
+    dequantizeKv(this, args);
   }
 
   createKvMaterializer(args: CreateKvMaterializerChecked): MaterializerKernels {
