@@ -2,8 +2,10 @@
  * `pnpm bench`: every GPU backend found on this machine, each against the
  * ceilings measured in the same run, plus the peers' figures when a peers
  * file from the same device session is given:
- *   pnpm bench [--backends cuda,webgpu] [--peers peers.json] [--out dir]
- * Writes bench/results/<date>-<gpu>.json and .md (and the same into --out).
+ *   pnpm bench [--backends cuda,webgpu] [--dtypes bf16,f16,f32] [--peers peers.json] [--out dir] [--host-io-elements N]
+ * Every row is timed three times; host I/O (tensor() and read() per dtype) is
+ * measured on each backend after its rows. Writes
+ * bench/results/<date>-<gpu>.json and .md (and the same into --out).
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -11,6 +13,10 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { probeCuda } from '@kvkit/kernels-cuda';
 import { probeWebGpu } from '@kvkit/kernels-wgsl';
+import type { FloatDType } from '@kvkit/contracts';
+import { FLOAT_DTYPES } from '@kvkit/contracts';
+import { measureBackendIo, measureCodec } from './hostIo.js';
+import type { HostIoRow } from './hostIo.js';
 import { cudaProfiler, webGpuProfiler } from './profilers.js';
 import type { Profiler } from './profilers.js';
 import { markdownTable } from './results.js';
@@ -23,8 +29,13 @@ const { values } = parseArgs({
     peers: { type: 'string' },
     out: { type: 'string' },
     results: { type: 'string' },
+    dtypes: { type: 'string', default: 'bf16,f16,f32' },
+    'host-io-elements': { type: 'string', default: String(16 * 1024 * 1024) },
   },
 });
+const dtypes = (values.dtypes ?? '').split(',').filter(Boolean) as FloatDType[];
+for (const d of dtypes) if (!FLOAT_DTYPES.includes(d)) throw new Error(`--dtypes: ${d} is not one of ${FLOAT_DTYPES.join(', ')}`);
+const hostIoElements = Number(values['host-io-elements']);
 const wanted = new Set((values.backends ?? '').split(',').filter(Boolean));
 const log = (line: string) => console.log(line);
 
@@ -54,6 +65,7 @@ if (found.length === 0) {
 const ceilings: Ceiling[] = [];
 const rows: ResultRow[] = [];
 const notes: string[] = [];
+const hostIo: HostIoRow[] = [];
 if (values.peers) {
   const peers = JSON.parse(readFileSync(values.peers, 'utf8')) as Pick<BenchResults, 'ceilings' | 'rows' | 'notes'>;
   ceilings.push(...peers.ceilings);
@@ -67,7 +79,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 const dirs = [values.results ?? join(here, '..', 'results'), ...(values.out ? [values.out] : [])];
 /** Written after every backend, so a run cut short still leaves what it measured. */
 const save = (): BenchResults => {
-  const results: BenchResults = { schema: 1, date, gpu, driver, notes, ceilings, rows };
+  const results: BenchResults = { schema: 1, date, gpu, driver, notes, ceilings, rows, ...(hostIo.length ? { hostIo } : {}) };
   for (const dir of dirs) {
     mkdirSync(dir, { recursive: true });
     writeFileSync(join(dir, `${file}.json`), `${JSON.stringify(results, null, 2)}\n`);
@@ -79,10 +91,14 @@ const save = (): BenchResults => {
 for (const { name, make } of found) {
   const profiler = await make();
   try {
-    const run = await runBackend(profiler, log);
+    const run = await runBackend(profiler, log, { dtypes });
     ceilings.unshift(...run.ceilings);
     rows.unshift(...run.rows);
     notes.push(...run.notes);
+    if (hostIoElements > 0) {
+      if (hostIo.length === 0) hostIo.push(...(await measureCodec(hostIoElements, 3)));
+      hostIo.push(...(await measureBackendIo(name, profiler.backend, hostIoElements, 3)));
+    }
   } catch (e) {
     notes.push(`${name}: the run stopped: ${e instanceof Error ? e.message : String(e)}`);
     log(`${name}: the run stopped: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);

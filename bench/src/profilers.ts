@@ -14,17 +14,24 @@ export interface GemmShape {
   readonly dtype: 'bf16';
 }
 
+export interface GemmTiming extends DeviceTiming {
+  readonly tflops: number;
+  readonly engine: string;
+}
+
 /** What the harness needs of a GPU backend's profiling hooks, the same for every backend. */
 export interface Profiler {
   readonly impl: string;
   readonly backend: Backend;
-  /** The bandwidth ceiling memory-bound rows are a fraction of. */
-  readonly copyCeiling: string;
   /** The arithmetic ceiling the GEMM row is a fraction of. */
   readonly gemmCeiling: string;
   time(enqueue: () => void, reps: number): Promise<DeviceTiming>;
+  /** Every copy ceiling (unit GB/s) and the arithmetic ceiling, measured now on random data. */
   ceilings(): Promise<Ceiling[]>;
-  gemm(shape: GemmShape): Promise<DeviceTiming & { tflops: number; engine: string }>;
+  /** The projection on the engine the materializer takes. */
+  gemm(shape: GemmShape): Promise<GemmTiming>;
+  /** The backend's own GEMM where another engine normally runs the projection (CUDA: the package's kernels, not cuBLASLt). */
+  ownGemm?(shape: GemmShape): Promise<GemmTiming>;
 }
 
 const COPY_BYTES = 1 << 30;
@@ -33,21 +40,20 @@ export async function cudaProfiler(): Promise<Profiler> {
   const { createCudaBackend } = await import('@kvkit/kernels-cuda');
   const p = await import('@kvkit/kernels-cuda/profiling');
   const backend = await createCudaBackend();
-  let gemmRate: Ceiling | undefined;
   return {
     impl: 'kvkit-cuda',
     backend,
-    copyCeiling: 'cuda-copy',
     gemmCeiling: 'cublas-gemm',
     time: (enqueue, reps) => p.timeOnDevice(backend, enqueue, { warmup: 3, reps }),
     ceilings: async () => {
-      const copy = await p.measureCopyCeiling(backend, COPY_BYTES);
+      const copies = await p.measureCopyCeilings(backend, COPY_BYTES);
       // The projection's own engine on a large square problem: the arithmetic ceiling materialize rows are read against.
       const big = await p.timeProjectionGemm(backend, { T: 8192, K: 8192, N: 8192, dtype: 'bf16' });
-      gemmRate = { name: big.engine === 'cublasLt' ? 'cublas-gemm' : 'kvkit-gemm', backend: 'cuda', unit: 'TFLOP/s', value: big.tflops, shape: { M: 8192, N: 8192, K: 8192 } };
-      return [{ name: 'cuda-copy', backend: 'cuda', unit: 'GB/s', value: copy.gbs }, gemmRate];
+      const gemm: Ceiling = { name: big.engine === 'cublasLt' ? 'cublas-gemm' : 'kvkit-gemm', backend: 'cuda', unit: 'TFLOP/s', value: big.tflops, shape: { M: 8192, N: 8192, K: 8192 } };
+      return [...copies.map((c): Ceiling => ({ name: c.name, backend: 'cuda', unit: 'GB/s', value: c.gbs })), gemm];
     },
     gemm: (shape) => p.timeProjectionGemm(backend, shape),
+    ownGemm: (shape) => p.timeProjectionGemm(backend, shape, { engine: 'kvkit' }),
   };
 }
 
@@ -58,14 +64,13 @@ export async function webGpuProfiler(): Promise<Profiler> {
   return {
     impl: 'kvkit-webgpu',
     backend,
-    copyCeiling: 'webgpu-copy',
     gemmCeiling: 'webgpu-fma',
     time: (enqueue, reps) => p.timeOnDevice(backend, enqueue, { warmup: 3, reps }),
     ceilings: async () => {
-      const copy = await p.measureCopyCeiling(backend, COPY_BYTES);
+      const copies = await p.measureCopyCeilings(backend, COPY_BYTES);
       const fma = await p.measureFmaCeiling(backend);
       return [
-        { name: 'webgpu-copy', backend: 'webgpu', unit: 'GB/s', value: copy.gbs },
+        ...copies.map((c): Ceiling => ({ name: c.name, backend: 'webgpu', unit: 'GB/s', value: c.gbs })),
         { name: 'webgpu-fma', backend: 'webgpu', unit: 'TFLOP/s', value: fma.tflops },
       ];
     },

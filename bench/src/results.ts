@@ -1,3 +1,6 @@
+import { hostIoTable } from './hostIo.js';
+import type { HostIoRow } from './hostIo.js';
+
 /** What one benchmark run writes to bench/results/<date>-<gpu>.json; the docs site charts these files. */
 export interface Ceiling {
   readonly name: string;
@@ -5,16 +8,22 @@ export interface Ceiling {
   readonly unit: 'GB/s' | 'TFLOP/s';
   readonly value: number;
   readonly shape?: Readonly<Record<string, number>>;
+  /** Set on the copy ceiling a backend's memory-bound rows are read against: the best of its copies in this run. */
+  readonly best?: true;
 }
 
 export interface ResultRow {
   readonly op: 'fusedNormRopeStacked' | 'ropePoolFused' | 'materialize' | 'projection';
   /** kvkit-cuda, kvkit-webgpu, or a peer: torch-eager, sglang-triton, cublas. */
   readonly impl: string;
-  readonly dtype: 'bf16';
+  readonly dtype: 'f32' | 'f16' | 'bf16';
   readonly shape: Readonly<Record<string, number>>;
-  /** Median device time of one call. */
+  /** Device time of one call: the median of the repeats' medians. */
   readonly us: number;
+  /** Each repeat's median device time, measured one after the other in the same run. */
+  readonly repeatsUs?: readonly number[];
+  /** The largest distance of a repeat from their median, as a fraction of it: ±5% reads 0.05. */
+  readonly spread?: number;
   readonly bytes: number;
   readonly flops: number;
   readonly gbs: number | null;
@@ -50,6 +59,8 @@ export interface BenchResults {
   readonly notes: readonly string[];
   readonly ceilings: readonly Ceiling[];
   readonly rows: readonly ResultRow[];
+  /** tensor() and read() per dtype, GB/s of host data, per backend. */
+  readonly hostIo?: readonly HostIoRow[];
 }
 
 const shapeText = (shape: Readonly<Record<string, number>>) =>
@@ -58,6 +69,20 @@ const shapeText = (shape: Readonly<Record<string, number>>) =>
     .join(' ');
 
 const fixed = (x: number | null, digits: number) => (x === null ? '' : x.toFixed(digits));
+
+const targetText = (w: ResultRow) =>
+  [w.target === undefined ? '' : `≥ ${(100 * w.target).toFixed(0)}%`, w.targetUs === undefined ? '' : `≤ ${w.targetUs} µs`].filter(Boolean).join(', ');
+
+/** Whether a row meets every target it carries: the fraction, and the latency bound where one is set. */
+export function meetsTargets(w: ResultRow): boolean | undefined {
+  if (w.target === undefined && w.targetUs === undefined) return undefined;
+  return (w.target === undefined || w.fraction >= w.target) && (w.targetUs === undefined || w.us <= w.targetUs);
+}
+
+const metText = (w: ResultRow) => {
+  const met = meetsTargets(w);
+  return met === undefined ? '' : met ? 'yes' : 'no';
+};
 
 export function markdownTable(r: BenchResults): string {
   const lines = [
@@ -69,13 +94,14 @@ export function markdownTable(r: BenchResults): string {
     '| --- | --- | --- |',
     ...r.ceilings.map((c) => `| ${c.name} | ${c.backend} | ${c.value.toFixed(c.unit === 'GB/s' ? 0 : 1)} ${c.unit} |`),
     '',
-    '| op | shape | impl | µs | GB/s | TFLOP/s | fraction | of | target |',
-    '| --- | --- | --- | ---: | ---: | ---: | ---: | --- | ---: |',
+    '| op | dtype | shape | impl | µs | spread | GB/s | TFLOP/s | fraction | of | target | met |',
+    '| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |',
     ...r.rows.map(
       (w) =>
-        `| ${w.op} | ${shapeText(w.shape)} | ${w.impl} | ${w.us.toFixed(2)} | ${fixed(w.gbs, 0)} | ${fixed(w.tflops, 1)} | ${(100 * w.fraction).toFixed(1)}% | ${w.ceiling} | ${w.target === undefined ? '' : `${(100 * w.target).toFixed(0)}%`} |`,
+        `| ${w.op} | ${w.dtype} | ${shapeText(w.shape)} | ${w.impl} | ${w.us.toFixed(2)} | ${w.spread === undefined ? '' : `±${(100 * w.spread).toFixed(1)}%`} | ${fixed(w.gbs, 0)} | ${fixed(w.tflops, 1)} | ${(100 * w.fraction).toFixed(1)}% | ${w.ceiling} | ${targetText(w)} | ${metText(w)} |`,
     ),
   ];
+  if (r.hostIo?.length) lines.push('', '## Host I/O', '', hostIoTable(r.hostIo).trimEnd());
   if (r.notes.length) lines.push('', ...r.notes.map((n) => `- ${n}`));
   return `${lines.join('\n')}\n`;
 }

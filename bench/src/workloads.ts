@@ -1,4 +1,4 @@
-import type { Backend, Tensor } from '@kvkit/contracts';
+import type { Backend, FloatDType, Tensor } from '@kvkit/contracts';
 import type { MaterializeShape, NormRopeShape, RopePoolShape } from './shapes.js';
 
 /** Inputs live on the device; `enqueue` queues one op call, each time on the next copy of the inputs. */
@@ -76,20 +76,20 @@ function positionsFor(T: number, rows: number, seed: number): Int32Array {
 
 export const CACHE_ROWS = 65536;
 
-export function normRopeWorkload(backend: Backend, s: NormRopeShape, copies: number): Workload {
+export function normRopeWorkload(backend: Backend, s: NormRopeShape, copies: number, dtype: FloatDType = 'bf16'): Workload {
   const made: Tensor[] = [];
   const keep = <T extends Tensor>(t: T): T => {
     made.push(t);
     return t;
   };
   const cache = keep(backend.tensor('f32', [CACHE_ROWS, s.R], cosSinCache(CACHE_ROWS, s.R)));
-  const kNormWeight = keep(backend.tensor('bf16', [s.L, s.D], randomFloats(s.L * s.D, 7)));
+  const kNormWeight = keep(backend.tensor(dtype, [s.L, s.D], randomFloats(s.L * s.D, 7)));
   const eps = keep(backend.tensor('f32', [s.L], new Float32Array(s.L).fill(1e-6)));
   const sets = Array.from({ length: copies }, (_, i) => ({
-    kv: keep(backend.tensor('bf16', [s.T, s.L, 2 * s.H * s.D], randomSource(s.T * s.L * 2 * s.H * s.D, 11 + i))),
+    kv: keep(backend.tensor(dtype, [s.T, s.L, 2 * s.H * s.D], randomSource(s.T * s.L * 2 * s.H * s.D, 11 + i))),
     positions: keep(backend.tensor('i32', [s.T], positionsFor(s.T, CACHE_ROWS, i))),
-    kOut: keep(backend.empty('bf16', [s.L, s.T, s.H, s.D])),
-    vOut: keep(backend.empty('bf16', [s.L, s.T, s.H, s.D])),
+    kOut: keep(backend.empty(dtype, [s.L, s.T, s.H, s.D])),
+    vOut: keep(backend.empty(dtype, [s.L, s.T, s.H, s.D])),
   }));
   const call = (set: (typeof sets)[number]) =>
     backend.fusedNormRopeStacked({
@@ -117,7 +117,7 @@ export function normRopeWorkload(backend: Backend, s: NormRopeShape, copies: num
   };
 }
 
-export function ropePoolWorkload(backend: Backend, s: RopePoolShape, copies: number): Workload {
+export function ropePoolWorkload(backend: Backend, s: RopePoolShape, copies: number, dtype: FloatDType = 'bf16'): Workload {
   const made: Tensor[] = [];
   const keep = <T extends Tensor>(t: T): T => {
     made.push(t);
@@ -126,13 +126,13 @@ export function ropePoolWorkload(backend: Backend, s: RopePoolShape, copies: num
   const slots = new Int32Array(s.N);
   for (let n = 0; n < s.N; n++) slots[n] = (n * 7919) % s.N; // a permutation: 7919 is prime and never divides N
   const sets = Array.from({ length: copies }, (_, i) => ({
-    q: keep(backend.tensor('bf16', [s.N, s.Hq, s.D], randomSource(s.N * s.Hq * s.D, 21 + i))),
-    k: keep(backend.tensor('bf16', [s.N, s.H, s.D], randomSource(s.N * s.H * s.D, 41 + i))),
-    v: keep(backend.tensor('bf16', [s.N, s.H, s.D], randomSource(s.N * s.H * s.D, 61 + i))),
+    q: keep(backend.tensor(dtype, [s.N, s.Hq, s.D], randomSource(s.N * s.Hq * s.D, 21 + i))),
+    k: keep(backend.tensor(dtype, [s.N, s.H, s.D], randomSource(s.N * s.H * s.D, 41 + i))),
+    v: keep(backend.tensor(dtype, [s.N, s.H, s.D], randomSource(s.N * s.H * s.D, 61 + i))),
     positions: keep(backend.tensor('i32', [s.N], positionsFor(s.N, CACHE_ROWS, i))),
     slots: keep(backend.tensor('i32', [s.N], slots)),
-    kPool: keep(backend.empty('bf16', [s.N, s.H, s.D])),
-    vPool: keep(backend.empty('bf16', [s.N, s.H, s.D])),
+    kPool: keep(backend.empty(dtype, [s.N, s.H, s.D])),
+    vPool: keep(backend.empty(dtype, [s.N, s.H, s.D])),
   }));
   const call = (set: (typeof sets)[number]) =>
     backend.ropePoolFused({ ...set, headDim: s.D, numQoHeads: s.Hq, numKvHeads: s.H, ropeBase: 10000, rotaryDim: s.R });

@@ -1,6 +1,7 @@
 import { createCpuBackend } from '@kvkit/kernels-cpu';
 import { describe, expect, it } from 'vitest';
-import { markdownTable } from '../src/results.js';
+import { markdownTable, meetsTargets } from '../src/results.js';
+import { bestCopy, summariseRepeats } from '../src/run.js';
 import type { BenchResults } from '../src/results.js';
 import { materializeShapes, normRopeShapes, ropePoolShapes } from '../src/shapes.js';
 import { normRopeBytes, projectionFlops, ropePoolBytes } from '../src/traffic.js';
@@ -22,6 +23,8 @@ describe('what the benchmark measures', () => {
     expect(bytes).toBeGreaterThan(2 * kv);
     expect(bytes - 2 * kv).toBe(4096 * 4 + 5 * 128 * 2 + 5 * 4 + 4096 * 128 * 4);
     expect(ropePoolBytes({ N: 2, Hq: 4, H: 2, D: 8, R: 8 })).toBe(2 * (2 * 4 * 8 * 2) + 5 * (2 * 2 * 8 * 2) + 2 * 2 * 4);
+    expect(ropePoolBytes({ N: 2, Hq: 4, H: 2, D: 8, R: 8 }, 'f32')).toBe(2 * (2 * 4 * 8 * 4) + 5 * (2 * 2 * 8 * 4) + 2 * 2 * 4);
+    expect(normRopeBytes(s, 65536, 'f32') - 2 * normRopeBytes(s, 65536, 'bf16')).toBe(-(4096 * 4 + 5 * 4 + 4096 * 128 * 4));
     expect(projectionFlops({ L: 5, H: 8, D: 128, R: 128, T: 4096, hidden: 4096 })).toBe(2 * 4096 * 4096 * 10240);
   });
 
@@ -57,6 +60,12 @@ describe('workloads on the CPU reference', () => {
     fused.enqueue();
     fused.enqueue();
     fused.dispose();
+    for (const dtype of ['f16', 'f32'] as const) {
+      const other = normRopeWorkload(backend, { L: 1, H: 2, D: 8, R: 8, T: 3 }, 1, dtype);
+      const [k] = await other.probe();
+      expect(k?.some((x) => x !== 0)).toBe(true);
+      other.dispose();
+    }
     const pool = ropePoolWorkload(backend, { N: 4, Hq: 4, H: 2, D: 8, R: 8 }, 1);
     const [qRot, , kPool] = await pool.probe();
     expect(qRot).toHaveLength(4 * 4 * 8);
@@ -85,7 +94,32 @@ describe('results', () => {
     };
     const md = markdownTable(r);
     expect(md).toContain('| cuda-copy | cuda | 4000 GB/s |');
-    expect(md).toContain('| fusedNormRopeStacked | T=16 | kvkit-cuda | 3.50 | 3600 |  | 90.0% | cuda-copy | 90% |');
+    expect(md).toContain('| fusedNormRopeStacked | bf16 | T=16 | kvkit-cuda | 3.50 |  | 3600 |  | 90.0% | cuda-copy | ≥ 90% | yes |');
     expect(md).toContain('- a note');
+  });
+
+  it('reads a row from its three repeats: the median of medians, and the largest distance from it', () => {
+    const t = summariseRepeats([10, 12, 9].map((medianUs) => ({ medianUs, samplesUs: [medianUs], method: 'cuda-events' })));
+    expect(t.us).toBe(10);
+    expect(t.repeatsUs).toEqual([10, 12, 9]);
+    expect(t.spread).toBeCloseTo(0.2, 12);
+  });
+
+  it('reads memory-bound rows against the fastest copy, never an arithmetic ceiling', () => {
+    const copies = [
+      { name: 'cuda-copy-grid-stride', backend: 'cuda', unit: 'GB/s' as const, value: 3900 },
+      { name: 'cuMemcpyDtoDAsync', backend: 'cuda', unit: 'GB/s' as const, value: 4100 },
+      { name: 'cublas-gemm', backend: 'cuda', unit: 'TFLOP/s' as const, value: 800 },
+    ];
+    expect(bestCopy(copies)?.name).toBe('cuMemcpyDtoDAsync');
+    expect(bestCopy(copies.filter((c) => c.unit === 'TFLOP/s'))).toBeUndefined();
+  });
+
+  it('meets a target only when the fraction and the latency bound both hold', () => {
+    const row = { op: 'fusedNormRopeStacked' as const, impl: 'kvkit-cuda', dtype: 'bf16' as const, shape: { T: 16 }, us: 4.5, bytes: 1, flops: 0, gbs: 1, tflops: null, ceiling: 'c', fraction: 0.95 };
+    expect(meetsTargets(row)).toBeUndefined();
+    expect(meetsTargets({ ...row, target: 0.9 })).toBe(true);
+    expect(meetsTargets({ ...row, target: 0.9, targetUs: 4 })).toBe(false);
+    expect(meetsTargets({ ...row, target: 0.99 })).toBe(false);
   });
 });

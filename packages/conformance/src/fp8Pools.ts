@@ -158,6 +158,101 @@ export async function checkMaterializeIntoPools(backend: Backend, reference: Bac
   checks.done();
 }
 
+/** Elements of a view of `values` (row-major, host side): what an owned copy of the view holds. */
+function gathered(values: ArrayLike<number>, shape: readonly number[], strides: readonly number[], offset: number): Float32Array {
+  const n = shape.reduce((a, d) => a * d, 1);
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) {
+    let rest = i;
+    let at = offset;
+    for (let d = shape.length - 1; d >= 0; d--) {
+      at += (rest % shape[d]!) * strides[d]!;
+      rest = Math.floor(rest / shape[d]!);
+    }
+    out[i] = values[at]!;
+  }
+  return out;
+}
+
+/**
+ * ropePoolFused into an fp8e4m3 HND pool with q, k and v as splitQkv views of
+ * one padded fused projection, the pools as views at odd byte offsets of one
+ * buffer and per-head scales as strided views; then dequantizeKv of the pool
+ * views. Bit for bit the same as the same calls on owned contiguous copies
+ * (and those as the reference's), and the buffer's bytes around the pools
+ * are left as they were.
+ */
+export async function checkFusedQkvIntoFp8Pool(backend: Backend, reference: Backend): Promise<void> {
+  const checks = new Checks('ropePoolFused from splitQkv views into fp8 HND pool views');
+  const scopes = [new Scope(backend), new Scope(reference)] as const;
+  try {
+    const [N, Hq, H, D] = [7, 6, 3, 6];
+    // Four spare elements per token and four before the first: row starts on whole 32-bit words, which WebGPU reads in place.
+    const row = (Hq + 2 * H) * D + 4;
+    const rng = new Rng(seedOf('fp8 pools from fused qkv'));
+    const fused = randomValues(rng, N * row + 4);
+    const shape = [PAGES, H, PAGE_SIZE, D];
+    const n = PAGES * H * PAGE_SIZE * D;
+    const [kAt, vAt] = [3, 3 + n + 1]; // odd byte offsets, a byte between the pools
+    const around = randomValues(rng, 2 * n + 6);
+    const scales = randomPositive(rng, 2 * H, 0.25, 2);
+    const slots = slotsOf(rng, N);
+    const common = { positions: Array.from({ length: N }, (_, t) => 2 * t + 1), headDim: D, rotaryDim: D, numQoHeads: Hq, numKvHeads: H, ropeBase: 10000, layout: 'HND' };
+    const call = (s: Scope, x: Record<string, Tensor>) => untyped(s.backend).ropePoolFused({ ...common, ...x, positions: s.index('i32', [N], common.positions), slots: s.index('i64', [N], slots) }) as { qRot: Tensor; kRot: Tensor };
+    const copies = (s: Scope) => {
+      const part = (heads: number, first: number) => s.float('bf16', [N, heads, D], gathered(fused, [N, heads, D], [row, D, 1], 4 + first * D));
+      return {
+        q: part(Hq, 0),
+        k: part(H, Hq),
+        v: part(H, Hq + H),
+        kPool: s.float('fp8e4m3', shape, around.subarray(kAt, kAt + n)),
+        vPool: s.float('fp8e4m3', shape, around.subarray(vAt, vAt + n)),
+        kScale: s.float('f32', [H], gathered(scales, [H], [2], 0)),
+        vScale: s.float('f32', [H], gathered(scales, [H], [2], 1)),
+      };
+    };
+    const [s, r] = scopes;
+    const b = s.backend;
+    const base = b.view(s.float('bf16', [N * row + 4], fused), [N, (Hq + 2 * H) * D], { strides: [row, 1], offset: 4 });
+    const split = b.splitQkv(base, { numQoHeads: Hq, numKvHeads: H, headDim: D });
+    const buffer = s.float('fp8e4m3', [2 * n + 6], around);
+    const scaleBase = s.float('f32', [2 * H], scales);
+    const views = {
+      ...split,
+      kPool: b.view(buffer, shape, { offset: kAt }),
+      vPool: b.view(buffer, shape, { offset: vAt }),
+      kScale: b.view(scaleBase, [H], { strides: [2] }),
+      vScale: b.view(scaleBase, [H], { strides: [2], offset: 1 }),
+    };
+    const owned = copies(s);
+    const expected = copies(r);
+    const outs = [call(s, views), call(s, owned), call(r, expected)];
+    await backend.sync();
+    for (const [name, a, e] of [['qRot', outs[0]!.qRot, outs[1]!.qRot], ['kRot', outs[0]!.kRot, outs[1]!.kRot], ['kPool', views.kPool, owned.kPool], ['vPool', views.vPool, owned.vPool]] as const) {
+      await sameBytes(checks, `${name} from views vs owned copies`, backend, backend, a, e);
+    }
+    for (const pool of ['kPool', 'vPool'] as const) await sameBytes(checks, `${pool} vs the reference`, backend, reference, owned[pool], expected[pool]);
+    // The bytes of the buffer outside the two pools are as they were.
+    const bytes = (await backend.readBits(buffer)) as Uint8Array;
+    const before = Uint8Array.from(around, (x) => encodeFp8('fp8e4m3', x));
+    const outside = [0, 1, 2, kAt + n, 2 * n + 4, 2 * n + 5];
+    checks.that(
+      outside.every((i) => bytes[i] === before[i]),
+      `a byte outside the pool views changed: ${outside.map((i) => `${i}: 0x${bytes[i]?.toString(16)} (was 0x${before[i]?.toString(16)})`).join(', ')}`,
+    );
+    // dequantizeKv reads the pool views (and a strided scale) as it reads the owned pools.
+    const read = (pool: Tensor, scale: Tensor) => {
+      const rows = s.float('f32', [SLOTS, H, D], new Float32Array(SLOTS * H * D).fill(7));
+      b.dequantizeKv({ pool, scale, slots: s.index('i32', [SLOTS], Array.from({ length: SLOTS }, (_, x) => (5 * x) % SLOTS)), rows, layout: 'HND' } as never);
+      return rows;
+    };
+    await sameBytes(checks, 'dequantizeKv of a pool view', backend, backend, read(views.vPool, views.vScale), read(owned.vPool, owned.vScale));
+  } finally {
+    for (const x of scopes) x.dispose();
+  }
+  checks.done();
+}
+
 /** A slot at the pool's end raises KV038, found on the host (CPU) or recorded on the device and thrown by sync. */
 export async function checkSlotPastPool(backend: Backend, c: PoolCase): Promise<void> {
   const checks = new Checks(`a slot past ${label(c)}`);
@@ -226,6 +321,7 @@ export function describeFp8Pools(both: () => [Backend, Backend], timeout: number
       it(`ropePoolFused into ${label(c)}`, () => checkRopePoolIntoPools(...both(), c), timeout);
       it(`materializeInto ${label(c)}`, () => checkMaterializeIntoPools(...both(), c), timeout);
     }
+    it('ropePoolFused from splitQkv views into fp8 HND pool views, as from owned copies', () => checkFusedQkvIntoFp8Pool(...both()), timeout);
     for (const c of POOL_CASES.filter((x) => !x.perHead)) it(`a slot past ${label(c)} raises KV038`, () => checkSlotPastPool(both()[0], c), timeout);
   });
 }

@@ -17,6 +17,7 @@ import { runFusedCase, runMaterializerCase, runRopePoolCase } from './run-cases.
 import { checkBitsRoundTrip, checkOpsOnBits } from './bits.js';
 import { describeFp8Pools } from './fp8Pools.js';
 import { checkAsyncWriteLayerKvRefused } from './synchronousCallback.js';
+import { defineViewCases } from './views.js';
 import { CONTESTED_SHAPES, checkContestedSlotsMaterializeInto, checkContestedSlotsRopePool } from './contestedSlots.js';
 
 export interface ConformanceOptions {
@@ -62,6 +63,8 @@ export function defineConformanceSuite(name: string, create: () => Backend | Pro
         it(`ops on tensors from bits = ops on tensors from values [${dtype}]`, () => checkOpsOnBits(both()[0], dtype), CASE_TIMEOUT_MS);
       }
     });
+
+    defineViewCases(() => both()[0], dtypes, CASE_TIMEOUT_MS);
 
     it('an async writeLayerKv is refused with KV044, leaving no unhandled rejection', () => checkAsyncWriteLayerKvRefused(...both()), CASE_TIMEOUT_MS);
 

@@ -451,6 +451,11 @@ export const validationCases: readonly ValidationCase[] = [
   // KV039: kPool and vPool the same tensor.
   { code: 'KV039', op: 'ropePoolFused', name: 'kPool === vPool', arg: 'kPool', mentions: ['vPool'], dims: BOUND.ropeAll, call: (fx) => rope(fx, { vPool: fx.kPool }) },
   { code: 'KV039', op: 'KvMaterializer.materializeInto', name: 'kPool === vPool', arg: 'kPool', call: (fx) => into(fx, { vPool: fx.kPool4 }) },
+  // Views: aliasing is by storage, written tensors are contiguous, a fused qkv has its heads' width.
+  { code: 'KV039', op: 'ropePoolFused', name: 'k a view overlapping kPool', arg: 'kPool', mentions: ['k'], call: (fx) => rope(fx, { k: fx.backend.view(fx.kPool, [N, H, D], { offset: H * D }) }) },
+  { code: 'KV048', op: 'ropePoolFused', name: 'kPool a strided view', arg: 'kPool', mentions: [`[${2 * H * D}, ${D}, 1]`], call: (fx) => rope(fx, { kPool: fx.backend.view(fx.backend.empty(fx.kPool.dtype, [2 * S, H, D]), [S, H, D], { strides: [2 * H * D, D, 1] }) }) },
+  { code: 'KV048', op: 'fusedNormRopeStacked', name: 'kOut a transposed view', arg: 'kOut', call: (fx) => untyped(fx.backend).fusedNormRopeStacked(fx.fusedArgs({ kOut: fx.backend.view(fx.kOut, [L, T, H, D], { strides: [T * H * D, H * D, 1, H] }) })) },
+  { code: 'KV029', op: 'splitQkv', name: 'qkv [N, Hq, D] for Hq + 2H heads', arg: 'qkv', dims: { Hq, H, D }, call: (fx) => fx.backend.splitQkv(fx.q, { numQoHeads: Hq, numKvHeads: H, headDim: D }) },
 
   // KV040: invalid shape at tensor creation.
   { code: 'KV040', op: 'tensor', name: 'shape [-1]', mentions: ['[-1]'], call: (fx) => fx.backend.tensor('f32', [-1], []) },

@@ -88,6 +88,8 @@ function stepCode(s: Step): string[] {
       return [`c.distinct(${JSON.stringify(s.names)}, ${s.names[0]}, ${s.names[1]}, ${q(s.code)});`];
     case 'givenForDtype':
       return [`c.givenForDtype(${JSON.stringify(s.names)}, [${s.names.join(', ')}], ${q(s.tensor)}, ${JSON.stringify(s.dtypes)}, ${q(s.missingCode)}, ${q(s.refusedCode)});`];
+    case 'contiguous':
+      return [`c.contiguous(${JSON.stringify(s.names)}, [${s.names.join(', ')}], ${q(s.code)});`];
     case 'values':
       return [`c.values(${q(s.name)}, ${s.name}, ${JSON.stringify({ min: s.min, below: s.below, finite: s.finite, negativeSkips: s.negativeSkips, ceiling: s.ceiling, duplicates: s.duplicates })}, ${q(s.code)});`];
   }
@@ -116,6 +118,8 @@ function validatorsFile(): string {
     "import type { DType, OwnedTensor } from '../tensor.js';",
     '',
   ];
+  const written = allOps.map((op) => `  ${q(op.name)}: ${JSON.stringify(op.steps.flatMap((s) => (s.kind === 'contiguous' ? s.names : [])))},`);
+  out.push('/** Per op, the tensors it writes in place (its `contiguous` rules): backends that stage views need the list. */', 'export const writtenInPlace: Readonly<Record<string, readonly string[]>> = {', ...written, '};', '');
   for (const op of allOps) {
     const args = op.steps.filter(isArg);
     const certain = certainDims(op);
@@ -493,7 +497,7 @@ function argsOf(): Map<string, Set<string>> {
   };
   for (const op of allOps) {
     for (const s of op.steps) {
-      if (s.kind === 'exactlyOne') add(s.code, ...s.names);
+      if (s.kind === 'exactlyOne' || s.kind === 'contiguous') add(s.code, ...s.names);
       else if (s.kind === 'distinct') add(s.code, s.names[0]);
       else if (s.kind === 'givenForDtype') {
         add(s.missingCode, ...s.names);

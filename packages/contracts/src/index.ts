@@ -8,7 +8,7 @@ export type { CreateKvMaterializerFn, DequantizeKvFn, FusedNormRopeStackedFn, Ro
 export type * from './generated/signatures.js';
 export { ContractError, isContractError } from './errors/contractError.js';
 export { docsUrl, explainCommand, getDocsBase, setDocsBase } from './errors/docsUrl.js';
-export type { Backend } from './runtime/backend.js';
+export type { Backend, QkvHeads, QkvViews, ViewOptions } from './runtime/backend.js';
 export { DTYPES, FLOAT_DTYPES, FP8_DTYPES, INDEX_DTYPES, isFp8, numel } from './tensor.js';
 export type { BackendKind, BitsData, BitsOf, DType, FloatDType, Fp8DType, IndexDType, PoolDType, ReadResult, Shape, Tensor, TensorData } from './tensor.js';
 export type { Check, ContractViolation, NotThenable } from './types/check.js';

@@ -24,6 +24,8 @@ export interface Tensor<DT extends DType = DType, S extends Shape = Shape> {
   readonly dtype: DT;
   readonly shape: S;
   readonly backend: BackendKind;
+  /** Elements between neighbours along each dim, as PyTorch counts them: row-major for a tensor kvkit allocated, any for a view. */
+  readonly strides: readonly number[];
   /** True once `dispose()` ran, or once a layer view's callback returned. */
   readonly disposed: boolean;
   dispose(): void;
@@ -35,10 +37,25 @@ export const TENSOR_OWNER: unique symbol = Symbol.for('kvkit.tensor.owner');
 /** Set on the per-layer views handed to `writeLayerKv`: the layer they show. */
 export const LAYER_VIEW: unique symbol = Symbol.for('kvkit.tensor.layerView');
 
+/** Set on tensors that share storage with others (views, wrapped memory): where their elements lie in it. */
+export const TENSOR_LAYOUT: unique symbol = Symbol.for('kvkit.tensor.layout');
+
+/** Where a tensor's elements lie in the storage it may share with its views (offset and strides in elements). */
+export interface StorageLayout {
+  /** The same object for a tensor, its views and anything else over the same memory. */
+  readonly root: object;
+  readonly offset: number;
+  readonly strides: readonly number[];
+  /** Elements of this tensor's dtype the storage holds from its start. */
+  readonly capacity: number;
+}
+
 /** What a backend's tensors carry beyond the public interface. */
 export interface OwnedTensor<DT extends DType = DType, S extends Shape = Shape> extends Tensor<DT, S> {
   readonly [TENSOR_OWNER]: object;
   readonly [LAYER_VIEW]?: number;
+  /** Absent: the tensor is its own storage, contiguous from element 0. */
+  readonly [TENSOR_LAYOUT]?: StorageLayout;
 }
 
 export function isTensor(value: unknown): value is OwnedTensor {

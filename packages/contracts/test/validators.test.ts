@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { defineBackend, LAYER_VIEW, TENSOR_OWNER } from '../src/backend/index.js';
+import { defineBackend, LAYER_VIEW, layoutOf, TENSOR_LAYOUT, TENSOR_OWNER } from '../src/backend/index.js';
 import { allCalls } from '../src/dsl/index.js';
 import type { BackendKernels, OwnedTensor } from '../src/backend/index.js';
 import { ContractError } from '../src/index.js';
@@ -20,7 +20,7 @@ function recordingBackend(opts: { label?: string; valuesOnHost?: boolean; tensor
     ...(opts.tensorLimit ? { tensorLimit: opts.tensorLimit } : {}),
     tensor(dtype: DType, shape: Shape, data) {
       made.push(shape);
-      const t = { dtype, shape, backend: 'cpu', disposed: false, data: data ?? [], [TENSOR_OWNER]: kernels } as any;
+      const t = { dtype, shape, strides: shape.map((_, i) => shape.slice(i + 1).reduce((n, d) => n * d, 1)), backend: 'cpu', disposed: false, data: data ?? [], [TENSOR_OWNER]: kernels } as any;
       t.dispose = () => {
         t.disposed = true;
       };
@@ -28,6 +28,10 @@ function recordingBackend(opts: { label?: string; valuesOnHost?: boolean; tensor
     },
     tensorFromBytes(dtype: DType, shape: Shape, bytes) {
       return kernels.tensor(dtype, shape, bytes);
+    },
+    view(base, shape, layout) {
+      const root = layoutOf(base);
+      return { dtype: base.dtype, shape, strides: layout.strides, backend: 'cpu', disposed: false, [TENSOR_OWNER]: kernels, [TENSOR_LAYOUT]: { ...root, ...layout }, dispose() {} } as OwnedTensor;
     },
     read: async () => new Float32Array(),
     readBytes: async () => new ArrayBuffer(0),
@@ -295,6 +299,39 @@ describe('declared calls', () => {
       },
       (b) => b.readBits(Object.assign(b.tensor('f32', [1], [1]), { disposed: true, [LAYER_VIEW]: 0 })),
     ],
+    view: [
+      () => disposedBackend().view(disposedBackend().tensor('f32', [1]), [1]),
+      (b) => b.view({} as never, [1]),
+      (b, other) => b.view(other.tensor('f32', [2]), [1]),
+      (b) => {
+        const t = b.tensor('f32', [2]);
+        t.dispose();
+        return b.view(t, [1]);
+      },
+      (b) => b.view(Object.assign(b.tensor('f32', [1], [1]), { disposed: true, [LAYER_VIEW]: 0 }), [1]),
+      (b) => b.view(b.tensor('f32', [2]), [0.5]),
+      (b) => b.view(b.tensor('f32', [2]), [65536, 65536], { strides: [0, 0] }),
+      (b) => b.view(b.tensor('f32', [2]), [1], { stride: [1] } as never),
+      (b) => b.view(b.tensor('f32', [2]), [1], 4 as never),
+      (b) => b.view(b.tensor('f32', [2]), [2], { strides: [1, 1] }),
+      (b) => b.view(b.tensor('f32', [2]), [2], { offset: 1 }),
+    ],
+    splitQkv: [
+      () => disposedBackend().splitQkv(disposedBackend().tensor('f32', [1, 4]), { numQoHeads: 1, numKvHeads: 1, headDim: 1 }),
+      (b) => b.splitQkv({} as never, { numQoHeads: 1, numKvHeads: 1, headDim: 1 }),
+      (b, other) => b.splitQkv(other.tensor('f32', [1, 3]), { numQoHeads: 1, numKvHeads: 1, headDim: 1 }),
+      (b) => {
+        const t = b.tensor('f32', [1, 3]);
+        t.dispose();
+        return b.splitQkv(t, { numQoHeads: 1, numKvHeads: 1, headDim: 1 });
+      },
+      (b) => b.splitQkv(Object.assign(b.tensor('f32', [1, 3]), { disposed: true, [LAYER_VIEW]: 0 }), { numQoHeads: 1, numKvHeads: 1, headDim: 1 }),
+      (b) => b.splitQkv(b.tensor('i32', [1, 3]), { numQoHeads: 1, numKvHeads: 1, headDim: 1 }),
+      (b) => b.splitQkv(b.tensor('f32', [1, 3]), { numQoHeads: 1, numKvHeads: 1, headDim: 1, heads: 3 } as never),
+      (b) => b.splitQkv(b.tensor('f32', [1, 3]), 3 as never),
+      (b) => b.splitQkv(b.tensor('f32', [1, 3]), { numQoHeads: 0, numKvHeads: 1, headDim: 1 }),
+      (b) => b.splitQkv(b.tensor('f32', [1, 4]), { numQoHeads: 1, numKvHeads: 1, headDim: 1 }),
+    ],
     sync: [() => disposedBackend().sync()],
     flush: [() => disposedBackend().flush()],
   };
@@ -312,5 +349,59 @@ describe('declared calls', () => {
       }
     }
     expect([...seen].sort()).toEqual([...call.raises].sort());
+  });
+});
+
+describe('views', () => {
+  it('compose: offsets add up in the base storage, strides are the storage\'s', () => {
+    const { backend } = recordingBackend();
+    const base = backend.tensor('f32', [4, 6]);
+    const row = backend.view(base, [6], { offset: 6 });
+    const cols = backend.view(row, [3], { strides: [2], offset: 1 });
+    expect(layoutOf(cols as unknown as OwnedTensor)).toMatchObject({ offset: 7, strides: [2], capacity: 24 });
+    expect(cols.strides).toEqual([2]);
+  });
+
+  it('refuse bad strides, rank mismatches and spans past the storage before anything is made', () => {
+    const { backend } = recordingBackend();
+    const base = backend.tensor('f32', [4, 6]);
+    expect(thrown(() => backend.view(base, [2, 3], { strides: [3] })).code).toBe('KV046');
+    expect(thrown(() => backend.view(base, [2, 3], { strides: [3, -1] })).code).toBe('KV046');
+    expect(thrown(() => backend.view(base, [2, 3], { strides: [3, 1.5] })).code).toBe('KV046');
+    expect(thrown(() => backend.view(base, [2], { offset: -2 })).code).toBe('KV046');
+    expect(thrown(() => backend.view(base, [4, 6], { offset: 1 })).code).toBe('KV047');
+    expect(thrown(() => backend.view(base, [2, 6], { strides: [19, 1] })).code).toBe('KV047');
+    expect(backend.view(base, [2, 6], { strides: [12, 1] }).shape).toEqual([2, 6]);
+  });
+
+  it('splitQkv gives q, k and v at their head offsets, flat or with a head axis', () => {
+    const { backend } = recordingBackend();
+    for (const shape of [[5, 96], [5, 8, 12]] as const) {
+      const qkv = backend.tensor('bf16', shape);
+      const { q, k, v } = backend.splitQkv(qkv, { numQoHeads: 4, numKvHeads: 2, headDim: 12 });
+      expect([q.shape, k.shape, v.shape]).toEqual([[5, 4, 12], [5, 2, 12], [5, 2, 12]]);
+      expect([layoutOf(q as unknown as OwnedTensor).offset, layoutOf(k as unknown as OwnedTensor).offset, layoutOf(v as unknown as OwnedTensor).offset]).toEqual([0, 48, 72]);
+      expect(q.strides).toEqual([96, 12, 1]);
+    }
+    expect(thrown(() => backend.splitQkv(backend.tensor('f32', [5, 95]), { numQoHeads: 4, numKvHeads: 2, headDim: 12 })).code).toBe('KV029');
+  });
+
+  it('a view that overlaps a pool is refused as the pool itself is, and strided pools with KV048', () => {
+    const { backend, calls } = recordingBackend();
+    const store = backend.tensor('f32', [16, 2, 8]);
+    const kPool = backend.view(store, [8, 2, 8]);
+    const vPool = backend.view(store, [8, 2, 8], { offset: 128 });
+    const q = backend.tensor('f32', [3, 4, 8]);
+    const k = backend.view(store, [3, 2, 8], { offset: 120 });
+    const v = backend.tensor('f32', [3, 2, 8]);
+    const positions = backend.tensor('i32', [3], [0, 1, 2]);
+    const slots = backend.tensor('i32', [3], [0, 1, 2]);
+    const call = { q, k, v, positions, slots, headDim: 8, numQoHeads: 4, numKvHeads: 2, ropeBase: 10000 };
+    expect(thrown(() => backend.ropePoolFused({ ...call, kPool, vPool })).code).toBe('KV039');
+    const strided = backend.view(store, [8, 2, 8], { strides: [32, 8, 1] });
+    expect(thrown(() => backend.ropePoolFused({ ...call, k: backend.tensor('f32', [3, 2, 8]), kPool: strided, vPool: backend.tensor('f32', [8, 2, 8]) })).code).toBe('KV048');
+    expect(calls).toEqual([]);
+    backend.ropePoolFused({ ...call, k: backend.tensor('f32', [3, 2, 8]), kPool, vPool });
+    expect(calls.length).toBe(1);
   });
 });

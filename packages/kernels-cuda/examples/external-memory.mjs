@@ -1,10 +1,14 @@
 #!/usr/bin/env node
 // kvkit inside an engine: the engine allocates device memory and a stream
-// itself (its own koffi bindings of libcuda), fills q, k, v, positions, slots
-// and its KV pools with its own copies, and kvkit's ropePoolFused rotates and
-// scatters straight into those pools on the engine's stream. The engine copies
-// the pools out with its own cuMemcpyDtoH after a stream sync, and the example
-// compares them with the CPU reference. Prints PASS or FAIL (exit code 1).
+// itself (its own koffi bindings of libcuda), holds its fused qkv projection
+// [N, (Hq + 2H)·D] in one allocation, positions, slots and its KV pools in
+// others, and kvkit's ropePoolFused reads q, k and v as strided views of that
+// projection (no copy) and scatters straight into the pools on the engine's
+// stream. The engine copies the pools out with its own cuMemcpyDtoH after a
+// stream sync. The results must be bit for bit those of the same call on
+// contiguous kvkit tensors holding the same bits, and match the CPU reference
+// (vPool bit for bit, the rotated values within one bf16 step). Prints PASS
+// or FAIL (exit code 1).
 //   node packages/kernels-cuda/examples/external-memory.mjs
 import { createCpuBackend } from '@kvkit/kernels-cpu';
 import { createCudaBackend, LIBCUDA, probeCuda, streamOf, wrapDeviceMemory } from '@kvkit/kernels-cuda';
@@ -74,10 +78,10 @@ const fromBf16 = (b) => {
 const bf16Values = (n) => Uint16Array.from({ length: n }, () => toBf16(random()));
 const floats = (halves) => Float32Array.from(halves, fromBf16);
 
+// One token's row of the projection: its Hq query heads, then H key heads, then H value heads.
+const width = (Hq + 2 * H) * D;
 const host = {
-  q: bf16Values(N * Hq * D),
-  k: bf16Values(N * H * D),
-  v: bf16Values(N * H * D),
+  qkv: bf16Values(N * width),
   kPool: bf16Values(S * H * D),
   vPool: bf16Values(S * H * D),
   positions: Int32Array.from({ length: N }, (_, n) => 100 + 3 * n),
@@ -92,10 +96,14 @@ for (const [name, data] of Object.entries(host)) {
 
 // ---- kvkit on the engine's stream and memory ----
 const gpu = await createCudaBackend({ stream });
+// q, k and v as the engine describes slices of its projection (pointer and strides in elements, as PyTorch's
+// tensor.stride() gives them); backend.splitQkv(wrapDeviceMemory(gpu, device.qkv, 'bf16', [N, width]), heads) is the same.
+const headBytes = BigInt(D * 2);
+const sliceOf = (firstHead, heads) => wrapDeviceMemory(gpu, device.qkv + BigInt(firstHead) * headBytes, 'bf16', [N, heads, D], { strides: [width, D, 1] });
 const wrapped = {
-  q: wrapDeviceMemory(gpu, device.q, 'bf16', [N, Hq, D]),
-  k: wrapDeviceMemory(gpu, device.k, 'bf16', [N, H, D]),
-  v: wrapDeviceMemory(gpu, device.v, 'bf16', [N, H, D]),
+  q: sliceOf(0, Hq),
+  k: sliceOf(Hq, H),
+  v: sliceOf(Hq + H, H),
   kPool: wrapDeviceMemory(gpu, device.kPool, 'bf16', [S, H, D]),
   vPool: wrapDeviceMemory(gpu, device.vPool, 'bf16', [S, H, D]),
   positions: wrapDeviceMemory(gpu, device.positions, 'i32', [N]),
@@ -115,13 +123,39 @@ await gpu.sync(); // reports a bad position or slot, had there been one
 const gpuQRot = await gpu.read(qRot);
 const gpuKRot = await gpu.read(kRot);
 
+// ---- the same call on contiguous kvkit tensors holding the same bits ----
+/** Heads [first, first + heads) of every token of the projection, as a contiguous [N, heads, D] array of bf16 bits. */
+const headsOf = (first, heads) => {
+  const out = new Uint16Array(N * heads * D);
+  for (let n = 0; n < N; n++) out.set(host.qkv.subarray(n * width + first * D, n * width + (first + heads) * D), n * heads * D);
+  return out;
+};
+const bitsTensor = (shape, bits) => gpu.tensorFromBits('bf16', shape, bits);
+const contiguous = {
+  q: bitsTensor([N, Hq, D], headsOf(0, Hq)),
+  k: bitsTensor([N, H, D], headsOf(Hq, H)),
+  v: bitsTensor([N, H, D], headsOf(Hq + H, H)),
+  kPool: bitsTensor([S, H, D], host.kPool),
+  vPool: bitsTensor([S, H, D], host.vPool),
+  positions: gpu.tensor('i32', [N], host.positions),
+  slots: gpu.tensor('i32', [N], host.slots),
+};
+const owned = gpu.ropePoolFused({ ...contiguous, ...params });
+const ownedBits = {
+  qRot: await gpu.readBits(owned.qRot),
+  kRot: await gpu.readBits(owned.kRot),
+  kPool: await gpu.readBits(contiguous.kPool),
+  vPool: await gpu.readBits(contiguous.vPool),
+};
+const viewBits = { qRot: await gpu.readBits(qRot), kRot: await gpu.readBits(kRot), kPool: kPoolBits, vPool: vPoolBits };
+
 // ---- the same call on the CPU reference ----
 const cpu = createCpuBackend();
 const t = (dtype, shape, data) => cpu.tensor(dtype, shape, data);
 const ref = {
-  q: t('bf16', [N, Hq, D], floats(host.q)),
-  k: t('bf16', [N, H, D], floats(host.k)),
-  v: t('bf16', [N, H, D], floats(host.v)),
+  q: t('bf16', [N, Hq, D], floats(headsOf(0, Hq))),
+  k: t('bf16', [N, H, D], floats(headsOf(Hq, H))),
+  v: t('bf16', [N, H, D], floats(headsOf(Hq + H, H))),
   kPool: t('bf16', [S, H, D], floats(host.kPool)),
   vPool: t('bf16', [S, H, D], floats(host.vPool)),
   positions: t('i32', [N], host.positions),
@@ -149,7 +183,14 @@ const compare = (name, got, want, exact) => {
   report.push(`${name}: ${want.length} values, ${bad} outside tolerance, max |diff| ${worst.toExponential(2)}${exact ? ' (bit-exact required)' : ''}`);
   return bad === 0;
 };
+const sameBits = (name, got, want) => {
+  let bad = 0;
+  for (let i = 0; i < want.length; i++) if (got[i] !== want[i]) bad += 1;
+  report.push(`${name}: views of the engine's projection vs contiguous kvkit tensors, ${want.length} values, ${bad} bit patterns differ`);
+  return bad === 0 && got.length === want.length;
+};
 const results = [
+  ...Object.keys(ownedBits).map((name) => sameBits(name, viewBits[name], ownedBits[name])),
   compare('qRot', gpuQRot, expected.qRot, false),
   compare('kRot', gpuKRot, expected.kRot, false),
   compare('kPool (engine memory)', floats(kPoolBits), expected.kPool, false),
@@ -158,7 +199,7 @@ const results = [
 ];
 
 // kvkit frees what it allocated (qRot, kRot); the engine's memory and stream stay the engine's.
-for (const x of [qRot, kRot, ...Object.values(wrapped)]) x.dispose();
+for (const x of [qRot, kRot, owned.qRot, owned.kRot, ...Object.values(wrapped), ...Object.values(contiguous)]) x.dispose();
 gpu.dispose();
 cpu.dispose();
 for (const p of allocations) cuMemFree(p);
@@ -167,5 +208,5 @@ cuDevicePrimaryCtxRelease(0);
 
 for (const line of report) console.log(line);
 const pass = results.every(Boolean);
-console.log(pass ? 'PASS external-memory: ropePoolFused on engine-owned memory and stream matches the CPU reference' : 'FAIL external-memory');
+console.log(pass ? "PASS external-memory: ropePoolFused on views of the engine's fused qkv, on its memory and stream, matches contiguous tensors bit for bit and the CPU reference" : 'FAIL external-memory');
 process.exit(pass ? 0 : 1);

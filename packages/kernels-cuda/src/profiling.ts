@@ -74,37 +74,59 @@ function fillRandom(k: CudaKernels, ptr: number, count: number, dtype: FloatDTyp
   k.cx.launch(`fill_random_${dtype}`, k.params.fill, Math.min(Math.ceil(count / threads), k.cx.multiprocessors * 16), 1, threads, 0, op);
 }
 
-/** The bandwidth ceiling in the same run: a grid-stride 16-byte copy of `bytes` (GB/s counts bytes read + written). */
-export async function measureCopyCeiling(backend: Backend, bytes: number): Promise<{ gbs: number; timing: DeviceTiming }> {
-  const k = cudaKernelsOf(backend, 'measureCopyCeiling');
-  const op = 'measureCopyCeiling';
+/** One way of copying device memory, timed: GB/s counts bytes read + written. */
+export interface CopyCeiling {
+  /** `cuda-copy-grid-stride`, `cuda-copy-unrolled` or `cuMemcpyDtoDAsync`. */
+  readonly name: string;
+  readonly gbs: number;
+  readonly timing: DeviceTiming;
+}
+
+/**
+ * The bandwidth ceilings of the same run: `bytes` of random data copied by
+ * the package's grid-stride kernel, by its unrolled one-pass kernel, and by
+ * the driver's `cuMemcpyDtoDAsync`. Memory-bound figures are read against the
+ * best of them, so no ratio is flattered by a weak copy.
+ */
+export async function measureCopyCeilings(backend: Backend, bytes: number): Promise<CopyCeiling[]> {
+  const k = cudaKernelsOf(backend, 'measureCopyCeilings');
+  const op = 'measureCopyCeilings';
   const vectors = Math.max(1, Math.floor(bytes / 16));
   k.cx.makeCurrent();
   const src = k.cx.alloc(vectors * 16, op);
   const dst = k.cx.alloc(vectors * 16, op);
+  const launchCopy = (entry: 'copy_vectors' | 'copy_vectors_unrolled', grid: number, threads: number) => () => {
+    k.params.copy.write({ src: src.ptr, dst: dst.ptr, vectors });
+    k.cx.launch(entry, k.params.copy, grid, 1, threads, 0, op);
+  };
+  const { default: gridStride, unrolled } = LAUNCHES.copy;
+  const copies: [string, () => void][] = [
+    ['cuda-copy-grid-stride', launchCopy('copy_vectors', Math.min(Math.ceil(vectors / gridStride.threads), k.cx.multiprocessors * 8), gridStride.threads)],
+    ['cuda-copy-unrolled', launchCopy('copy_vectors_unrolled', Math.ceil(vectors / (unrolled.threads * unrolled.vectorsPerThread)), unrolled.threads)],
+    ['cuMemcpyDtoDAsync', () => k.cx.copy(dst.ptr, src.ptr, vectors * 16, op)],
+  ];
   try {
     fillRandom(k, src.ptr, vectors * 4, 'f32', 1, 1, op);
-    const { threads } = LAUNCHES.copy.default;
-    const grid = Math.min(Math.ceil(vectors / threads), k.cx.multiprocessors * 8);
-    const timing = await timeOnDevice(
-      backend,
-      () => {
-        k.params.copy.write({ src: src.ptr, dst: dst.ptr, vectors });
-        k.cx.launch('copy_vectors', k.params.copy, grid, 1, threads, 0, op);
-      },
-      { batch: 5 },
-    );
-    return { gbs: (2 * vectors * 16) / (timing.medianUs * 1e3), timing };
+    const out: CopyCeiling[] = [];
+    for (const [name, enqueue] of copies) {
+      const timing = await timeOnDevice(backend, enqueue, { batch: 5 });
+      out.push({ name, gbs: (2 * vectors * 16) / (timing.medianUs * 1e3), timing });
+    }
+    return out;
   } finally {
     src.release();
     dst.release();
   }
 }
 
-/** The projection GEMM alone (cuBLASLt if loaded, else the package's), C[T, N] = A[T, K] · W[N, K]^T on random data. */
+/**
+ * The projection GEMM alone, C[T, N] = A[T, K] · W[N, K]^T on random data: cuBLASLt if loaded, else (or with
+ * `engine: 'kvkit'`) the package's own kernels.
+ */
 export async function timeProjectionGemm(
   backend: Backend,
   shape: { T: number; K: number; N: number; dtype: FloatDType },
+  opts: { engine?: GemmEngine } = {},
 ): Promise<DeviceTiming & { tflops: number; engine: GemmEngine }> {
   const k = cudaKernelsOf(backend, 'timeProjectionGemm');
   const op = 'timeProjectionGemm';
@@ -114,7 +136,7 @@ export async function timeProjectionGemm(
   const a = k.cx.alloc(T * K * es, op);
   const w = k.cx.alloc(N * K * es, op);
   const c = k.cx.alloc(T * N * es, op);
-  const projection = new Projection(k, dtype, N, K);
+  const projection = new Projection(k, dtype, N, K, 1, opts.engine);
   try {
     fillRandom(k, a.ptr, T * K, dtype, 2, 1, op);
     fillRandom(k, w.ptr, N * K, dtype, 3, 1 / Math.sqrt(K), op);

@@ -2,6 +2,7 @@ import { defineConformanceSuite, definePropertySuite, defineResourceSuite, defin
 import { describe } from 'vitest';
 import { createCudaBackend, cudaBackendInfo } from '../src/index.js';
 import { defineCudaChecks } from './cudaChecks.js';
+import { defineCudaViewChecks } from './cudaViews.js';
 import { defineExternalMemoryChecks } from './externalMemory.js';
 import { gpu } from './helpers.js';
 import { defineLargePoolChecks } from './largePools.js';
@@ -18,4 +19,5 @@ describe.skipIf(!gpu.ok)(`cuda on a GPU${why}`, () => {
   defineCudaChecks(() => createCudaBackend());
   defineLargePoolChecks(() => createCudaBackend());
   defineExternalMemoryChecks();
+  defineCudaViewChecks();
 });

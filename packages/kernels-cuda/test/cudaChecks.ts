@@ -5,8 +5,9 @@
  */
 import type { Backend, FloatDType, Tensor } from '@kvkit/contracts';
 import { afterAll, beforeAll, describe, it } from 'vitest';
+import { decodeHalves, encodeHalves } from '@kvkit/contracts/backend';
 import { cudaBackendInfo } from '../src/index.js';
-import { measureCopyCeiling, timeOnDevice, timeProjectionGemm } from '../src/profiling.js';
+import { measureCopyCeilings, timeOnDevice, timeProjectionGemm } from '../src/profiling.js';
 import { untyped, values } from './checkSupport.js';
 
 function check(ok: boolean, message: string): void {
@@ -90,6 +91,39 @@ export function defineCudaChecks(create: () => Promise<Backend>): void {
       }, 60_000);
     }
 
+    for (const dtype of ['f16', 'bf16'] as const) {
+      it(`host transfers through the device conversion round and widen exactly as the host codec does [${dtype}]`, async () => {
+        const b = backend();
+        // Every f32 class the codec tells apart: ties at each rounding bit, subnormals of both formats, overflow, NaN payloads, signed zeros.
+        const n = 1 << 17;
+        const words = new Uint32Array(n);
+        let x = 0x12345678;
+        for (let i = 0; i < n; i++) {
+          x ^= x << 13;
+          x ^= x >>> 17;
+          x ^= x << 5;
+          const pick = i % 8;
+          words[i] = pick === 0 ? x : pick === 1 ? (x & 0x807fffff) | ((100 + (i % 60)) << 23) : pick === 2 ? (x & 0xffff0000) | 0x8000 : pick === 3 ? (x & 0xffffe000) | 0x1000 : pick === 4 ? 0x7f800000 | (x & 0x807fffff) : pick === 5 ? (x & 0x80000000) | (x & 0x7fffff) : pick === 6 ? (x & 0x8fffffff) | 0x47000000 : x & 0x80000000;
+        }
+        const values = new Float32Array(words.buffer);
+        const t = b.tensor(dtype, [n], values);
+        const want = new Uint16Array(n);
+        encodeHalves(dtype, values, want);
+        const got = await b.readBits(t);
+        const firstBad = (got as Uint16Array).findIndex((h, i) => h !== want[i]);
+        check(firstBad < 0, `element ${firstBad}: f32 bits 0x${words[firstBad]?.toString(16)} stored as 0x${(got as Uint16Array)[firstBad]?.toString(16)}, the codec gives 0x${want[firstBad]?.toString(16)}`);
+        t.dispose();
+        // Every half pattern, twice over (past the conversion threshold), widened on the device.
+        const bits = Uint16Array.from({ length: 1 << 17 }, (_, i) => i & 0xffff);
+        const h = b.tensorFromBits(dtype, [bits.length], bits);
+        const wide = new Uint32Array((await b.read(h)).buffer);
+        const wantWide = new Uint32Array(decodeHalves(dtype, bits).buffer);
+        const badWide = wide.findIndex((w, i) => w !== wantWide[i]);
+        check(badWide < 0, `half 0x${bits[badWide]?.toString(16)} read as f32 bits 0x${wide[badWide]?.toString(16)}, the codec gives 0x${wantWide[badWide]?.toString(16)}`);
+        h.dispose();
+      });
+    }
+
     it('a materializer in steady state allocates nothing; a larger T grows its workspaces once', async () => {
       const b = backend();
       const [L, H, D, hidden] = [3, 2, 64, 64];
@@ -124,11 +158,12 @@ export function defineCudaChecks(create: () => Promise<Backend>): void {
 
     it('profiling: copy ceiling, device time of an op, and the projection GEMM report sane figures', async () => {
       const b = backend();
-      const copy = await measureCopyCeiling(b, 64 << 20);
+      const copies = await measureCopyCeilings(b, 64 << 20);
       // Under compute-sanitizer (run.sh sets KVKIT_SANITIZER) every kernel runs instrumented, far below any real speed.
       const instrumented = Boolean(process.env.KVKIT_SANITIZER);
       const floorGbs = instrumented ? 1 : 100;
-      check(copy.gbs > floorGbs && copy.timing.samplesUs.length > 0 && copy.timing.method === 'cuda-events', `copy ceiling ${copy.gbs} GB/s`);
+      check(copies.map((c) => c.name).join() === 'cuda-copy-grid-stride,cuda-copy-unrolled,cuMemcpyDtoDAsync', `copy ceilings ${copies.map((c) => c.name)}`);
+      for (const copy of copies) check(copy.gbs > floorGbs && copy.timing.samplesUs.length > 0 && copy.timing.method === 'cuda-events', `${copy.name} ${copy.gbs} GB/s`);
       const gemm = await timeProjectionGemm(b, { T: 256, K: 512, N: 1024, dtype: 'bf16' });
       check(gemm.tflops > (instrumented ? 1e-5 : 0.1) && gemm.engine === cudaBackendInfo(b).gemm.engine, `GEMM ${gemm.tflops} TFLOP/s on ${gemm.engine}`);
       const x = b.tensor('f32', [64, 4, 64], values(64 * 4 * 64, 3));

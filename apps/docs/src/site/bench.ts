@@ -11,6 +11,17 @@ export interface BenchRun {
   notes: string[];
   ceilings: BenchCeiling[];
   rows: BenchRow[];
+  /** tensor() / read() throughput per backend and dtype, where the run measured it. */
+  hostIo: BenchHostIo[];
+}
+
+export interface BenchHostIo {
+  backend: string;
+  what: string;
+  dtype: string;
+  host: string;
+  /** GB/s of host data: median, fastest and slowest of the repeats. */
+  gbs: { median: number; min: number; max: number };
 }
 
 export interface BenchCeiling {
@@ -19,6 +30,8 @@ export interface BenchCeiling {
   unit: string;
   value: number;
   shape?: Record<string, number>;
+  /** The copy this backend's memory-bound rows are read against: the best of its copies in the run. */
+  best?: boolean;
 }
 
 export interface BenchRow {
@@ -36,6 +49,12 @@ export interface BenchRow {
   fraction: number;
   /** The row of the same run, shape and dtype this one is a fraction of (its `us` over this row's). */
   reference?: { op: string; impl: string };
+  /** Each repeat's median time, and the largest relative distance of one from their median. */
+  repeatsUs?: number[];
+  spread?: number;
+  /** The plan's targets where it sets them: a fraction, and a most device time. */
+  target?: number;
+  targetUs?: number;
 }
 
 export interface BenchResults {
@@ -87,6 +106,7 @@ function parseRun(file: string, raw: Record<string, unknown>): BenchRun {
       unit: str(o.unit, `ceilings[${i}].unit`),
       value: num(o.value, `ceilings[${i}].value`),
       ...(o.shape === undefined ? {} : { shape: shape(o.shape, `ceilings[${i}].shape`) }),
+      ...(o.best === true ? { best: true } : {}),
     };
   });
   const rows = list(raw.rows, 'rows').map((r, i) => {
@@ -104,6 +124,10 @@ function parseRun(file: string, raw: Record<string, unknown>): BenchRun {
       ceiling: str(o.ceiling, `rows[${i}].ceiling`),
       fraction: num(o.fraction, `rows[${i}].fraction`),
     };
+    if (o.repeatsUs !== undefined) row.repeatsUs = list(o.repeatsUs, `rows[${i}].repeatsUs`).map((x, j) => num(x, `rows[${i}].repeatsUs[${j}]`));
+    if (o.spread !== undefined) row.spread = num(o.spread, `rows[${i}].spread`);
+    if (o.target !== undefined) row.target = num(o.target, `rows[${i}].target`);
+    if (o.targetUs !== undefined) row.targetUs = num(o.targetUs, `rows[${i}].targetUs`);
     if (o.reference !== undefined) {
       const ref = obj(o.reference, `rows[${i}].reference`);
       row.reference = { op: str(ref.op, `rows[${i}].reference.op`), impl: str(ref.impl, `rows[${i}].reference.impl`) };
@@ -122,7 +146,24 @@ function parseRun(file: string, raw: Record<string, unknown>): BenchRun {
     notes: list(raw.notes ?? [], 'notes').map((n, i) => str(n, `notes[${i}]`)),
     ceilings,
     rows,
+    hostIo: list(raw.hostIo ?? [], 'hostIo').map((h, i) => {
+      const o = obj(h, `hostIo[${i}]`);
+      const g = obj(o.gbs, `hostIo[${i}].gbs`);
+      return {
+        backend: str(o.backend, `hostIo[${i}].backend`),
+        what: str(o.what, `hostIo[${i}].what`),
+        dtype: str(o.dtype, `hostIo[${i}].dtype`),
+        host: str(o.host, `hostIo[${i}].host`),
+        gbs: { median: num(g.median, `hostIo[${i}].gbs.median`), min: num(g.min, `hostIo[${i}].gbs.min`), max: num(g.max, `hostIo[${i}].gbs.max`) },
+      };
+    }),
   };
+}
+
+/** Whether a row meets the targets it carries (undefined where it carries none). */
+export function meetsTargets(row: BenchRow): boolean | undefined {
+  if (row.target === undefined && row.targetUs === undefined) return undefined;
+  return (row.target === undefined || row.fraction >= row.target) && (row.targetUs === undefined || row.us <= row.targetUs);
 }
 
 const sameShape = (a: Record<string, number>, b: Record<string, number>) =>

@@ -11,6 +11,7 @@ export type {
   KvMaterializerMaterializeIntoChecked,
   RopePoolFusedChecked,
 } from '../generated/validators.js';
+export { writtenInPlace } from '../generated/validators.js';
 export { defineBackend } from '../runtime/backend.js';
 export type { KvMaterializerKernels, OpKernels } from '../generated/backend.js';
 export type { BackendKernels, MaterializerKernels } from '../runtime/backend.js';
@@ -19,9 +20,12 @@ export { describeValue } from '../runtime/call.js';
 export type { DeviceCheck, Inherited, ValidationContext } from '../runtime/call.js';
 export { deliverLayerViews } from '../runtime/layerViews.js';
 export { validateTensorCreation, validateTensorUse } from '../runtime/tensors.js';
+export { validateWrapLayout } from '../runtime/views.js';
+export { contiguousStrides, isContiguous, layoutOf, mergedDims, storageBytes, storageOffsets, storageOverlaps, viewExtent } from './viewLayout.js';
+export type { ViewLayout, WalkDims } from './viewLayout.js';
 export type { TensorLimit } from '../runtime/tensors.js';
-export { isTensor, LAYER_VIEW, numel, TENSOR_OWNER } from '../tensor.js';
-export type { OwnedTensor } from '../tensor.js';
+export { isTensor, LAYER_VIEW, numel, TENSOR_LAYOUT, TENSOR_OWNER } from '../tensor.js';
+export type { OwnedTensor, StorageLayout } from '../tensor.js';
 export { MAX_POSITION_BELOW } from '../ops/kvMaterializer.js';
 export { OpCall, OpLifecycle } from './opLifecycle.js';
 export { ropeAngles, ropeFrequencies, writeCosSinRow, writeCosSinRows } from './rope.js';

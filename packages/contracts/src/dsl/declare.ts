@@ -126,6 +126,13 @@ export interface DistinctRule {
   readonly code: string;
 }
 
+/** The named tensors, when given, are contiguous: they are written in place, where a gap could not be skipped. */
+export interface ContiguousRule {
+  readonly kind: 'contiguous';
+  readonly names: readonly string[];
+  readonly code: string;
+}
+
 /**
  * Which of the tokens naming one slot in a call writes it: 'last' is the
  * highest token index, as a loop over the tokens in order leaves it. That
@@ -168,7 +175,7 @@ export interface GivenForDtypeRule {
 }
 
 export type Arg = TensorArg | IntArg | NumberArg | ChoiceArg | CallbackArg;
-export type Rule = ExactlyOneRule | DistinctRule | ValueRule | GivenForDtypeRule;
+export type Rule = ExactlyOneRule | DistinctRule | ContiguousRule | ValueRule | GivenForDtypeRule;
 export type Step = Arg | Rule;
 
 export interface OutputDecl {
@@ -244,6 +251,7 @@ export const choice = (name: string, spec: Omit<ChoiceArg, 'kind' | 'name'>): Ch
 export const callback = (name: string, spec: Omit<CallbackArg, 'kind' | 'name'>): CallbackArg => ({ kind: 'callback', name, ...spec });
 export const exactlyOne = (names: readonly string[], code: string): ExactlyOneRule => ({ kind: 'exactlyOne', names, code });
 export const distinct = (names: readonly [string, string], code: string): DistinctRule => ({ kind: 'distinct', names, code });
+export const contiguous = (names: readonly string[], code: string): ContiguousRule => ({ kind: 'contiguous', names, code });
 export const values = (name: string, spec: Omit<ValueRule, 'kind' | 'name'>): ValueRule => ({ kind: 'values', name, ...spec });
 export const givenForDtype = (names: readonly string[], spec: Omit<GivenForDtypeRule, 'kind' | 'names'>): GivenForDtypeRule => ({ kind: 'givenForDtype', names, ...spec });
 

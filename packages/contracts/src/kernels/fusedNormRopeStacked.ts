@@ -7,7 +7,7 @@ export const fusedNormRopeCuda = cudaKernel({
   struct: 'FusedNormRopeParams',
   doc: 'RMSNorm + RoPE of every K head and a copy of every V head, for all tokens and layers (fused_norm_rope.cu).',
   params: {
-    kv: input('void', "K row (t, l, h) at t*kvTokenStride + l*kvLayerStride + h*D; its V row vOffset later"),
+    kv: input('void', "K row (t, l, h) at t*kvTokenStride + l*kvLayerStride + h*kvHeadStride; its V row vOffset later"),
     kNormWeight: input('void', "[L, D], kv's dtype or f32"),
     eps: input('float', '[L]'),
     cosSinCache: input('void', '[P, R]; null: angles from ropeFrequencies'),
@@ -24,6 +24,8 @@ export const fusedNormRopeCuda = cudaKernel({
     rotaryDim: i64('R'),
     kvTokenStride: i64('elements between tokens of kv'),
     kvLayerStride: i64('elements between layers of kv'),
+    kvHeadStride: i64('elements between heads of a kv row (D for a contiguous one)'),
+    kvElementStride: i64('elements between the elements of a head row of kv (1 on the vector paths)'),
     vOffset: i64('elements from a K row to its V row'),
     outLayerStride: i64('elements between layers of kOut and vOut'),
     gptj: i64('0: neox pairs (j, j + R/2); 1: gptj pairs (2j, 2j + 1)'),

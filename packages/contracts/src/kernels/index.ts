@@ -5,15 +5,19 @@
  */
 import { deviceRecords } from './deviceRecords.js';
 import { fusedNormRopeCuda, normRopeWgsl } from './fusedNormRopeStacked.js';
+import { gatherStridedCuda } from './gatherStrided.js';
+import { halvesCuda } from './hostTransfer.js';
 import { copyCuda, copyWgsl, fillCuda, fmaWgsl, spinCuda } from './measurement.js';
 import { gemmCuda, gemmReduceWgsl, gemmWgsl } from './projection.js';
 import { poolReadCuda, poolReadWgsl, poolStoreCuda, poolStoreWgsl } from './kvPools.js';
 import { claimSlotsCuda, ropePoolCuda, ropeRowsWgsl, ropeTableWgsl, slotOwnersWgsl } from './ropePoolFused.js';
+import { STRIDED_COPY_DIMS, stridedCopyWgsl } from './views.js';
 
 export type { CudaElement, CudaEntry, CudaKernelDecl, CudaLaunch, CudaParam, CudaRecordDecl, RecordField, StorageBindingDecl, UniformField, WgslKernelDecl } from './declare.js';
 export { MAX_UNIFORM_WORDS } from './declare.js';
+export { GATHER_MAX_RANK } from './gatherStrided.js';
 export { FLOAT_CODE } from './floatCode.js';
-export { deviceRecords };
+export { deviceRecords, STRIDED_COPY_DIMS };
 
-export const cudaKernels = [fusedNormRopeCuda, ropePoolCuda, claimSlotsCuda, poolStoreCuda, poolReadCuda, gemmCuda, copyCuda, spinCuda, fillCuda];
-export const wgslKernels = [normRopeWgsl, ropeRowsWgsl, ropeTableWgsl, slotOwnersWgsl, poolStoreWgsl, poolReadWgsl, gemmWgsl, gemmReduceWgsl, copyWgsl, fmaWgsl];
+export const cudaKernels = [fusedNormRopeCuda, ropePoolCuda, claimSlotsCuda, poolStoreCuda, poolReadCuda, gemmCuda, copyCuda, spinCuda, fillCuda, halvesCuda, gatherStridedCuda];
+export const wgslKernels = [normRopeWgsl, ropeRowsWgsl, ropeTableWgsl, slotOwnersWgsl, poolStoreWgsl, poolReadWgsl, gemmWgsl, gemmReduceWgsl, copyWgsl, fmaWgsl, stridedCopyWgsl];

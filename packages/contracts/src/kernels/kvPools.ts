@@ -12,6 +12,10 @@ const poolStoreUniforms = {
   pageSize: u32('rows per page (HND); S for NHD'),
   pages: u32('numPages (HND); 1 for NHD'),
   sourceLayerElements: u32('elements between layers of the source'),
+  // The source may be a view whose rows are contiguous (v of a fused qkv): where it starts and its strides, in elements.
+  sourceOffset: u32('elements of the source binding before element 0'),
+  sourceTokenStride: u32('elements between tokens of the source'),
+  sourceHeadStride: u32('elements between heads of the source'),
   slotFlag: u32('flag word of the slot rule'),
   perHeadScale: u32('1: scale [H], 0: scale [1]'),
 };
@@ -60,7 +64,7 @@ export const poolStoreCuda = cudaKernel({
   struct: 'PoolStoreParams',
   doc: 'Head rows [L, T, H, D] of the model dtype into a pool at the slots, NHD or HND, copied or quantised to fp8 (pool_store.cu).',
   params: {
-    source: input('void', '[L, T, H, D]'),
+    source: input('void', '[L, T, H, D], element 0 of layer 0'),
     slots: input('void', '[T]'),
     scale: input('float', '[1] or [H], or null for a pool of the model dtype'),
     pool: output('void', '[L, S, H, D] or [L, numPages, H, pageSize, D]'),
@@ -74,6 +78,10 @@ export const poolStoreCuda = cudaKernel({
     pageSize: i64('rows per page (HND); S for NHD'),
     headMajor: i64('1: HND, 0: NHD'),
     sourceLayerElements: i64('elements between layers of the source'),
+    // The source may be a view (v of a fused qkv): its offset is in the pointer, its strides here.
+    sourceTokenStride: i64('elements between tokens of the source'),
+    sourceHeadStride: i64('elements between heads of the source'),
+    sourceElementStride: i64('elements between the elements of a source row'),
     sourceDType: i64('FloatCode of the source'),
     poolDType: i64('0: the source dtype (bits copied), 1: fp8e4m3, 2: fp8e5m2'),
     perHeadScale: i64('1: scale [H], 0: scale [1]'),

@@ -5,14 +5,21 @@ import { cudaKernel, entryGrid, f64, i64, input, output, readWrite, read, u32, w
 export const copyCuda = cudaKernel({
   kernel: 'copy',
   struct: 'CopyParams',
-  doc: 'The bandwidth ceiling: a grid-stride copy of 16-byte vectors (profiling.cu).',
+  doc: 'The bandwidth ceilings: copies of 16-byte vectors, a grid-stride loop and an unrolled one-pass form (profiling.cu).',
   params: {
     src: input('void', 'vectors × 16 bytes'),
     dst: output('void', 'vectors × 16 bytes'),
     vectors: i64('16-byte vectors'),
   },
-  launches: { default: { threads: 256 } },
-  entries: [{ name: 'copy_vectors', launch: 'default' }],
+  launches: {
+    default: { threads: 256, doc: 'grid-stride, one vector per step' },
+    // All loads of a thread issued before its stores, with streaming hints: the most bytes in flight per thread.
+    unrolled: { threads: 256, constants: { vectorsPerThread: 4 }, doc: 'one pass, four vectors per thread' },
+  },
+  entries: [
+    { name: 'copy_vectors', launch: 'default' },
+    { name: 'copy_vectors_unrolled', launch: 'unrolled' },
+  ],
 });
 
 export const spinCuda = cudaKernel({

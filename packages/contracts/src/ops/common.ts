@@ -134,7 +134,7 @@ export const tensorErrors = errors({
   KV044: {
     title: 'Argument of the wrong kind',
     message: '{arg} must be {expected}; got {actual}',
-    raisedBy: ['createCudaBackend', 'streamOf', 'wrapDeviceMemory'],
+    raisedBy: ['createCudaBackend', 'streamOf', 'wrapDeviceMemory', 'wrap'],
     fixes: [
       'Pass a function: `m.materialize({ ctxHidden, positions, writeLayerKv: (layer, k, v) => { ... } })`, and do the per-layer work inside it.',
       'To write every layer straight into `[L, S, H, D]` pools, use `m.materializeInto({ ctxHidden, positions, kPool, vPool, slots })`, which needs no callback.',
@@ -151,6 +151,58 @@ export const tensorErrors = errors({
       'Split the pool: one `[S, H, D]` tensor per layer for `ropePoolFused`, or fewer slots per `[L, S, H, D]` pool for `materializeInto`, each within the limit the message names.',
       "On WebGPU, ask for a device with larger limits (`requiredLimits: { maxStorageBufferBindingSize, maxBufferSize }` up to what the adapter offers) and pass it to `createWebGpuBackend`; for pools the size of a serving engine's, use the CUDA backend.",
       'Check how each dim of the shape is computed; print the shape before the call, and size caches from the real maximum (slots in use), not from a sentinel.',
+    ],
+  },
+});
+
+/** Codes of strided views and of tensors over memory the application owns. */
+export const viewErrors = errors({
+  KV029: {
+    title: 'Fused qkv is not [N, (Hq + 2H)·D]',
+    message: '{arg} has shape {actual}; expected {expected}, the query heads then the key heads then the value heads of each token',
+    fixes: [
+      'Pass the head counts and head dim of the projection that produced the tensor: `numQoHeads` query heads, `numKvHeads` key heads (and as many value heads), `headDim` each.',
+      'Under tensor parallelism, pass the per-rank head counts: each rank holds its own slice of the fused projection.',
+      'A projection laid out as `[N, Hq + 2H, D]` is accepted as it is; any other layout (K and V heads interleaved, a batch axis in front) needs `backend.view` with its own strides.',
+    ],
+  },
+  KV046: {
+    title: 'Invalid view layout',
+    message: '{arg} is invalid: {reason}; got {actual}',
+    raisedBy: ['wrap', 'wrapDeviceMemory'],
+    fixes: [
+      'Give one stride per dim of the shape, in elements (not bytes), as PyTorch counts them: `[H * D, D, 1]` for a row-major `[N, H, D]`.',
+      'Give `offset` in elements from element 0 of the tensor viewed, a non-negative integer.',
+      "For `wrap`, give `byteOffset` in bytes, a multiple of the dtype's element size (2 for f16 and bf16, 4 for f32 and i32, 8 for i64).",
+    ],
+  },
+  KV047: {
+    title: 'View runs past its buffer',
+    message: '{arg} reaches element {actual} of its storage, which holds {expected} elements of {dtype}',
+    raisedBy: ['wrap', 'wrapDeviceMemory'],
+    fixes: [
+      'Check the view: its last element is `offset + Σ (shape[i] - 1) * strides[i]`, and it must lie inside the storage of the tensor viewed.',
+      'Offsets and strides of a view are in elements of the storage, from element 0 of the tensor viewed, not from the start of a row.',
+      "For `wrap`, make the buffer large enough for `byteOffset` plus the view, or wrap a smaller shape.",
+    ],
+  },
+  KV048: {
+    title: 'Tensor written in place is not contiguous',
+    message: '{arg} is written in place and must be contiguous (row-major, no gaps); its strides are {actual} for shape {shape}',
+    fixes: [
+      'Pass outputs and KV pools as tensors of their own, or as contiguous views (`backend.view(base, shape, { strides: rowMajor, offset })`); an offset is fine, gaps are not.',
+      'To fill a strided destination, let the op write a contiguous tensor and copy from it with your own kernel.',
+      'Inputs may be any view: only the tensors an op writes must be contiguous.',
+    ],
+  },
+  KV049: {
+    title: 'GPU buffer not usable by this backend',
+    message: '{arg} cannot be used here: {reason}',
+    raisedBy: ['wrap', 'read', 'readBits'],
+    fixes: [
+      'Create the buffer on the device the backend runs on: pass that `GPUDevice` to `createWebGpuBackend({ device })` and allocate from it.',
+      'Give the buffer `GPUBufferUsage.STORAGE` for kvkit to compute on it, and `GPUBufferUsage.COPY_SRC` as well to `read` or `readBits` it.',
+      'Do not destroy a wrapped buffer while kvkit tensors over it are in use.',
     ],
   },
 });
@@ -233,6 +285,8 @@ export const tensorCalls: readonly CallDecl[] = [
   { name: 'tensorFromBits', summary: 'A tensor of the given dtype and shape holding the given bits as stored, unconverted.', raises: ['KV003', 'KV004', 'KV040', 'KV045', 'KV044', 'KV041'] },
   { name: 'read', summary: 'A copy of the data of a live tensor of this backend.', raises: TENSOR_IDENTITY },
   { name: 'readBits', summary: 'A copy of the stored bits of a live tensor of this backend, unconverted.', raises: TENSOR_IDENTITY },
+  { name: 'view', summary: 'A view of a tensor\'s storage with its own shape, strides and offset, sharing the storage (no copy).', raises: [...TENSOR_IDENTITY, 'KV040', 'KV045', 'KV043', 'KV044', 'KV046', 'KV047'] },
+  { name: 'splitQkv', summary: 'q, k and v as views of one fused qkv projection, [N, (Hq + 2H)·D] or [N, Hq + 2H, D].', raises: [...TENSOR_IDENTITY, 'KV004', 'KV043', 'KV044', 'KV006', 'KV029'] },
   { name: 'sync', summary: 'Waits for the work enqueued so far; rejects with the first error a kernel recorded.', raises: ['KV003'] },
   { name: 'flush', summary: 'Submits the work enqueued so far without waiting, so later work of the application runs after it.', raises: ['KV003'] },
 ];

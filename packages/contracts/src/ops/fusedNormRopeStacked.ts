@@ -1,4 +1,4 @@
-import { distinct, errors, F32, FLOAT, INDEX, int, choice, sameAs, tensor, values } from '../dsl/declare.js';
+import { contiguous, distinct, errors, F32, FLOAT, INDEX, int, choice, sameAs, tensor, values } from '../dsl/declare.js';
 import type { ContractFile, Step } from '../dsl/declare.js';
 
 export const fusedNormRopeStackedErrors = errors({
@@ -78,7 +78,7 @@ export const fusedNormRopeStackedErrors = errors({
   },
   KV018: {
     title: 'kOut and vOut are the same tensor',
-    message: '{arg} and {other} are the same tensor; pass two distinct outputs',
+    message: '{arg} and {other} share storage (the same tensor, or views that overlap); pass two distinct outputs',
     fixes: [
       'Allocate two distinct buffers of shape `[L, T, H, D]`, one for K and one for V.',
       'If your buffer cache is keyed by shape, key it by role too (K vs V).',
@@ -136,6 +136,7 @@ export const fusedNormRopeStacked: ContractFile = {
         tensor('kOut', { dtype: sameAs('kv'), shape: ['L', 'T', 'H', 'D'], code: 'KV014', optional: true, doc: 'Where to write K; allocated when omitted.' }),
         tensor('vOut', { dtype: sameAs('kv'), shape: ['L', 'T', 'H', 'D'], code: 'KV014', optional: true, doc: 'Where to write V; allocated when omitted.' }),
         distinct(['kOut', 'vOut'], 'KV018'),
+        contiguous(['kOut', 'vOut'], 'KV048'),
         values('positions', { min: 0, below: 'P', code: 'KV017' }),
         values('eps', epsValues),
       ],

@@ -1,6 +1,6 @@
 import { statefulOps } from '../dsl/declare.js';
 import type { CallDecl, ContractFile, ErrorDecl, OpDecl, StatefulDecl } from '../dsl/declare.js';
-import { commonErrors, deviceErrors, tensorCalls, tensorErrors } from './common.js';
+import { commonErrors, deviceErrors, tensorCalls, tensorErrors, viewErrors } from './common.js';
 import { fusedNormRopeStacked } from './fusedNormRopeStacked.js';
 import { kvMaterializer } from './kvMaterializer.js';
 import { kvPools } from './kvPools.js';
@@ -8,7 +8,7 @@ import { ropePoolFused } from './ropePoolFused.js';
 
 /** Every contract file, in catalog order. Its path is where the generator looks up declaration lines. */
 export const contractFiles: readonly { file: string; contract: ContractFile }[] = [
-  { file: 'src/ops/common.ts', contract: { errors: { ...commonErrors, ...tensorErrors, ...deviceErrors }, ops: [], calls: tensorCalls } },
+  { file: 'src/ops/common.ts', contract: { errors: { ...commonErrors, ...tensorErrors, ...viewErrors, ...deviceErrors }, ops: [], calls: tensorCalls } },
   { file: 'src/ops/fusedNormRopeStacked.ts', contract: fusedNormRopeStacked },
   { file: 'src/ops/kvMaterializer.ts', contract: kvMaterializer },
   { file: 'src/ops/ropePoolFused.ts', contract: ropePoolFused },

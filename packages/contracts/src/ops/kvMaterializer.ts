@@ -1,4 +1,4 @@
-import { callback, distinct, errors, exactlyOne, F32, FLOAT, INDEX, int, number, sameAs, stateful, tensor, values } from '../dsl/declare.js';
+import { callback, contiguous, distinct, errors, exactlyOne, F32, FLOAT, INDEX, int, number, sameAs, stateful, tensor, values } from '../dsl/declare.js';
 import type { ContractFile } from '../dsl/declare.js';
 import { epsValues, ropeParams } from './fusedNormRopeStacked.js';
 import { layoutChoice, poolSteps } from './kvPools.js';
@@ -147,6 +147,7 @@ export const kvMaterializer: ContractFile = {
             layoutChoice,
             ...poolSteps({ modelDtype: 'kvWeight', leading: ['L'], nhd: { code: 'KV024' }, doc: ' of every layer' }),
             distinct(['kPool', 'vPool'], 'KV039'),
+            contiguous(['kPool', 'vPool'], 'KV048'),
             tensor('slots', { dtype: INDEX, shape: ['T'], code: 'KV025', doc: 'Pool slot of each token; negative means skip. Tokens naming one slot: the last of them writes it (its K and V rows, every head), the others nothing.' }),
             positionValues,
             values('slots', { below: 'S', negativeSkips: true, duplicates: 'last', code: 'KV038' }),

@@ -1,4 +1,4 @@
-import { choice, distinct, errors, F32, FLOAT, FP8, givenForDtype, INDEX, sameAs, tensor, values } from '../dsl/declare.js';
+import { choice, contiguous, distinct, errors, F32, FLOAT, FP8, givenForDtype, INDEX, sameAs, tensor, values } from '../dsl/declare.js';
 import type { ContractFile, DimExpr, Step } from '../dsl/declare.js';
 
 /**
@@ -59,8 +59,8 @@ export const kvPoolErrors = errors({
     ],
   },
   KV075: {
-    title: 'rows is the pool it reads',
-    message: '{arg} and {other} are the same tensor; the decoded rows need a tensor of their own',
+    title: 'rows share storage with the pool they read',
+    message: '{arg} and {other} share storage (the same tensor, or views that overlap); the decoded rows need a tensor of their own',
     fixes: [
       'Allocate the rows apart from the pool: `backend.empty(dtype, [N, H, D])`.',
       'To turn a whole pool into the model dtype, read every slot into a new tensor and keep the pool as it is.',
@@ -123,6 +123,7 @@ export const kvPools: ContractFile = {
         tensor('slots', { dtype: INDEX, shape: ['N'], rankCode: 'KV033', code: 'KV034', doc: 'Slot of each row to read; negative: that row is left as it is.' }),
         tensor('rows', { dtype: FLOAT, shape: ['N', 'H', 'D'], code: 'KV074', doc: 'Where the rows go: value = decode(code) * scale in f32, rounded once to its dtype.' }),
         distinct(['rows', 'pool'], 'KV075'),
+        contiguous(['rows'], 'KV048'),
         values('slots', { below: 'S', negativeSkips: true, code: 'KV038' }),
       ],
       outputs: [],

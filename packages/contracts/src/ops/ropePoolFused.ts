@@ -1,4 +1,4 @@
-import { distinct, errors, FLOAT, INDEX, int, number, sameAs, tensor, values } from '../dsl/declare.js';
+import { contiguous, distinct, errors, FLOAT, INDEX, int, number, sameAs, tensor, values } from '../dsl/declare.js';
 import type { ContractFile } from '../dsl/declare.js';
 import { ropeParams } from './fusedNormRopeStacked.js';
 import { layoutChoice, poolSteps } from './kvPools.js';
@@ -87,7 +87,7 @@ export const ropePoolFusedErrors = errors({
   },
   KV039: {
     title: 'A KV pool is the same tensor as another argument',
-    message: '{arg} and {other} are the same tensor; a pool written in place must be a tensor of its own',
+    message: '{arg} and {other} share storage (the same tensor, or views that overlap); a pool written in place must be storage of its own',
     fixes: [
       'Allocate two pools with the same shape, one for K and one for V.',
       'Check your pool registry: key entries by layer and by role (K or V).',
@@ -121,6 +121,7 @@ export const ropePoolFused: ContractFile = {
         layoutChoice,
         ...poolSteps({ modelDtype: 'q', leading: [], nhd: { rankCode: 'KV035', code: 'KV036' }, doc: '' }),
         distinct(['kPool', 'vPool'], 'KV039'),
+        contiguous(['kPool', 'vPool'], 'KV048'),
         // A pool that is also an input would be read while it is written (possible when N == S).
         ...(['q', 'k', 'v'] as const).flatMap((input) => [distinct(['kPool', input], 'KV039'), distinct(['vPool', input], 'KV039')]),
         values('slots', { below: 'S', negativeSkips: true, duplicates: 'last', code: 'KV038' }),

@@ -7,6 +7,28 @@ import { backendDisposed } from './call.js';
 import type { ValidationContext } from './call.js';
 import { validateTensorBits, validateTensorCreation, validateTensorUse } from './tensors.js';
 import type { TensorLimit } from './tensors.js';
+import type { ViewLayout } from '../backend/viewLayout.js';
+import { validateSplitQkv, validateView } from './views.js';
+
+/** Strides and offset of `backend.view`, in elements, relative to the base's element 0 (row-major strides when omitted). */
+export interface ViewOptions {
+  readonly strides?: readonly number[];
+  readonly offset?: number;
+}
+
+/** Head counts and head dim of a fused qkv projection, for `splitQkv`. */
+export interface QkvHeads<Hq extends number = number, H extends number = number, D extends number = number> {
+  readonly numQoHeads: Hq;
+  readonly numKvHeads: H;
+  readonly headDim: D;
+}
+
+/** `splitQkv`'s views: q `[N, Hq, D]`, k and v `[N, H, D]`. */
+export interface QkvViews<DT extends DType = DType, N extends number = number, Hq extends number = number, H extends number = number, D extends number = number> {
+  readonly q: Tensor<DT, readonly [N, Hq, D]>;
+  readonly k: Tensor<DT, readonly [N, H, D]>;
+  readonly v: Tensor<DT, readonly [N, H, D]>;
+}
 
 /**
  * The public API every backend exposes (API.md): tensors and the ops, whose
@@ -29,6 +51,14 @@ export interface Backend extends BackendOps {
    * Float32Array for f32, an Int32Array or BigInt64Array for i32/i64.
    */
   tensorFromBits<const DT extends DType, const S extends Shape>(dtype: DT, shape: S, bits: BitsData<DT>): Tensor<DT, S>;
+  /**
+   * A view of `base`'s storage (no copy): `shape`, with `strides` and `offset` in elements relative to `base`'s
+   * element 0, as PyTorch counts them; views of views compose. Writes through either show in both. It never frees
+   * the storage and is disposed with its base. Any op input may be a view; what an op writes must be contiguous.
+   */
+  view<DT extends DType, const S extends Shape>(base: Tensor<DT>, shape: S, options?: ViewOptions): Tensor<DT, S>;
+  /** q, k and v as views of one fused projection `[N, (Hq + 2H)·D]` (or `[N, Hq + 2H, D]`): its query, key and value heads. */
+  splitQkv<Q extends Tensor, const Hq extends number, const H extends number, const D extends number>(qkv: Q, heads: QkvHeads<Hq, H, D>): QkvViews<Q['dtype'], Q['shape'][0], Hq, H, D>;
   /** A fresh copy of the data; observes exactly the work enqueued before the call. */
   read<DT extends DType>(t: Tensor<DT>): Promise<ReadResult<DT>>;
   /** A fresh copy of the stored bits, unconverted (`BitsOf`: Uint16Array for f16/bf16, Uint32Array for f32); ordered as `read` is. */
@@ -58,6 +88,8 @@ export interface BackendKernels extends OpKernels {
   tensor(dtype: DType, shape: Shape, data: TensorData | undefined): OwnedTensor;
   /** A tensor whose storage is `bytes`, copied as they are (validated: `numel(shape)` elements of `dtype`). */
   tensorFromBytes(dtype: DType, shape: Shape, bytes: Uint8Array): OwnedTensor;
+  /** A tensor over `base`'s storage at `layout` (absolute in that storage, validated to lie inside it); it shares, never frees. */
+  view(base: OwnedTensor, shape: Shape, layout: ViewLayout): OwnedTensor;
   read(t: OwnedTensor): Promise<Float32Array | Int32Array | BigInt64Array>;
   /** A fresh buffer starting with the tensor's stored bytes (it may run on past them, to a whole word). */
   readBytes(t: OwnedTensor): Promise<ArrayBuffer>;
@@ -112,12 +144,25 @@ export function defineBackend(kernels: BackendKernels): Backend {
     const own = validateTensorUse(ctx, 'readBits', t);
     return bitsView(own.dtype, await kernels.readBytes(own), numel(own.shape));
   }
+  function view<DT extends DType, const S extends Shape>(base: Tensor<DT>, shape: S, options?: ViewOptions): Tensor<DT, S>;
+  function view(base: unknown, shape: unknown, options?: unknown, ...extra: unknown[]): Tensor {
+    const v = validateView(ctx, base, shape, options, extra.length);
+    return kernels.view(v.base, v.shape, v.layout);
+  }
+  function splitQkv<Q extends Tensor, const Hq extends number, const H extends number, const D extends number>(qkv: Q, heads: QkvHeads<Hq, H, D>): QkvViews<Q['dtype'], Q['shape'][0], Hq, H, D>;
+  function splitQkv(qkv: unknown, heads: unknown, ...extra: unknown[]): { q: Tensor; k: Tensor; v: Tensor } {
+    const s = validateSplitQkv(ctx, qkv, heads, extra.length);
+    const { N, Hq, H, D } = s.dims;
+    return { q: kernels.view(s.qkv, [N, Hq, D], s.q), k: kernels.view(s.qkv, [N, H, D], s.k), v: kernels.view(s.qkv, [N, H, D], s.v) };
+  }
   return {
     kind: kernels.kind,
     label: kernels.label,
     tensor,
     empty,
     tensorFromBits,
+    view,
+    splitQkv,
     read,
     readBits,
     ...wireOps(kernels, ctx),

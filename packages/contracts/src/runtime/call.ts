@@ -2,6 +2,7 @@ import { breaksValueRule, valueBounds, valueRuleError } from '../backend/valueRu
 import type { ValueBounds } from '../backend/valueRules.js';
 import type { ChoiceShape, DimExpr, DTypeRule, DuplicateRule } from '../dsl/declare.js';
 import { evalDim, isDimName } from '../dsl/dims.js';
+import { isContiguous, layoutOf, storageOverlaps } from '../backend/viewLayout.js';
 import { ContractError } from '../errors/contractError.js';
 import { isTensor, LAYER_VIEW, numel, TENSOR_OWNER } from '../tensor.js';
 import type { DType, OwnedTensor, Shape } from '../tensor.js';
@@ -205,8 +206,16 @@ export class Call {
     if (present.length !== 1) this.fail(code, { actual: present.length === 0 ? 'neither' : present.join(' and ') });
   }
 
-  distinct(names: readonly [string, string], a: unknown, b: unknown, code: string): void {
-    if (a !== undefined && a === b) this.fail(code, { arg: names[0], other: names[1] });
+  /** The two tensors, when both given, share no storage: not the same tensor, nor views whose spans overlap. */
+  distinct(names: readonly [string, string], a: OwnedTensor | number | undefined, b: OwnedTensor | number | undefined, code: string): void {
+    if (typeof a === 'object' && typeof b === 'object' && storageOverlaps(a, b)) this.fail(code, { arg: names[0], other: names[1] });
+  }
+
+  /** Tensors written in place (outputs, pools) are row-major without gaps; an offset into their storage is fine. */
+  contiguous(names: readonly string[], given: readonly (OwnedTensor | undefined)[], code: string): void {
+    given.forEach((t, i) => {
+      if (t !== undefined && !isContiguous(t.shape, layoutOf(t).strides)) this.fail(code, { arg: names[i], actual: `[${t.strides.join(', ')}]`, shape: t.shape });
+    });
   }
 
   /**

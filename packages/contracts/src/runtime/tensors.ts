@@ -56,8 +56,13 @@ export function validateTensorBits(ctx: ValidationContext, dtype: unknown, shape
 }
 
 function validateDtypeAndShape(call: Call, dtype: unknown, shape: unknown): { dtype: DType; shape: Shape } {
-  const ctx = call.ctx;
   if (typeof dtype !== 'string' || !DTYPES.includes(dtype as DType)) call.fail('KV004', { arg: 'dtype', actual: describeValue(dtype), expected: DTYPES.join(', ') });
+  return { dtype: dtype as DType, shape: validateShape(call, dtype as DType, shape) };
+}
+
+/** A shape of non-negative integer dims (KV040) that the backend holds in one tensor of `dtype` (KV045); frozen. */
+export function validateShape(call: Call, dtype: DType, shape: unknown): Shape {
+  const ctx = call.ctx;
   // Array.from turns holes into undefined, which the check then rejects.
   const dims = Array.isArray(shape) ? Object.freeze(Array.from(shape as unknown[])) : undefined;
   if (!dims?.every((d) => typeof d === 'number' && Number.isSafeInteger(d) && d >= 0)) {
@@ -66,7 +71,7 @@ function validateDtypeAndShape(call: Call, dtype: unknown, shape: unknown): { dt
   const count = numel(dims as Shape);
   const limit = ctx.tensorLimit?.(dtype as DType) ?? INDEX32_LIMIT;
   if (count > limit.elements) call.fail('KV045', { dtype, actual: dims, count, backend: ctx.label, expected: limit.elements, reason: limit.reason });
-  return { dtype: dtype as DType, shape: dims as Shape };
+  return dims as Shape;
 }
 
 function validateTensorData(call: Call, dtype: DType, dims: Shape, data: unknown): void {

@@ -1,7 +1,7 @@
 import { numel } from '@kvkit/contracts';
 import type { DType, Shape, TensorData } from '@kvkit/contracts';
-import { encodeTensorData } from '@kvkit/contracts/backend';
-import type { BackendKernels, CreateKvMaterializerChecked, DequantizeKvChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
+import { encodeTensorData, layoutOf } from '@kvkit/contracts/backend';
+import type { BackendKernels, ViewLayout, CreateKvMaterializerChecked, DequantizeKvChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';
 import { poolTarget, readPoolRows } from '../ops/poolStore.js';
@@ -95,6 +95,11 @@ export class CpuKernels implements BackendKernels {
     const t = this.allocate(dtype, shape);
     new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength).set(bytes);
     return t;
+  }
+
+  view(base: OwnedTensor, shape: Shape, layout: ViewLayout): OwnedTensor {
+    const own = this.own(base);
+    return CpuTensor.view(own, shape, { ...layoutOf(own), ...layout });
   }
 
   read(t: OwnedTensor): Promise<Float32Array | Int32Array | BigInt64Array> {

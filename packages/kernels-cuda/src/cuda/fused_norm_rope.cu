@@ -70,7 +70,7 @@ __device__ __forceinline__ void fusedNormRopeUnits(const FusedNormRopeParams& p)
     const char* token = kv + static_cast<size_t>(step.t) * static_cast<size_t>(p.kvTokenStride) * kElementBytes;
 #pragma unroll
     for (int i = 0; i < ROWS; i++) {
-      const char* row = token + (static_cast<size_t>(layer) * static_cast<size_t>(p.kvLayerStride) + head * D) * kElementBytes;
+      const char* row = token + (static_cast<size_t>(layer) * static_cast<size_t>(p.kvLayerStride) + static_cast<size_t>(head) * static_cast<size_t>(p.kvHeadStride)) * kElementBytes;
 #pragma unroll
       for (int s = 0; s < NV; s++) {
         const int vi = lane + s * lanes;
@@ -161,7 +161,8 @@ __device__ __forceinline__ void fusedNormRopeUnits(const FusedNormRopeParams& p)
 /**
  * Any shape: one warp per row, element by element, the RoPE partner re-read
  * from memory. For head dims that are not a whole number of 16-byte vectors,
- * or neox halves that do not fall on vector boundaries. Never in place.
+ * neox halves that do not fall on vector boundaries, or kv rows that are not
+ * contiguous (any element stride) or not 16-byte aligned. Never in place.
  */
 template <typename S>
 __device__ __forceinline__ void fusedNormRopeAnyShape(const FusedNormRopeParams& p) {
@@ -185,17 +186,18 @@ __device__ __forceinline__ void fusedNormRopeAnyShape(const FusedNormRopeParams&
     // The whole warp holds this row, so skipping it keeps the warp together.
     if (dst < 0 || !epsOk) continue;
 
-    const long long kFirst = t * p.kvTokenStride + l * p.kvLayerStride + h * D;
+    const long long kFirst = t * p.kvTokenStride + l * p.kvLayerStride + h * p.kvHeadStride;
+    const long long step = p.kvElementStride;
     float sumSquares = 0.0f;
     for (long long e = lane; e < D; e += 32) {
-      const float x = loadElement<S>(p.kv, kFirst + e);
+      const float x = loadElement<S>(p.kv, kFirst + e * step);
       sumSquares += x * x;
     }
     sumSquares = sumOverLanes(sumSquares, 32);
     const float inv = 1.0f / sqrtf(sumSquares / static_cast<float>(D) + eps);
     auto normed = [&](long long e) {
       const float weight = weightIsF32 ? loadElement<F32>(p.kNormWeight, l * D + e) : loadElement<S>(p.kNormWeight, l * D + e);
-      return loadElement<S>(p.kv, kFirst + e) * inv * weight;
+      return loadElement<S>(p.kv, kFirst + e * step) * inv * weight;
     };
     const long long outFirst = l * p.outLayerStride + (dst * H + h) * D;
     for (long long e = lane; e < D; e += 32) {
@@ -207,10 +209,10 @@ __device__ __forceinline__ void fusedNormRopeAnyShape(const FusedNormRopeParams&
         float c, s;
         cosSinAt(position, j, halfR, p.cosSinCache, p.cacheDType, p.ropeFrequencies, c, s);
         const float partner = normed(other);
-        out = first ? out * c - partner * s : out * c + partner * s;
+        out = rotatedElement(out, partner, c, first ? -s : s);
       }
       storeElement<S>(p.kOut, outFirst + e, out);
-      if (p.vOut != nullptr) copyElement<S>(p.vOut, outFirst + e, p.kv, kFirst + p.vOffset + e);
+      if (p.vOut != nullptr) copyElement<S>(p.vOut, outFirst + e, p.kv, kFirst + p.vOffset + e * step);
     }
   }
 }

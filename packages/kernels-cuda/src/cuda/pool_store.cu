@@ -44,7 +44,7 @@ extern "C" __global__ void __launch_bounds__(kvkit::PoolStoreLaunch::kThreads) p
     if (slot < 0) continue;
     if (p.slotOwners != nullptr && !kvkit::ownsSlot(p.slotOwners, p.slotOwnersMask, p.generation, slot, t)) continue;
     const long long dst = kvkit::poolElement(p.headMajor != 0, l, slot, h, p.slotBelow, p.heads, p.headDim, p.pageSize) + (e - h * p.headDim);
-    const long long src = l * p.sourceLayerElements + t * perToken + e;
+    const long long src = l * p.sourceLayerElements + t * p.sourceTokenStride + h * p.sourceHeadStride + (e - h * p.headDim) * p.sourceElementStride;
     if (!fp8) {
       kvkit::storeStoredBits(p.pool, dst, p.sourceDType, p.source, src);
       continue;

@@ -42,12 +42,31 @@ extern "C" __global__ void __launch_bounds__(kvkit::SpinLaunch::kThreads) spin_s
   }
 }
 
-// The bandwidth ceiling: a grid-stride copy of 16-byte vectors.
+// A bandwidth ceiling: a grid-stride copy of 16-byte vectors.
 extern "C" __global__ void __launch_bounds__(kvkit::CopyLaunch::kThreads) copy_vectors(const CopyParams p) {
   const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
   const uint4* src = static_cast<const uint4*>(p.src);
   uint4* dst = static_cast<uint4*>(p.dst);
   for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < p.vectors; i += stride) dst[i] = src[i];
+}
+
+// A bandwidth ceiling: one pass, each thread loading all its vectors before storing any (streaming hints).
+extern "C" __global__ void __launch_bounds__(kvkit::CopyUnrolledLaunch::kThreads) copy_vectors_unrolled(const CopyParams p) {
+  using L = kvkit::CopyUnrolledLaunch;
+  const uint4* src = static_cast<const uint4*>(p.src);
+  uint4* dst = static_cast<uint4*>(p.dst);
+  const long long first = static_cast<long long>(blockIdx.x) * (L::kThreads * L::kVectorsPerThread) + threadIdx.x;
+  uint4 held[L::kVectorsPerThread];
+#pragma unroll
+  for (int u = 0; u < L::kVectorsPerThread; u++) {
+    const long long i = first + static_cast<long long>(u) * L::kThreads;
+    if (i < p.vectors) held[u] = __ldcs(src + i);
+  }
+#pragma unroll
+  for (int u = 0; u < L::kVectorsPerThread; u++) {
+    const long long i = first + static_cast<long long>(u) * L::kThreads;
+    if (i < p.vectors) __stcs(dst + i, held[u]);
+  }
 }
 
 extern "C" __global__ void __launch_bounds__(kvkit::FillLaunch::kThreads) fill_random_f32(const FillParams p) { kvkit::fillRandom<kvkit::F32>(p); }

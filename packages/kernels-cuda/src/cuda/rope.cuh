@@ -190,6 +190,14 @@ __device__ __forceinline__ void fillLaneAngles(const LaneAngles<VEC, NV>& a, boo
 }
 
 /**
+ * One rotated element, x·c + partner·s with s signed for the element's half,
+ * rounded in a fixed order (no contraction left to the compiler): the vector
+ * and element paths give the same bits, so a view that takes the element
+ * path reads exactly what its contiguous copy gives.
+ */
+__device__ __forceinline__ float rotatedElement(float x, float partner, float c, float s) { return __fmaf_rn(partner, s, __fmul_rn(x, c)); }
+
+/**
  * RoPE over the first R elements of one row. Lane `lane` of `lanes` holds
  * vectors lane + k*lanes (k < NV) of VEC elements each. gptj partners sit
  * inside a vector; neox partners are R/2 elements (a whole number of vectors,
@@ -230,7 +238,7 @@ __device__ __forceinline__ void rotateRow(float (&x)[NV][VEC], const LaneAngles<
     a.load(k, c, s);
 #pragma unroll
     for (int u = 0; u < VEC; u++)
-      if (first + u < R) x[k][u] = x[k][u] * c[u] + partner[k][u] * s[u];
+      if (first + u < R) x[k][u] = rotatedElement(x[k][u], partner[k][u], c[u], s[u]);
   }
 }
 

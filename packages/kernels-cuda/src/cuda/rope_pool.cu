@@ -33,6 +33,21 @@ __device__ __forceinline__ long long poolRow(const RopePoolParams& p, long long 
   return slot;
 }
 
+// Where a view's rows sit: element strides between tokens, heads and a row's elements.
+struct RowStrides {
+  long long token, head, element;
+};
+
+// The strides of input `kind` (0: q, 1: k, 2: v).
+__device__ __forceinline__ RowStrides inputStrides(const RopePoolParams& p, int kind) {
+  if (kind == 0) return RowStrides{p.qTokenStride, p.qHeadStride, p.qElementStride};
+  if (kind == 1) return RowStrides{p.kTokenStride, p.kHeadStride, p.kElementStride};
+  return RowStrides{p.vTokenStride, p.vHeadStride, p.vElementStride};
+}
+
+// Element 0 of input `kind`: a view's element offset is already in its pointer.
+__device__ __forceinline__ const void* inputBase(const RopePoolParams& p, int kind) { return kind == 0 ? p.q : kind == 1 ? p.k : p.v; }
+
 /**
  * Fast path, rows of whole 16-byte vectors. The rows of one token are its Hq
  * query heads, then H key heads, then H value heads (copied, not rotated).
@@ -40,7 +55,10 @@ __device__ __forceinline__ long long poolRow(const RopePoolParams& p, long long 
  * are query rows, which need no slot) ROWS rows a step, loading the next
  * step's rows before working on this one's (AHEAD; wide rows, which need more
  * registers, load their own step); at a unit's first step a lane
- * computes the sincos of its elements for all the unit's rows.
+ * computes the sincos of its elements for all the unit's rows. Inputs are
+ * read through their token and head strides (the host takes this path only
+ * where rows are contiguous and every row start is 16-byte aligned); the
+ * outputs are contiguous.
  */
 template <typename S, int NV, int ROWS, bool AHEAD>
 __device__ __forceinline__ void ropePoolUnits(const RopePoolParams& p) {
@@ -57,7 +75,7 @@ __device__ __forceinline__ void ropePoolUnits(const RopePoolParams& p) {
   const LaneAngles<VEC, NV> angles(angleSlots);
   const AngleSource angleSource{nullptr, 0, false, p.ropeFrequencies};
 
-  // Row y of token n: its tensor (0: q, 1: k, 2: v), head, and first element there.
+  // Row y of token n: its tensor (0: q, 1: k, 2: v), head, and first element in the (contiguous) output.
   auto locate = [&](unsigned n, unsigned y, int& kind, unsigned& head) -> size_t {
     kind = y < Hq ? 0 : y < Hq + H ? 1 : 2;
     head = kind == 0 ? y : kind == 1 ? y - Hq : y - Hq - H;
@@ -68,8 +86,10 @@ __device__ __forceinline__ void ropePoolUnits(const RopePoolParams& p) {
     for (int i = 0; i < ROWS; i++) {
       int kind;
       unsigned head;
-      const size_t first = locate(step.t, step.row + i, kind, head);
-      const char* src = static_cast<const char*>(kind == 0 ? p.q : kind == 1 ? p.k : p.v) + first * kElementBytes;
+      locate(step.t, step.row + i, kind, head);
+      const RowStrides in = inputStrides(p, kind);
+      const long long first = static_cast<long long>(step.t) * in.token + static_cast<long long>(head) * in.head;
+      const char* src = static_cast<const char*>(inputBase(p, kind)) + first * static_cast<long long>(kElementBytes);
 #pragma unroll
       for (int s = 0; s < NV; s++) {
         const int vi = lane + s * lanes;
@@ -134,7 +154,7 @@ __device__ __forceinline__ void ropePoolUnits(const RopePoolParams& p) {
   }
 }
 
-// Any shape: one warp per (token, row), element by element.
+// Any shape and any input strides: one warp per (token, row), element by element.
 template <typename S>
 __device__ __forceinline__ void ropePoolAnyShape(const RopePoolParams& p) {
   const long long N = p.numTokens, Hq = p.numQoHeads, H = p.numKvHeads, D = p.headDim;
@@ -149,26 +169,28 @@ __device__ __forceinline__ void ropePoolAnyShape(const RopePoolParams& p) {
     const int kind = y < Hq ? 0 : y < Hq + H ? 1 : 2;
     const long long head = kind == 0 ? y : kind == 1 ? y - Hq : y - Hq - H;
     const long long slot = poolRow(p, n, y == 0 && lane == 0);
+    const RowStrides in = inputStrides(p, kind);
+    const long long srcFirst = n * in.token + head * in.head;
     const long long rowFirst = (n * (kind == 0 ? Hq : H) + head) * D;
     const long long poolFirst = (slot * H + head) * D;
     if (kind == 2) {
       if (slot >= 0)
-        for (long long e = lane; e < D; e += 32) copyElement<S>(p.vPool, poolFirst + e, p.v, rowFirst + e);
+        for (long long e = lane; e < D; e += 32) copyElement<S>(p.vPool, poolFirst + e, p.v, srcFirst + e * in.element);
       continue;
     }
-    const void* src = kind == 0 ? p.q : p.k;
+    const void* src = inputBase(p, kind);
     void* dst = kind == 0 ? p.qRot : p.kRot;
     const float position = static_cast<float>(loadIndex(p.positions, p.positionsAreI64, n));
     for (long long e = lane; e < D; e += 32) {
-      float out = loadElement<S>(src, rowFirst + e);
+      float out = loadElement<S>(src, srcFirst + e * in.element);
       if (e < R) {
         const bool first = p.gptj ? (e & 1) == 0 : e < halfR;
         const int j = p.gptj ? static_cast<int>(e >> 1) : static_cast<int>(first ? e : e - halfR);
         const long long other = p.gptj ? (first ? e + 1 : e - 1) : (first ? e + halfR : e - halfR);
         float c, s;
         sincosf(position * p.ropeFrequencies[j], &s, &c);
-        const float partner = loadElement<S>(src, rowFirst + other);
-        out = first ? out * c - partner * s : out * c + partner * s;
+        const float partner = loadElement<S>(src, srcFirst + other * in.element);
+        out = rotatedElement(out, partner, c, first ? -s : s);
       }
       storeElement<S>(dst, rowFirst + e, out);
       if (kind == 1 && slot >= 0) copyElement<S>(p.kPool, poolFirst + e, dst, rowFirst + e);

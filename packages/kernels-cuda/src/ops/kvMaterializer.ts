@@ -1,14 +1,15 @@
 import type { FloatDType } from '@kvkit/contracts';
 import type { CreateKvMaterializerChecked, DeviceCheck, OpCall, KvMaterializerMaterializeChecked, KvMaterializerMaterializeIntoChecked, MaterializerKernels } from '@kvkit/contracts/backend';
-import { MAX_POSITION_BELOW, OpLifecycle, Workspace } from '@kvkit/contracts/backend';
+import { contiguousStrides, MAX_POSITION_BELOW, OpLifecycle, Workspace } from '@kvkit/contracts/backend';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
 import { CudaTensor, ELEMENT_BYTES } from '../runtime/cudaTensor.js';
+import { aligned, GATHER_ALIGNMENT } from '../runtime/gatherStrided.js';
 import type { DeviceBuffer } from '../runtime/memory.js';
 import type { SlotClaims } from '../runtime/slotOwners.js';
 import { boundCheck, claimSlots, launchNormRope, layerMajorLayout, normRopeVectorPath, valueCheck } from './normRope.js';
 import type { PoolSlots } from './normRope.js';
 import type { Angles, BoundCheck } from './normRope.js';
-import { storePoolRows } from './kvPools.js';
+import { poolScales, storePoolRows } from './kvPools.js';
 import { Projection } from './projection.js';
 
 export function createKvMaterializer(kernels: CudaKernels, args: CreateKvMaterializerChecked): MaterializerKernels {
@@ -34,10 +35,11 @@ class CudaKvMaterializer implements MaterializerKernels {
   readonly #P: number | undefined;
   readonly #gptj: boolean;
   readonly #held: DeviceBuffer[] = [];
-  readonly #kvWeight: DeviceBuffer;
-  readonly #kNormWeight: DeviceBuffer;
+  /** Device addresses of the weights the materializer keeps (see #keep). */
+  readonly #kvWeight: number;
+  readonly #kNormWeight: number;
   readonly #weightIsF32: boolean;
-  readonly #eps: DeviceBuffer;
+  readonly #eps: number;
   /** The eps rule of an eps tensor with the dims it was checked under, numbered by every call (a number was checked at creation). */
   readonly #epsRule: { readonly check: DeviceCheck; readonly dims: Readonly<Record<string, number>> } | undefined;
   readonly #angles: Angles;
@@ -59,22 +61,24 @@ class CudaKvMaterializer implements MaterializerKernels {
     this.#D = D;
     this.#R = R;
     this.#gptj = args.ropeStyle === 'gptj';
-    this.#kvWeight = this.#hold(kvWeight.buffer);
+    // The GEMM's weight at cuBLASLt's assumed alignment; the others as the norm kernel takes them.
+    this.#kvWeight = this.#keep(kvWeight, GATHER_ALIGNMENT, op);
     const kNormWeight = kernels.own(args.kNormWeight);
-    this.#kNormWeight = this.#hold(kNormWeight.buffer);
+    this.#kNormWeight = this.#keep(kNormWeight, 1, op);
     this.#weightIsF32 = kNormWeight.dtype === 'f32' && this.#dtype !== 'f32';
     if (typeof args.eps === 'number') {
-      this.#eps = kernels.cx.alloc(L * 4, op);
-      this.#held.push(this.#eps);
-      kernels.cx.upload(this.#eps.ptr, new Float32Array(L).fill(args.eps), op); // rounded to f32, as an eps tensor would hold it
+      const eps = kernels.cx.alloc(L * 4, op);
+      this.#held.push(eps);
+      kernels.cx.upload(eps.ptr, new Float32Array(L).fill(args.eps), op); // rounded to f32, as an eps tensor would hold it
+      this.#eps = eps.ptr;
     } else {
-      this.#eps = this.#hold(kernels.own(args.eps).buffer);
+      this.#eps = this.#keep(kernels.own(args.eps), 1, op);
     }
     const epsRule = args.deviceChecks.find((c) => c.arg === 'eps');
     this.#epsRule = epsRule && { check: epsRule, dims: { ...args.dims } };
     if (args.cosSinCache) {
       const cache = kernels.own(args.cosSinCache);
-      this.#angles = { cache: this.#hold(cache.buffer).ptr, cacheDType: cache.dtype as FloatDType };
+      this.#angles = { cache: this.#keep(cache, 1, op), cacheDType: cache.dtype as FloatDType };
       this.#P = cache.shape[0];
     } else {
       // Angles on the device from f_j: no table to size, so no call ever looks at position values on the host.
@@ -92,9 +96,20 @@ class CudaKvMaterializer implements MaterializerKernels {
     this.#life = new OpLifecycle('this KvMaterializer', kernels);
   }
 
-  #hold(buffer: DeviceBuffer): DeviceBuffer {
-    this.#held.push(buffer.retain());
-    return buffer;
+  /**
+   * A tensor the materializer reads on every call: the caller's allocation,
+   * retained, where the tensor is contiguous and aligned to `alignment` bytes;
+   * else a contiguous copy of its own (a view's elements, gathered once).
+   */
+  #keep(t: CudaTensor, alignment: number, op: string): number {
+    if (t.contiguous && t.ptr % alignment === 0) {
+      this.#held.push(t.buffer.retain());
+      return t.ptr;
+    }
+    const copy = this.#kernels.cx.alloc(t.byteLength, op);
+    this.#held.push(copy);
+    this.#kernels.gather.copy(t, copy.ptr, op);
+    return copy.ptr;
   }
 
   materialize(args: KvMaterializerMaterializeChecked): void {
@@ -104,19 +119,21 @@ class CudaKvMaterializer implements MaterializerKernels {
       const kernels = this.#kernels;
       kernels.cx.makeCurrent();
       const { L, H, D } = this;
-      const es = ELEMENT_BYTES[this.#dtype];
       const perLayer = T * H * D;
       const kv = call.take(this.#kv, T);
-      const inPlace = normRopeVectorPath(this.#dtype, D, this.#R, this.#gptj, [kv.ptr, this.#kNormWeight.ptr], { tokens: T, headRows: L * H });
+      const inputs = this.#inputs(args, [], call.op);
+      const inPlace = normRopeVectorPath(this.#dtype, D, this.#R, this.#gptj, [kv.ptr, this.#kNormWeight], { tokens: T, headRows: L * H });
       const k = inPlace ? kv : call.take(this.#k, T);
-      const rules = this.#project(args, kv.ptr, call.op);
+      const rules = this.#positionRule(args);
+      this.#projection.run(inputs.ctxHidden, this.#kvWeight, kv.ptr, T, call.op);
       // K rows normed and rotated in place, or into the K workspace; V rows stay as projected.
-      this.#normRope(args, kv.ptr, rules, { kOut: k.ptr, vOut: 0, outLayerStride: (inPlace ? 2 : 1) * perLayer });
+      this.#normRope(args, kv.ptr, inputs.positions, rules, { kOut: k.ptr, vOut: 0, outLayerStride: (inPlace ? 2 : 1) * perLayer });
       const shape = Object.freeze([T, H, D]);
-      call.deliverLayerViews(L, args.writeLayerKv, (l) => [
-        new CudaTensor(kernels, this.#dtype, shape, k, { byteOffset: (inPlace ? 2 * l : l) * perLayer * es, layer: l }),
-        new CudaTensor(kernels, this.#dtype, shape, kv, { byteOffset: (2 * l + 1) * perLayer * es, layer: l }),
-      ]);
+      const strides = contiguousStrides(shape);
+      // Windows of the workspaces, whose buffers are their storage roots (views of them place themselves there).
+      const es = ELEMENT_BYTES[this.#dtype];
+      const window = (buffer: DeviceBuffer, offset: number, layer: number) => new CudaTensor(kernels, this.#dtype, shape, buffer, { root: buffer, offset, strides, capacity: Math.floor(buffer.bytes / es), layer });
+      call.deliverLayerViews(L, args.writeLayerKv, (l) => [window(k, (inPlace ? 2 * l : l) * perLayer, l), window(kv, (2 * l + 1) * perLayer, l)]);
     });
   }
 
@@ -132,13 +149,14 @@ class CudaKvMaterializer implements MaterializerKernels {
         return;
       }
       const slotTensor = kernels.own(args.slots);
+      const inputs = this.#inputs(args, [slotTensor], call.op);
       const positionRule = this.#positionRule(args);
       // Checks are numbered in the contract's order: positions, then slots.
-      const slots = { ptr: slotTensor.ptr, areI64: slotTensor.dtype === 'i64', rule: boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: S }), duplicates: args.duplicates.slots };
+      const slots = { ptr: inputs.more[0]!, areI64: slotTensor.dtype === 'i64', rule: boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: S }), duplicates: args.duplicates.slots };
       // The claims need only the slots: enqueued ahead of the projection, they are done by the time the pools are written.
       const claims = claimSlots(kernels, slots, T, call.op);
-      this.#projection.run(kernels.own(args.ctxHidden).ptr, this.#kvWeight.ptr, kv.ptr, T, call.op);
-      this.#normRope(args, kv.ptr, positionRule, { kOut: kernels.own(args.kPool).ptr, vOut: kernels.own(args.vPool).ptr, outLayerStride: S * this.#H * this.#D, slots, claims });
+      this.#projection.run(inputs.ctxHidden, this.#kvWeight, kv.ptr, T, call.op);
+      this.#normRope(args, kv.ptr, inputs.positions, positionRule, { kOut: kernels.own(args.kPool).ptr, vOut: kernels.own(args.vPool).ptr, outLayerStride: S * this.#H * this.#D, slots, claims });
     });
   }
 
@@ -149,14 +167,22 @@ class CudaKvMaterializer implements MaterializerKernels {
     const { L, H, D } = this;
     const perLayer = T * H * D;
     const es = ELEMENT_BYTES[this.#dtype];
-    const inPlace = normRopeVectorPath(this.#dtype, D, this.#R, this.#gptj, [kv.ptr, this.#kNormWeight.ptr], { tokens: T, headRows: L * H });
+    const slots = kernels.own(args.slots);
+    const scales = [args.kScale, args.vScale].map((s) => (s ? kernels.own(s) : undefined));
+    // Slots and scales are read by index: views of them gathered with the call's other inputs.
+    const inputs = this.#inputs(args, [slots, ...scales.filter((s) => s !== undefined)], call.op);
+    const [slotsAt, ...scalesAt] = inputs.more;
+    const [kScale, vScale] = poolScales(scales, scalesAt);
+    const inPlace = normRopeVectorPath(this.#dtype, D, this.#R, this.#gptj, [kv.ptr, this.#kNormWeight], { tokens: T, headRows: L * H });
     const k = inPlace ? kv : call.take(this.#k, T);
-    const rules = this.#project(args, kv.ptr, call.op);
-    this.#normRope(args, kv.ptr, rules, { kOut: k.ptr, vOut: 0, outLayerStride: (inPlace ? 2 : 1) * perLayer });
-    const job = { sourceType: this.#dtype, layers: L, tokens: T, layout: args.layout, dims: args.dims, slots: kernels.own(args.slots), duplicates: args.duplicates.slots, deviceChecks: args.deviceChecks, callDims: args.dims, op: call.op };
+    const rules = this.#positionRule(args);
+    this.#projection.run(inputs.ctxHidden, this.#kvWeight, kv.ptr, T, call.op);
+    this.#normRope(args, kv.ptr, inputs.positions, rules, { kOut: k.ptr, vOut: 0, outLayerStride: (inPlace ? 2 : 1) * perLayer });
+    const job = { sourceType: this.#dtype, layers: L, tokens: T, layout: args.layout, dims: args.dims, slots: { ptr: slotsAt!, areI64: slots.dtype === 'i64' }, duplicates: args.duplicates.slots, deviceChecks: args.deviceChecks, callDims: args.dims, op: call.op };
+    const rows = { token: H * D, head: D, element: 1 };
     storePoolRows(kernels, job, [
-      { source: k.ptr, sourceLayerElements: (inPlace ? 2 : 1) * perLayer, pool: kernels.own(args.kPool), scale: args.kScale ? kernels.own(args.kScale) : undefined },
-      { source: kv.ptr + perLayer * es, sourceLayerElements: 2 * perLayer, pool: kernels.own(args.vPool), scale: args.vScale ? kernels.own(args.vScale) : undefined },
+      { source: k.ptr, sourceLayerElements: (inPlace ? 2 : 1) * perLayer, sourceRows: rows, pool: kernels.own(args.kPool), scale: kScale },
+      { source: kv.ptr + perLayer * es, sourceLayerElements: 2 * perLayer, sourceRows: rows, pool: kernels.own(args.vPool), scale: vScale },
     ]);
   }
 
@@ -174,17 +200,23 @@ class CudaKvMaterializer implements MaterializerKernels {
     return boundCheck(this.#kernels, args.deviceChecks, 'positions', args.dims, { min: 0, below: this.#P ?? MAX_POSITION_BELOW });
   }
 
-  /** Numbers the position check, then enqueues the projection into `kv` ([L, 2, T, H, D]). */
-  #project(args: KvMaterializerMaterializeChecked | KvMaterializerMaterializeIntoChecked, kv: number, op: string): BoundCheck {
-    const rule = this.#positionRule(args);
-    this.#projection.run(this.#kernels.own(args.ctxHidden).ptr, this.#kvWeight.ptr, kv, args.dims.T, op);
-    return rule;
+  /**
+   * The call's per-call inputs as the kernels read them, contiguous: views
+   * gathered (one gather per call, so every copy lives until the call's
+   * kernels ran), ctxHidden also at the GEMM's alignment.
+   */
+  #inputs(args: KvMaterializerMaterializeChecked | KvMaterializerMaterializeIntoChecked, more: readonly CudaTensor[], op: string): { ctxHidden: number; positions: number; more: number[] } {
+    const kernels = this.#kernels;
+    const gather = kernels.gather;
+    const [ctxHidden, positions, ...rest] = gather.contiguous([aligned(kernels.own(args.ctxHidden), GATHER_ALIGNMENT), kernels.own(args.positions), ...more], op);
+    return { ctxHidden: ctxHidden!, positions: positions!, more: rest };
   }
 
   /** The norm + RoPE over the projection in `kv` into [L, rows, H, D] destinations (rows: T, or S at `slots`). */
   #normRope(
     args: KvMaterializerMaterializeChecked | KvMaterializerMaterializeIntoChecked,
     kv: number,
+    positionsAt: number,
     positionRule: BoundCheck,
     out: { kOut: number; vOut: number; outLayerStride: number; slots?: PoolSlots; claims?: SlotClaims },
   ): void {
@@ -203,13 +235,13 @@ class CudaKvMaterializer implements MaterializerKernels {
         gptj: this.#gptj,
         kv,
         kvLayout: layerMajorLayout(T, this.#H, this.#D),
-        kNormWeight: this.#kNormWeight.ptr,
+        kNormWeight: this.#kNormWeight,
         weightIsF32: this.#weightIsF32,
-        eps: this.#eps.ptr,
+        eps: this.#eps,
         // Numbered after the call's positions and slots.
         epsCheck: valueCheck(this.#kernels, this.#epsRule?.check, this.#epsRule?.dims ?? {}),
         angles: this.#angles,
-        positions: positions.ptr,
+        positions: positionsAt,
         positionsAreI64: positions.dtype === 'i64',
         positionRule,
         ...(out.slots ? { slots: out.slots } : {}),

@@ -5,15 +5,31 @@ import type { DequantizeKvChecked, DeviceCheck, DuplicateRule, PoolLayoutName } 
 import { LAUNCHES } from '../generated/kernels.js';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
 import type { CudaTensor } from '../runtime/cudaTensor.js';
+import type { RowStrides } from './rowTiles.js';
 import { boundCheck } from './normRope.js';
 
-/** Rows `[L, T, H, D]` of the model dtype at `source`, for one pool (and its scale, where fp8). */
+/** An fp8 pool's scale as the kernel reads it: contiguous f32 at `ptr`, one per head or one for all. */
+export interface PoolScale {
+  readonly ptr: number;
+  readonly perHead: boolean;
+}
+
+/** Rows `[L, T, H, D]` of the model dtype at `source` (element 0 of layer 0), for one pool (and its scale, where fp8). */
 export interface PoolRows {
   readonly source: number;
   /** Elements between layers of the source. */
   readonly sourceLayerElements: number;
+  /** Elements between tokens, heads and a row's elements of the source (a view's strides). */
+  readonly sourceRows: RowStrides;
+  /** Contiguous (the contract's rule); a view's offset is in its pointer. */
   readonly pool: CudaTensor;
-  readonly scale: CudaTensor | undefined;
+  readonly scale: PoolScale | undefined;
+}
+
+/** The scales `[kScale?, vScale?]` at the addresses the gather gave the present ones, in order. */
+export function poolScales(scales: readonly (CudaTensor | undefined)[], gathered: readonly number[]): (PoolScale | undefined)[] {
+  let next = 0;
+  return scales.map((s) => (s ? { ptr: gathered[next++]!, perHead: s.shape[0]! > 1 } : undefined));
 }
 
 export interface PoolStoreJob {
@@ -22,7 +38,8 @@ export interface PoolStoreJob {
   readonly tokens: number;
   readonly layout: PoolLayoutName;
   readonly dims: { readonly S: number; readonly H: number; readonly D: number; readonly pageSize?: number };
-  readonly slots: CudaTensor;
+  /** The slots, contiguous (gathered where a view). */
+  readonly slots: { readonly ptr: number; readonly areI64: boolean };
   readonly duplicates: DuplicateRule;
   readonly deviceChecks: readonly DeviceCheck[];
   /** Dims of the call, for the slot rule's message. */
@@ -43,10 +60,10 @@ function gridFor(kernels: CudaKernels, elements: number, threads: number): numbe
 export function storePoolRows(kernels: CudaKernels, job: PoolStoreJob, pools: readonly PoolRows[]): void {
   const { S, H, D } = job.dims;
   const slotRule = boundCheck(kernels, job.deviceChecks, 'slots', job.callDims, { min: -Infinity, below: S });
-  const claims = kernels.slotOwners.claim(job.slots.ptr, job.slots.dtype === 'i64', job.tokens, S, job.duplicates, job.op);
+  const claims = kernels.slotOwners.claim(job.slots.ptr, job.slots.areI64, job.tokens, S, job.duplicates, job.op);
   const { threads } = LAUNCHES.poolStore.default;
   const elements = job.layers * job.tokens * H * D;
-  for (const { source, sourceLayerElements, pool, scale } of pools) {
+  for (const { source, sourceLayerElements, sourceRows, pool, scale } of pools) {
     const p = kernels.params.poolStore;
     p.write({
       source,
@@ -63,10 +80,13 @@ export function storePoolRows(kernels: CudaKernels, job: PoolStoreJob, pools: re
       pageSize: job.layout === 'HND' ? job.dims.pageSize! : S,
       headMajor: job.layout === 'HND' ? 1 : 0,
       sourceLayerElements,
+      sourceTokenStride: sourceRows.token,
+      sourceHeadStride: sourceRows.head,
+      sourceElementStride: sourceRows.element,
       sourceDType: FLOAT_CODE[job.sourceType],
       poolDType: pool.dtype === 'fp8e4m3' ? 1 : pool.dtype === 'fp8e5m2' ? 2 : 0,
-      perHeadScale: scale && scale.shape[0]! > 1 ? 1 : 0,
-      slotsAreI64: job.slots.dtype === 'i64' ? 1 : 0,
+      perHeadScale: scale?.perHead ? 1 : 0,
+      slotsAreI64: job.slots.areI64 ? 1 : 0,
       slotCheck: slotRule.check,
       slotOwnersMask: claims.mask,
       generation: claims.generation,
@@ -83,13 +103,16 @@ export function dequantizeKv(kernels: CudaKernels, args: DequantizeKvChecked): v
   const pool = kernels.own(args.pool);
   const rows = kernels.own(args.rows);
   const slots = kernels.own(args.slots);
+  const scale = args.scale ? kernels.own(args.scale) : undefined;
+  // The kernel reads by index: views among the inputs are read from contiguous copies (rows are contiguous by the contract).
+  const [poolAt, slotsAt, scaleAt] = kernels.gather.contiguous([pool, slots, ...(scale ? [scale] : [])], 'dequantizeKv');
   const slotRule = boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: S });
   const { threads } = LAUNCHES.poolRead.default;
   const p = kernels.params.poolRead;
   p.write({
-    pool: pool.ptr,
-    slots: slots.ptr,
-    scale: args.scale ? kernels.own(args.scale).ptr : 0,
+    pool: poolAt!,
+    slots: slotsAt!,
+    scale: scaleAt ?? 0,
     rows: rows.ptr,
     badValue: kernels.badValues.record.ptr,
     count: N,
@@ -100,7 +123,7 @@ export function dequantizeKv(kernels: CudaKernels, args: DequantizeKvChecked): v
     headMajor: args.layout === 'HND' ? 1 : 0,
     poolDType: isFp8(pool.dtype) ? (pool.dtype === 'fp8e4m3' ? 3 : 4) : FLOAT_CODE[pool.dtype as FloatDType],
     rowsDType: FLOAT_CODE[rows.dtype as FloatDType],
-    perHeadScale: args.scale && args.scale.shape[0]! > 1 ? 1 : 0,
+    perHeadScale: scale && scale.shape[0]! > 1 ? 1 : 0,
     slotsAreI64: slots.dtype === 'i64' ? 1 : 0,
     slotCheck: slotRule.check,
   });

@@ -19,8 +19,8 @@ export interface BoundCheck {
 
 /**
  * One launch of the norm + RoPE kernel. K row (t, l, h) is read at
- * t*tokenStride + l*layerStride + h*D elements into `kv`, its V row vOffset
- * later; both are written at l*outLayerStride + (row*H + h)*D of kOut and vOut,
+ * t*tokenStride + l*layerStride + h*headStride elements into `kv` (its
+ * elements elementStride apart), its V row vOffset later; both are written at l*outLayerStride + (row*H + h)*D of kOut and vOut,
  * row being t or slots[t]. vOut 0: V is not copied (K normed in place, kOut = kv).
  */
 export interface NormRopeJob {
@@ -58,21 +58,29 @@ export interface PoolSlots {
   readonly duplicates: DuplicateRule;
 }
 
-/** Where K and V rows sit in a projection output, in elements. */
+/** Where K and V rows sit in a projection output (or a view of one), in elements. */
 export interface KvLayout {
   readonly tokenStride: number;
   readonly layerStride: number;
+  readonly headStride: number;
+  readonly elementStride: number;
   readonly vOffset: number;
 }
 
-/** [T, L, 2*H*D]: a token's layers side by side, V after K in each (fusedNormRopeStacked's kv, one GEMM's output). */
-export function tokenMajorLayout(L: number, H: number, D: number): KvLayout {
-  return { tokenStride: L * 2 * H * D, layerStride: 2 * H * D, vOffset: H * D };
+/**
+ * [T, L, 2*H*D]: a token's layers side by side, V after K in each
+ * (fusedNormRopeStacked's kv, one GEMM's output), read through the view's
+ * strides (a dim of size 1 steps nowhere).
+ */
+export function tokenMajorLayout(kv: { readonly shape: readonly number[]; readonly strides: readonly number[] }, H: number, D: number): KvLayout {
+  const [T, L] = kv.shape as [number, number, number];
+  const [tokenStride, layerStride, elementStride] = kv.strides as [number, number, number];
+  return { tokenStride: T === 1 ? 0 : tokenStride, layerStride: L === 1 ? 0 : layerStride, headStride: D * elementStride, elementStride, vOffset: H * D * elementStride };
 }
 
 /** [L, 2, T, H*D]: per layer all tokens' K, then all their V (the per-layer GEMMs' output, and layer views of it). */
 export function layerMajorLayout(T: number, H: number, D: number): KvLayout {
-  return { tokenStride: H * D, layerStride: 2 * T * H * D, vOffset: T * H * D };
+  return { tokenStride: H * D, layerStride: 2 * T * H * D, headStride: D, elementStride: 1, vOffset: T * H * D };
 }
 
 /** Numbers a value rule the contracts left to the device; a rule the host already checked never fires. */
@@ -119,7 +127,8 @@ export function launchNormRope(kernels: CudaKernels, job: NormRopeJob, claimed?:
     gptj: job.gptj,
     tokens: job.T,
     headRows: job.L * job.H,
-    vectorAddresses: [job.kv, job.kNormWeight, job.kOut, job.vOut, layout.vOffset * ELEMENT_BYTES[job.dtype]],
+    vectorAddresses: [job.kv, job.kNormWeight, job.kOut, job.vOut, ...[layout.vOffset, layout.tokenStride, layout.layerStride].map((e) => e * ELEMENT_BYTES[job.dtype])],
+    elementStrides: [layout.elementStride],
     multiprocessors: cx.multiprocessors,
   });
   // Numbered before the claim pass: a bad slot is reported whatever else happens to the token.
@@ -144,6 +153,8 @@ export function launchNormRope(kernels: CudaKernels, job: NormRopeJob, claimed?:
     rotaryDim: job.R,
     kvTokenStride: layout.tokenStride,
     kvLayerStride: layout.layerStride,
+    kvHeadStride: layout.headStride,
+    kvElementStride: layout.elementStride,
     vOffset: layout.vOffset,
     outLayerStride: job.outLayerStride,
     gptj: job.gptj ? 1 : 0,

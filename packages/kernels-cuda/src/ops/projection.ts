@@ -35,6 +35,8 @@ export class Projection {
     readonly N: number,
     readonly K: number,
     readonly blocks = 1,
+    /** 'kvkit' keeps cuBLASLt out even where it loads (the bench compares the two engines). */
+    readonly engine?: GemmEngine,
   ) {
     this.#kernels = kernels;
     this.#n = N / blocks;
@@ -70,7 +72,7 @@ export class Projection {
 
   #plan(M: number, op: string): GemmPlan | undefined {
     const lt = this.#kernels.cublasLt;
-    if (!lt) return undefined;
+    if (!lt || this.engine === 'kvkit') return undefined;
     const known = this.#plans.get(M);
     if (known !== undefined) return known ?? undefined;
     if (this.#plans.size >= MAX_PLANS) {

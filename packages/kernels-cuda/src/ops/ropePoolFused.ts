@@ -2,16 +2,21 @@ import type { FloatDType } from '@kvkit/contracts';
 import type { RopePoolFusedChecked } from '@kvkit/contracts/backend';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
 import type { CudaTensor } from '../runtime/cudaTensor.js';
+import { ELEMENT_BYTES } from '../runtime/cudaTensor.js';
 import { ropePoolKernel } from '../runtime/kernelNames.js';
 import { boundCheck } from './normRope.js';
-import { storePoolRows } from './kvPools.js';
-import { planRows } from './rowTiles.js';
+import { poolScales, storePoolRows } from './kvPools.js';
+import type { PoolScale } from './kvPools.js';
+import { planRows, rowStrides } from './rowTiles.js';
+import type { RowStrides } from './rowTiles.js';
 
 /**
  * SEMANTICS.md §3 on the device: claim_slots gives each slot named by several
  * tokens to the one the contract's rule names (the last; a pool row is never
  * a mix), then one launch
- * rotates Q and K and scatters K and V into the pools. That launch may start
+ * rotates Q and K and scatters K and V into the pools. q, k and v may be
+ * views (of one fused qkv projection): the launch reads them through their
+ * strides, 16 bytes at a time where their rows are contiguous and aligned. That launch may start
  * while the claims finish (Hopper): its query rows need no slot, and it waits
  * for the claims before it looks a slot's owner up.
  */
@@ -31,6 +36,11 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
   const vPool = kernels.own(args.vPool);
   const positions = kernels.own(args.positions);
   const slots = kernels.own(args.slots);
+  const scales = [args.kScale, args.vScale].map((s) => (s ? kernels.own(s) : undefined));
+  // q, k and v are read through their strides; the index tensors (and fp8 scales) as contiguous copies where they are views.
+  const [positionsAt, slotsAt, ...scalesAt] = kernels.gather.contiguous([positions, slots, ...scales.filter((s) => s !== undefined)], op);
+  const [qRows, kRows, vRows] = [q, k, v].map(rowStrides) as [RowStrides, RowStrides, RowStrides];
+  const es = ELEMENT_BYTES[dtype];
   const plan = planRows({
     kernel: 'ropePool',
     dtype,
@@ -39,22 +49,32 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
     gptj: args.ropeStyle === 'gptj',
     tokens: N,
     headRows: Hq + 2 * H,
-    vectorAddresses: [q.ptr, k.ptr, v.ptr, qRot.ptr, kRot.ptr, kPool.ptr, vPool.ptr],
+    vectorAddresses: [q.ptr, k.ptr, v.ptr, qRot.ptr, kRot.ptr, kPool.ptr, vPool.ptr, ...[qRows, kRows, vRows].flatMap((r) => [r.token * es, r.head * es])],
+    elementStrides: [qRows.element, kRows.element, vRows.element],
     multiprocessors: cx.multiprocessors,
   });
-  if (args.layout !== 'NHD' || args.kScale !== undefined) return ropeIntoPools(kernels, args, { q, k, v, qRot, kRot });
+  if (args.layout !== 'NHD' || args.kScale !== undefined) return ropeIntoPools(kernels, args, { q, k, v, qRot, kRot }, { positions: positionsAt!, slots: slotsAt!, scales: poolScales(scales, scalesAt) });
   const slotRule = boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: S });
   // Enqueued before the claims (a first use uploads the table): the pool kernel must directly follow claim_slots.
   const frequencies = kernels.ropeFrequencies(args.ropeBase, R, op);
-  const claims = kernels.slotOwners.claim(slots.ptr, slots.dtype === 'i64', N, S, args.duplicates.slots, op);
+  const claims = kernels.slotOwners.claim(slotsAt!, slots.dtype === 'i64', N, S, args.duplicates.slots, op);
   const p = kernels.params.ropePool;
   p.write({
     q: q.ptr,
     k: k.ptr,
     v: v.ptr,
+    qTokenStride: qRows.token,
+    qHeadStride: qRows.head,
+    qElementStride: qRows.element,
+    kTokenStride: kRows.token,
+    kHeadStride: kRows.head,
+    kElementStride: kRows.element,
+    vTokenStride: vRows.token,
+    vHeadStride: vRows.head,
+    vElementStride: vRows.element,
     ropeFrequencies: frequencies,
-    positions: positions.ptr,
-    slots: slots.ptr,
+    positions: positionsAt!,
+    slots: slotsAt!,
     qRot: qRot.ptr,
     kRot: kRot.ptr,
     kPool: kPool.ptr,
@@ -86,25 +106,38 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
 
 /**
  * Paged or fp8 pools: Q and K rotated as dense rows (the kernel's query path,
- * one launch per tensor, no pool rows), then K and V stored by pool_store.
+ * one launch per tensor, read through their strides, no pool rows), then K
+ * and V stored by pool_store (V read through its strides).
  */
-function ropeIntoPools(kernels: CudaKernels, args: RopePoolFusedChecked, t: { q: CudaTensor; k: CudaTensor; v: CudaTensor; qRot: CudaTensor; kRot: CudaTensor }) {
+function ropeIntoPools(kernels: CudaKernels, args: RopePoolFusedChecked, t: { q: CudaTensor; k: CudaTensor; v: CudaTensor; qRot: CudaTensor; kRot: CudaTensor }, at: { positions: number; slots: number; scales: (PoolScale | undefined)[] }) {
   const op = 'ropePoolFused';
   const { N, Hq, H, D, R } = args.dims;
   const dtype = t.q.dtype as FloatDType;
+  const es = ELEMENT_BYTES[dtype];
   const positions = kernels.own(args.positions);
   const slots = kernels.own(args.slots);
+  const [kScale, vScale] = at.scales;
   const frequencies = kernels.ropeFrequencies(args.ropeBase, R, op);
   for (const [src, dst, heads] of [[t.q, t.qRot, Hq], [t.k, t.kRot, H]] as const) {
-    const plan = planRows({ kernel: 'ropePool', dtype, headDim: D, rotaryDim: R, gptj: args.ropeStyle === 'gptj', tokens: N, headRows: heads, vectorAddresses: [src.ptr, dst.ptr], multiprocessors: kernels.cx.multiprocessors });
+    const rows = rowStrides(src);
+    const plan = planRows({ kernel: 'ropePool', dtype, headDim: D, rotaryDim: R, gptj: args.ropeStyle === 'gptj', tokens: N, headRows: heads, vectorAddresses: [src.ptr, dst.ptr, rows.token * es, rows.head * es], elementStrides: [rows.element], multiprocessors: kernels.cx.multiprocessors });
     const p = kernels.params.ropePool;
     p.write({
       q: src.ptr,
       k: src.ptr,
       v: src.ptr,
+      qTokenStride: rows.token,
+      qHeadStride: rows.head,
+      qElementStride: rows.element,
+      kTokenStride: rows.token,
+      kHeadStride: rows.head,
+      kElementStride: rows.element,
+      vTokenStride: rows.token,
+      vHeadStride: rows.head,
+      vElementStride: rows.element,
       ropeFrequencies: frequencies,
-      positions: positions.ptr,
-      slots: slots.ptr,
+      positions: at.positions,
+      slots: at.slots,
       qRot: dst.ptr,
       kRot: dst.ptr,
       kPool: 0,
@@ -130,10 +163,10 @@ function ropeIntoPools(kernels: CudaKernels, args: RopePoolFusedChecked, t: { q:
     });
     kernels.cx.launch(ropePoolKernel(dtype, plan.path), p, plan.grid, 1, plan.block, plan.sharedBytes, op);
   }
-  const job = { sourceType: dtype, layers: 1, tokens: N, layout: args.layout, dims: args.dims, slots, duplicates: args.duplicates.slots, deviceChecks: args.deviceChecks, callDims: args.dims, op };
+  const job = { sourceType: dtype, layers: 1, tokens: N, layout: args.layout, dims: args.dims, slots: { ptr: at.slots, areI64: slots.dtype === 'i64' }, duplicates: args.duplicates.slots, deviceChecks: args.deviceChecks, callDims: args.dims, op };
   storePoolRows(kernels, job, [
-    { source: t.kRot.ptr, sourceLayerElements: 0, pool: kernels.own(args.kPool), scale: args.kScale ? kernels.own(args.kScale) : undefined },
-    { source: t.v.ptr, sourceLayerElements: 0, pool: kernels.own(args.vPool), scale: args.vScale ? kernels.own(args.vScale) : undefined },
+    { source: t.kRot.ptr, sourceLayerElements: 0, sourceRows: rowStrides(t.kRot), pool: kernels.own(args.kPool), scale: kScale },
+    { source: t.v.ptr, sourceLayerElements: 0, sourceRows: rowStrides(t.v), pool: kernels.own(args.vPool), scale: vScale },
   ]);
   return { qRot: t.qRot, kRot: t.kRot };
 }

@@ -52,9 +52,24 @@ export interface RowShape {
   readonly tokens: number;
   /** Rows per token: L*H for the norm, Hq + 2H for the pool op. */
   readonly headRows: number;
-  /** Every address read or written with 16-byte vectors. */
+  /** Every address read or written with 16-byte vectors, and every byte stride between such rows. */
   readonly vectorAddresses: readonly number[];
+  /** Element strides within the rows read (views); the vector path needs them all 1. */
+  readonly elementStrides?: readonly number[];
   readonly multiprocessors: number;
+}
+
+/** Where the head rows of a [tokens, heads, D] view sit, in elements (a dim of size 1 steps nowhere: 0). */
+export interface RowStrides {
+  readonly token: number;
+  readonly head: number;
+  readonly element: number;
+}
+
+export function rowStrides(t: { readonly shape: readonly number[]; readonly strides: readonly number[] }): RowStrides {
+  const [tokens, heads, D] = t.shape as [number, number, number];
+  const [token, head, element] = t.strides as [number, number, number];
+  return { token: tokens === 1 ? 0 : token, head: heads === 1 ? 0 : head, element: D === 1 ? 1 : element };
 }
 
 /** Rows of one launch the vector path walks: its unit index is 32-bit (unit_walk.cuh), with room for a grid stride past the last unit. */
@@ -62,14 +77,16 @@ export const VECTOR_PATH_MAX_ROWS = 2 ** 31 - 1;
 
 /**
  * The vector path needs rows of whole 16-byte vectors (and, for neox, halves
- * of the rotary part on vector boundaries), at most 32 lanes × 2 vectors, and
- * fewer than 2^31 rows; the element-by-element path indexes in 64 bits.
+ * of the rotary part on vector boundaries), contiguous and 16-byte aligned,
+ * at most 32 lanes × 2 vectors, and fewer than 2^31 rows; the
+ * element-by-element path indexes in 64 bits and reads any strides.
  */
-export function vectorPathFits(s: Pick<RowShape, 'dtype' | 'headDim' | 'rotaryDim' | 'gptj' | 'vectorAddresses' | 'tokens' | 'headRows'>): boolean {
+export function vectorPathFits(s: Pick<RowShape, 'dtype' | 'headDim' | 'rotaryDim' | 'gptj' | 'vectorAddresses' | 'elementStrides' | 'tokens' | 'headRows'>): boolean {
   const vec = s.dtype === 'f32' ? 4 : 8;
   const numVec = s.headDim / vec;
   const fitsWalk = s.tokens * s.headRows <= VECTOR_PATH_MAX_ROWS;
-  return fitsWalk && Number.isInteger(numVec) && numVec <= 64 && s.vectorAddresses.every((a) => a % 16 === 0) && (s.gptj || (s.rotaryDim / 2) % vec === 0);
+  const rowsContiguous = (s.elementStrides ?? []).every((e) => e === 1);
+  return fitsWalk && rowsContiguous && Number.isInteger(numVec) && numVec <= 64 && s.vectorAddresses.every((a) => a % 16 === 0) && (s.gptj || (s.rotaryDim / 2) % vec === 0);
 }
 
 /**

@@ -1,7 +1,7 @@
-import { numel } from '@kvkit/contracts';
+import { isFp8, numel } from '@kvkit/contracts';
 import type { DType, FloatDType, Shape, TensorData } from '@kvkit/contracts';
-import type { BackendKernels, CreateKvMaterializerChecked, DequantizeKvChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
-import { decodeNarrowFloats, encodeTensorData, ropeAngles, storageView } from '@kvkit/contracts/backend';
+import type { BackendKernels, CreateKvMaterializerChecked, DequantizeKvChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit, ViewLayout } from '@kvkit/contracts/backend';
+import { decodeHalves, decodeNarrowFloats, encodeTensorData, layoutOf, ropeAngles, storageView } from '@kvkit/contracts/backend';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';
 import { dequantizeKv } from '../ops/kvPools.js';
@@ -13,6 +13,8 @@ import type { CublasLt } from './cublasLt.js';
 import { CudaTensor, ELEMENT_BYTES } from './cudaTensor.js';
 import type { CudaDevice } from './driver.js';
 import type { DeviceBuffer } from './memory.js';
+import { StridedGather } from './gatherStrided.js';
+import { convertsOnDevice, isHalf, uploadHalves, widenHalves } from './halfTransfers.js';
 import { ParamBlock } from './params.js';
 import { SlotOwners } from './slotOwners.js';
 
@@ -40,10 +42,15 @@ export class CudaKernels implements BackendKernels {
     claimSlots: new ParamBlock('ClaimSlotsParams'),
     poolStore: new ParamBlock('PoolStoreParams'),
     poolRead: new ParamBlock('PoolReadParams'),
+    halves: new ParamBlock('HalvesParams'),
+    gatherStrided: new ParamBlock('GatherStridedParams'),
   };
   /** Last-token-wins claims for pool writes. */
   readonly slotOwners: SlotOwners;
+  /** Contiguous copies of the views a kernel does not read through strides. */
+  readonly gather: StridedGather;
   readonly #frequencies = new Map<number, Map<number, DeviceBuffer>>();
+  readonly #applicationRoots = new Map<number, object>();
   #cublasWorkspace: DeviceBuffer | undefined;
   #disposed = false;
 
@@ -54,6 +61,7 @@ export class CudaKernels implements BackendKernels {
     this.label = `cuda backend #${instances} (${device.name})`;
     this.badValues = new BadValues(cx);
     this.slotOwners = new SlotOwners(cx, this.params.claimSlots);
+    this.gather = new StridedGather(cx, this.params.gatherStrided);
     if ('reason' in gemm) {
       this.cublasLt = undefined;
       this.cublasLtAbsence = gemm.reason;
@@ -89,6 +97,7 @@ export class CudaKernels implements BackendKernels {
     this.cx.makeCurrent();
     const t = this.allocate(dtype, shape, op);
     if (data === undefined) this.cx.fill(t.ptr, 0, t.byteLength, op);
+    else if (isHalf(dtype) && data instanceof Float32Array && convertsOnDevice(data.length)) uploadHalves(this, dtype, t.ptr, data, op);
     else this.cx.upload(t.ptr, hostCopy(dtype, data, numel(shape)), op);
     return t;
   }
@@ -101,14 +110,46 @@ export class CudaKernels implements BackendKernels {
     return t;
   }
 
+  /** A window of `base`'s storage at `layout` (validated to lie inside it): no copy, never freed, disposed with its base. */
+  view(base: OwnedTensor, shape: Shape, layout: ViewLayout): OwnedTensor {
+    const own = this.own(base);
+    const { root, capacity } = layoutOf(own);
+    return new CudaTensor(this, own.dtype, Object.freeze([...shape]), own.buffer, { root, offset: layout.offset, strides: layout.strides, capacity, base: own });
+  }
+
+  /** The storage root of application memory starting at `start` (one per allocation, so overlapping wraps are told apart from separate ones). */
+  applicationStorage(start: number): object {
+    let root = this.#applicationRoots.get(start);
+    if (!root) {
+      root = Object.freeze({ applicationMemory: start });
+      this.#applicationRoots.set(start, root);
+    }
+    return root;
+  }
+
   /** Enqueues the copy now (so it sees exactly the work enqueued before), resolves once it has landed. */
   async read(t: OwnedTensor): Promise<Float32Array | Int32Array | BigInt64Array> {
     const own = this.own(t);
     if (own.byteLength === 0) return emptyOf(own.dtype);
-    // Halves and fp8 are decoded straight from the pinned block; the rest is copied out of it.
-    const dtype = own.dtype;
-    if (dtype !== 'f32' && dtype !== 'i32' && dtype !== 'i64') return this.#download(own, 'read', (view) => decodeNarrowFloats(dtype, view, numel(own.shape)));
-    const copy = await this.#download(own, 'read', (view) => view.slice(0, own.byteLength));
+    const from = this.#rowMajor(own, 'read');
+    const count = numel(own.shape);
+    if (isHalf(own.dtype)) {
+      const dtype = own.dtype;
+      // Large tensors are widened on the device and come back as f32 bytes; small ones are decoded from the pinned block.
+      if (!convertsOnDevice(count)) return this.#download(from, own.byteLength, 'read', (view) => decodeHalves(dtype, new Uint16Array(view, 0, count)));
+      const wide = widenHalves(this, dtype, from, count, 'read');
+      try {
+        return new Float32Array(await this.#download(wide.ptr, count * 4, 'read', (view) => view.slice(0, count * 4)));
+      } finally {
+        wide.release();
+      }
+    }
+    // fp8 codes are decoded on the host (not halves: they never take the device conversion).
+    if (isFp8(own.dtype)) {
+      const dtype = own.dtype;
+      return this.#download(from, own.byteLength, 'read', (view) => decodeNarrowFloats(dtype, view, count));
+    }
+    const copy = await this.#download(from, own.byteLength, 'read', (view) => view.slice(0, own.byteLength));
     return own.dtype === 'f32' ? new Float32Array(copy) : own.dtype === 'i32' ? new Int32Array(copy) : new BigInt64Array(copy);
   }
 
@@ -116,15 +157,21 @@ export class CudaKernels implements BackendKernels {
   async readBytes(t: OwnedTensor): Promise<ArrayBuffer> {
     const own = this.own(t);
     if (own.byteLength === 0) return new ArrayBuffer(0);
-    return this.#download(own, 'readBits', (view) => view.slice(0, own.byteLength));
+    return this.#download(this.#rowMajor(own, 'readBits'), own.byteLength, 'readBits', (view) => view.slice(0, own.byteLength));
   }
 
-  /** Copies the tensor into a pinned block, waits for the copy to land, and hands the block to `take` before it is given back. */
-  async #download<R>(own: CudaTensor, op: string, take: (view: ArrayBuffer) => R): Promise<R> {
+  /** Where the tensor's elements lie row-major: its own address, or (a strided view) a gathered copy enqueued now. */
+  #rowMajor(own: CudaTensor, op: string): number {
     this.cx.makeCurrent();
-    const block = this.cx.pinned(own.byteLength, op);
+    return this.gather.contiguous([own], op)[0]!;
+  }
+
+  /** Copies `bytes` at `ptr` into a pinned block, waits for the copy to land, and hands the block to `take` before it is given back. */
+  async #download<R>(ptr: number, bytes: number, op: string, take: (view: ArrayBuffer) => R): Promise<R> {
+    this.cx.makeCurrent();
+    const block = this.cx.pinned(bytes, op);
     try {
-      this.cx.download(block.ptr, own.ptr, own.byteLength, op);
+      this.cx.download(block.ptr, ptr, bytes, op);
       const event = this.cx.record(op);
       await this.cx.wait(event, op);
       this.cx.recycle(event);

@@ -1,6 +1,6 @@
-import { ContractError, numel } from '@kvkit/contracts';
+import { ContractError } from '@kvkit/contracts';
 import type { Backend, DType, Shape, Tensor } from '@kvkit/contracts';
-import { describeValue, validateTensorCreation } from '@kvkit/contracts/backend';
+import { describeValue, validateTensorCreation, validateWrapLayout } from '@kvkit/contracts/backend';
 import type { ValidationContext } from '@kvkit/contracts/backend';
 import { CudaTensor, ELEMENT_BYTES } from './cudaTensor.js';
 import type { CudaKernels } from './cudaKernels.js';
@@ -13,23 +13,38 @@ const OP = 'wrapDeviceMemory';
 /** A device address as the application holds it (`CUdeviceptr`): a bigint, or a number where its bindings give numbers. */
 export type DevicePointer = bigint | number;
 
+/** How the wrapped elements lie from `ptr`: strides in elements, as PyTorch counts them (row-major when omitted). */
+export interface WrapOptions {
+  readonly strides?: readonly number[];
+}
+
 /**
- * A tensor over device memory the application owns, contiguous from `ptr`:
- * kvkit reads and writes it in place and its `dispose()` never frees it. The
+ * A tensor over device memory the application owns, element 0 at `ptr` and
+ * the rest at `strides` (row-major when omitted; any non-negative strides,
+ * e.g. PyTorch's `tensor.stride()` of a slice of a fused projection): kvkit
+ * reads it in place (ops gather what their kernels do not read strided), writes
+ * it in place where it is contiguous, and its `dispose()` never frees it. The
  * application keeps the memory alive until kvkit's work on it has finished
  * (a `sync()`, or an event on `streamOf(backend)`). Checked before it is
- * made: the dtype and shape as `tensor()` checks them, then, through the
- * driver, that `ptr` is device memory of this backend's device and context,
- * aligned to the dtype, with the whole shape inside its allocation (KV044).
+ * made: the dtype and shape as `tensor()` checks them; through the driver,
+ * that `ptr` is device memory of this backend's device and context, aligned
+ * to the dtype (KV044); the strides (KV046); and that every element lies
+ * inside `ptr`'s allocation (KV047).
  */
-export function wrapDeviceMemory<const DT extends DType, const S extends Shape>(backend: Backend, ptr: DevicePointer, dtype: DT, shape: S): Tensor<DT, S>;
-export function wrapDeviceMemory(backend: unknown, ptr: unknown, dtype: unknown, shape: unknown): Tensor {
+export function wrapDeviceMemory<const DT extends DType, const S extends Shape>(backend: Backend, ptr: DevicePointer, dtype: DT, shape: S, options?: WrapOptions): Tensor<DT, S>;
+export function wrapDeviceMemory(backend: unknown, ptr: unknown, dtype: unknown, shape: unknown, options?: unknown): Tensor {
   const kernels = findCudaKernels(backend);
   if (!kernels) throw new ContractError('KV044', OP, { arg: 'backend', expected: 'a backend made by createCudaBackend()', actual: describeValue(backend) });
-  const v = validateTensorCreation(validationOf(kernels), OP, dtype, shape);
-  const bytes = numel(v.shape) * ELEMENT_BYTES[v.dtype];
-  const address = checkedAddress(kernels, ptr, v.dtype, bytes);
-  return new CudaTensor(kernels, v.dtype, v.shape, new DeviceBuffer(address, bytes, () => {}));
+  const ctx = validationOf(kernels);
+  const given = validateTensorCreation(ctx, OP, dtype, shape);
+  const range = checkedAddress(kernels, ptr, given.dtype);
+  const v = validateWrapLayout(ctx, OP, given.dtype, given.shape, options, range.end - range.address);
+  const es = ELEMENT_BYTES[v.dtype];
+  // Offsets count from the allocation's start, so wraps of one allocation overlap exactly where their elements do.
+  const start = (range.address - range.start) % es === 0 ? range.start : range.address;
+  const storage = new DeviceBuffer(start, range.end - start, () => {});
+  const offset = (range.address - start) / es + v.layout.offset;
+  return new CudaTensor(kernels, v.dtype, v.shape, storage, { root: kernels.applicationStorage(start), offset, strides: v.layout.strides, capacity: Math.floor((range.end - start) / es) });
 }
 
 function validationOf(kernels: CudaKernels): ValidationContext {
@@ -38,8 +53,8 @@ function validationOf(kernels: CudaKernels): ValidationContext {
 
 const hex = (n: number | bigint) => `0x${n.toString(16)}`;
 
-/** The address as a number (device addresses are below 2^53), once the driver vouches for `bytes` of device memory from it. */
-function checkedAddress(kernels: CudaKernels, ptr: unknown, dtype: DType, bytes: number): number {
+/** The address as a number (device addresses are below 2^53), once the driver vouches for it, and the bounds of its allocation. */
+function checkedAddress(kernels: CudaKernels, ptr: unknown, dtype: DType): { address: number; start: number; end: number } {
   const wrong = (expected: string, actual: string): never => {
     throw new ContractError('KV044', OP, { arg: 'ptr', expected, actual });
   };
@@ -70,7 +85,5 @@ function checkedAddress(kernels: CudaKernels, ptr: unknown, dtype: DType, bytes:
   const start = attribute(POINTER_ATTRIBUTE.rangeStart);
   const size = attribute(POINTER_ATTRIBUTE.rangeSize);
   if (typeof start === 'string' || typeof size === 'string') return wrong('device memory whose allocation the driver can bound', `${hex(address)} (${typeof start === 'string' ? start : size})`);
-  const left = Number(start + size) - address;
-  if (bytes > left) wrong(`the start of ${bytes} bytes of one allocation (the shape's ${dtype} elements)`, `${hex(address)}, ${left} bytes before its allocation ends`);
-  return address;
+  return { address, start: Number(start), end: Number((start as bigint) + (size as bigint)) };
 }

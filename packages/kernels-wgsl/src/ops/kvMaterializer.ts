@@ -147,9 +147,10 @@ class WgslKvMaterializer implements MaterializerKernels {
         const vOut = call.take(this.#vOut, T).range(0, perLayer * L);
         this.#run(args, { kDst: kOut, vDst: vOut }, perLayer, undefined, call);
         const job = { sourceType: this.#dtype, layers: L, tokens: T, sourceLayerElements: perLayer / bytesPerElement(this.#dtype), layout: args.layout, dims: args.dims, slots: slots.tensor, duplicates: slots.duplicates, slotRule: args.deviceChecks.find((c) => c.arg === 'slots'), op };
+        const rows = { offset: 0, tokenStride: this.#H * this.#D, headStride: this.#D };
         storePoolRows(k, job, [
-          { source: kOut, pool: k.own(args.kPool), scale: args.kScale ? k.own(args.kScale) : undefined },
-          { source: vOut, pool: k.own(args.vPool), scale: args.vScale ? k.own(args.vScale) : undefined },
+          { source: kOut, rows, pool: k.own(args.kPool), scale: args.kScale ? k.own(args.kScale) : undefined },
+          { source: vOut, rows, pool: k.own(args.vPool), scale: args.vScale ? k.own(args.vScale) : undefined },
         ]);
       });
     });

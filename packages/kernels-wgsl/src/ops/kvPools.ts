@@ -8,9 +8,17 @@ import { tuning } from '../shaders/plan.js';
 import { poolReadShader, poolStoreShader, storedBytes } from '../shaders/poolStore.wgsl.js';
 import type { PoolReadPlan, PoolStorePlan } from '../shaders/poolStore.wgsl.js';
 
+/** Where a source's rows lie in its binding, in elements: element 0, and the steps between tokens and between heads (rows contiguous). */
+export interface SourceRows {
+  readonly offset: number;
+  readonly tokenStride: number;
+  readonly headStride: number;
+}
+
 /** Rows `[L, T, H, D]` of the model dtype bound as `source`, for one pool (and its scale, where fp8). */
 export interface PoolRows {
   readonly source: BufferRange;
+  readonly rows: SourceRows;
   readonly pool: GpuTensor;
   readonly scale: GpuTensor | undefined;
 }
@@ -42,7 +50,7 @@ export function storePoolRows(k: WebGpuKernels, job: PoolStoreJob, pools: readon
   const owned = k.slotOwners.resolve(job.slots, job.tokens, S, job.duplicates, job.op);
   const segments = job.layout === 'NHD' ? 1 : H;
   const run = (H * D) / segments;
-  for (const { source, pool, scale } of pools) {
+  for (const { source, rows, pool, scale } of pools) {
     const poolType = pool.dtype as PoolStorePlan['poolType'];
     const bytes = storedBytes(poolType);
     const wholeWords = (run * bytes) % 4 === 0;
@@ -69,6 +77,9 @@ export function storePoolRows(k: WebGpuKernels, job: PoolStoreJob, pools: readon
       pageSize,
       pages: S / pageSize,
       sourceLayerElements: job.sourceLayerElements,
+      sourceOffset: rows.offset,
+      sourceTokenStride: rows.tokenStride,
+      sourceHeadStride: rows.headStride,
       slotFlag: words[0]!,
       perHeadScale: scale && scale.numel > 1 ? 1 : 0,
     };

@@ -1,9 +1,10 @@
 import type { FloatDType, IndexDType } from '@kvkit/contracts';
-import type { RopePoolFusedChecked } from '@kvkit/contracts/backend';
+import type { OwnedTensor, RopePoolFusedChecked } from '@kvkit/contracts/backend';
 import { ropeAngles } from '@kvkit/contracts/backend';
 import type { DeviceStorage } from '../runtime/gpuRuntime.js';
 import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
-import { ROPE_ALL_BINDINGS } from '../shaders/plan.js';
+import { ROPE_ALL_BINDINGS, rowLayout } from '../shaders/plan.js';
+import { rowStrides } from '../runtime/views.js';
 import { storePoolRows } from './kvPools.js';
 import { launchRopeRows, launchRopeTable, turnsPerPosition } from './launch.js';
 
@@ -28,6 +29,32 @@ export function turnsBuffer(k: WebGpuKernels, ropeBase: number, rotaryDim: numbe
   return s;
 }
 
+/** q, k and v are read through their token and head strides wherever their head rows are contiguous, in whole row vectors. */
+export function readsStrided(k: WebGpuKernels, args: RopePoolFusedChecked, name: string, t: OwnedTensor): boolean {
+  if (name !== 'q' && name !== 'k' && name !== 'v') return false;
+  return rowStrides(k, t, rowLayout(t.dtype as FloatDType, args.dims.D).elements) !== undefined;
+}
+
+/** The strides uniforms of q, k and v, and their bindings. */
+function stridedInputs(k: WebGpuKernels, args: RopePoolFusedChecked, dtype: FloatDType) {
+  const unit = rowLayout(dtype, args.dims.D).elements;
+  const [q, key, v] = [args.q, args.k, args.v].map((t) => rowStrides(k, t, unit)!);
+  return {
+    ranges: { q: q!.range, k: key!.range, v: v!.range },
+    params: {
+      qOffset: q!.offset,
+      qTokenStride: q!.tokenStride,
+      qHeadStride: q!.headStride,
+      kOffset: key!.offset,
+      kTokenStride: key!.tokenStride,
+      kHeadStride: key!.headStride,
+      vOffset: v!.offset,
+      vTokenStride: v!.tokenStride,
+      vHeadStride: v!.headStride,
+    },
+  };
+}
+
 /**
  * SEMANTICS §3: the cos/sin row of every token (from ropeBase), the
  * ownership pass that leaves each shared slot to one token (the contract's
@@ -49,27 +76,30 @@ export function ropePoolFused(k: WebGpuKernels, args: RopePoolFusedChecked) {
     const table = k.scratch('ropePoolFused cos/sin', N * R * 4).range(0, N * R * 4);
     launchRopeTable(k, positions.dtype as IndexDType, { positions: positions.range, turnsPerPosition: turnsBuffer(k, args.ropeBase, R).range(0, (R / 2) * 4), table }, N, R);
     const rope = { dtype, D, R, style: args.ropeStyle, slotType: slots.dtype as IndexDType };
+    const inputs = stridedInputs(k, args, dtype);
     if (args.layout !== 'NHD' || args.kScale !== undefined) {
-      // Paged or fp8 pools: rotate q and k as dense rows (the query kernel, run once per tensor), then store K and V.
+      // Paged or fp8 pools: rotate q and k as dense rows (the query kernel, run once per tensor, reading their strides), then store K and V.
       const queries = { ...rope, kind: 'q' as const, slotType: undefined };
-      const at = { keyHeads: H, slotBelow: S, slotFlag: 0 };
-      launchRopeRows(k, queries, { q: q.range, cosSin: table, qRot: qRot.range }, { ...at, queryHeads: Hq, rows: N * Hq });
-      launchRopeRows(k, queries, { q: k.own(args.k).range, cosSin: table, qRot: kRot.range }, { ...at, queryHeads: H, rows: N * H });
+      const at = { keyHeads: H, slotBelow: S, slotFlag: 0, ...inputs.params };
+      const { kOffset, kTokenStride, kHeadStride } = inputs.params;
+      launchRopeRows(k, queries, { q: inputs.ranges.q, cosSin: table, qRot: qRot.range }, { ...at, queryHeads: Hq, rows: N * Hq });
+      launchRopeRows(k, queries, { q: inputs.ranges.k, cosSin: table, qRot: kRot.range }, { ...at, qOffset: kOffset, qTokenStride: kTokenStride, qHeadStride: kHeadStride, queryHeads: H, rows: N * H });
+      const v = rowStrides(k, args.v, 1)!;
       const job = { sourceType: dtype, layers: 1, tokens: N, sourceLayerElements: 0, layout: args.layout, dims: args.dims, slots, duplicates: args.duplicates.slots, slotRule: args.deviceChecks.find((c) => c.arg === 'slots'), op: 'ropePoolFused' };
       storePoolRows(k, job, [
-        { source: kRot.range, pool: k.own(args.kPool), scale: args.kScale ? k.own(args.kScale) : undefined },
-        { source: k.own(args.v).range, pool: k.own(args.vPool), scale: args.vScale ? k.own(args.vScale) : undefined },
+        { source: kRot.range, rows: { offset: 0, tokenStride: H * D, headStride: D }, pool: k.own(args.kPool), scale: args.kScale ? k.own(args.kScale) : undefined },
+        { source: v.range, rows: { offset: v.offset, tokenStride: v.tokenStride, headStride: v.headStride }, pool: k.own(args.vPool), scale: args.vScale ? k.own(args.vScale) : undefined },
       ]);
       return { qRot, kRot };
     }
     const { flags, words } = k.checks.reserve([args.deviceChecks.find((c) => c.arg === 'slots')], args.dims);
     const owned = k.slotOwners.resolve(slots, N, S, args.duplicates.slots, 'ropePoolFused');
-    const keys = { k: k.own(args.k).range, v: k.own(args.v).range, slots: owned, kRot: kRot.range, kPool: k.own(args.kPool).range, vPool: k.own(args.vPool).range, flags };
-    const at = { queryHeads: Hq, keyHeads: H, slotBelow: S, slotFlag: words[0]! };
+    const keys = { k: inputs.ranges.k, v: inputs.ranges.v, slots: owned, kRot: kRot.range, kPool: k.own(args.kPool).range, vPool: k.own(args.vPool).range, flags };
+    const at = { queryHeads: Hq, keyHeads: H, slotBelow: S, slotFlag: words[0]!, ...inputs.params };
     if (k.runtime.caps.maxStorageBuffersPerStage >= ROPE_ALL_BINDINGS) {
-      launchRopeRows(k, { ...rope, kind: 'all' }, { q: q.range, cosSin: table, qRot: qRot.range, ...keys }, { ...at, rows: N * (Hq + H) });
+      launchRopeRows(k, { ...rope, kind: 'all' }, { q: inputs.ranges.q, cosSin: table, qRot: qRot.range, ...keys }, { ...at, rows: N * (Hq + H) });
     } else {
-      launchRopeRows(k, { ...rope, kind: 'q', slotType: undefined }, { q: q.range, cosSin: table, qRot: qRot.range }, { ...at, rows: N * Hq });
+      launchRopeRows(k, { ...rope, kind: 'q', slotType: undefined }, { q: inputs.ranges.q, cosSin: table, qRot: qRot.range }, { ...at, rows: N * Hq });
       launchRopeRows(k, { ...rope, kind: 'kv' }, { cosSin: table, ...keys }, { ...at, rows: N * H });
     }
   } catch (e) {

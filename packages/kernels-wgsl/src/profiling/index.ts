@@ -122,8 +122,36 @@ async function timeByWallClock(k: WebGpuKernels, enqueue: () => void, reps: numb
   return { medianUs: median(samplesUs), samplesUs, method: 'wall-clock' };
 }
 
-/** Ceiling: a vec4<u32> copy of `bytes` (capped at the device's largest binding), best of 1, 2 or 4 vectors per invocation; GB/s counts bytes read + written. */
-export async function measureCopyCeiling(backend: Backend, bytes: number): Promise<{ gbs: number; timing: DeviceTiming }> {
+/** One shape of the WGSL copy, timed: GB/s counts bytes read + written. */
+export interface CopyCeiling {
+  /** `webgpu-copy-x1`, `-x2`, `-x4`: vec4<u32> copied per invocation. */
+  readonly name: string;
+  readonly gbs: number;
+  readonly timing: DeviceTiming;
+}
+
+/** Random words written over `storage` a chunk at a time, so a ceiling never reads zero pages. */
+function fillRandomWords(k: WebGpuKernels, storage: DeviceStorage, size: number): void {
+  const chunk = new Uint32Array(Math.min(size, 16 << 20) / 4);
+  let x = 0x2545f491;
+  for (let i = 0; i < chunk.length; i++) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    chunk[i] = x >>> 0;
+  }
+  for (let at = 0; at < size; at += chunk.byteLength) {
+    const bytes = Math.min(chunk.byteLength, size - at);
+    k.runtime.device.queue.writeBuffer(storage.buffer, at, chunk, 0, bytes / 4);
+  }
+}
+
+/**
+ * The bandwidth ceilings of the same run: a vec4<u32> copy of `bytes` of
+ * random data (capped at the device's largest binding), with 1, 2 or 4
+ * vectors per invocation. Memory-bound figures are read against the best.
+ */
+export async function measureCopyCeilings(backend: Backend, bytes: number): Promise<CopyCeiling[]> {
   const k = kernelsFor(backend);
   let size = Math.max(16, Math.floor(Math.min(bytes, k.runtime.maxBufferBytes) / 16) * 16);
   let src: DeviceStorage;
@@ -131,8 +159,8 @@ export async function measureCopyCeiling(backend: Backend, bytes: number): Promi
   // A device may list a binding size it cannot back with memory (SwiftShader): halve until both buffers fit.
   for (;;) {
     k.runtime.device.pushErrorScope('out-of-memory');
-    src = k.storage(size, 'kvkit copy ceiling source', 'measureCopyCeiling');
-    dst = k.storage(size, 'kvkit copy ceiling destination', 'measureCopyCeiling');
+    src = k.storage(size, 'kvkit copy ceiling source', 'measureCopyCeilings');
+    dst = k.storage(size, 'kvkit copy ceiling destination', 'measureCopyCeilings');
     const error = await k.runtime.device.popErrorScope();
     if (!error || size <= 1 << 20) break;
     src.release();
@@ -140,8 +168,8 @@ export async function measureCopyCeiling(backend: Backend, bytes: number): Promi
     size = Math.floor(size / 32) * 16;
   }
   try {
-    // The best of a few shapes of the same copy: the ceiling is what a copy kernel can reach here.
-    let best: { gbs: number; timing: DeviceTiming } | undefined;
+    fillRandomWords(k, src, size);
+    const out: CopyCeiling[] = [];
     for (const perInvocation of [1, 2, 4]) {
       const plan = planCopy(k.runtime.caps, perInvocation);
       const kernel = k.runtime.kernel(plan, () => copyShader(plan));
@@ -150,10 +178,9 @@ export async function measureCopyCeiling(backend: Backend, bytes: number): Promi
       const enqueue = () =>
         k.runtime.dispatch(kernel, { src: src.range(0, size), dst: dst.range(0, size) }, { vectors, invocations }, Math.ceil(invocations / plan.workgroupSize));
       const timing = await timeOnDevice(backend, enqueue, { warmup: 3, reps: 20 });
-      const gbs = (2 * size) / (timing.medianUs * 1e3);
-      if (!best || gbs > best.gbs) best = { gbs, timing };
+      out.push({ name: `webgpu-copy-x${perInvocation}`, gbs: (2 * size) / (timing.medianUs * 1e3), timing });
     }
-    return best!;
+    return out;
   } finally {
     src.release();
     dst.release();

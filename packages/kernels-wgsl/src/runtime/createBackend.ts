@@ -5,6 +5,8 @@ import type { DeviceCaps } from '../shaders/plan.js';
 import { findAdapter as probeAdapter, KERNEL_TOGGLES, noAdapterFix } from './adapter.js';
 import { GpuRuntime } from './gpuRuntime.js';
 import { WebGpuKernels } from './webGpuKernels.js';
+import { wrapFor } from './wrap.js';
+import type { WebGpuBackend } from './wrap.js';
 
 export interface WebGpuBackendOptions {
   /** Run on this device (shared with the application); the backend never destroys it. */
@@ -27,7 +29,7 @@ export const kernelsOf = new WeakMap<Backend, WebGpuKernels>();
  * `options.gpu`, `navigator.gpu` (browsers) or Dawn (Node, falling back to
  * SwiftShader where no GPU driver answers). No adapter: KV050.
  */
-export async function createWebGpuBackend(options: WebGpuBackendOptions = {}): Promise<Backend> {
+export async function createWebGpuBackend(options: WebGpuBackendOptions = {}): Promise<WebGpuBackend> {
   let device = options.device;
   let description = 'a device passed in';
   let adapterSubgroupMin: number | undefined;
@@ -51,7 +53,8 @@ export async function createWebGpuBackend(options: WebGpuBackendOptions = {}): P
   };
   const runtime = new GpuRuntime(device, caps, device.features.has('timestamp-query'));
   const kernels = new WebGpuKernels(runtime, options.device === undefined, description);
-  const backend = defineBackend(kernels);
+  const common = defineBackend(kernels);
+  const backend: WebGpuBackend = { ...common, wrap: wrapFor(kernels, () => kernels.disposed) };
   kernelsOf.set(backend, kernels);
   return backend;
 }

@@ -8,7 +8,7 @@ export interface GpuBufferRange {
   readonly buffer: GPUBuffer;
   /** Byte offset of element 0 in `buffer` (kvkit's tensors may be slices of a larger buffer). */
   readonly byteOffset: number;
-  /** Bytes of data: numel × element size (2 for f16/bf16, stored as consecutive 16-bit values). */
+  /** Bytes from element 0 to the end of the last element: numel × element size for a contiguous tensor (2 for f16/bf16, stored as consecutive 16-bit values). */
   readonly byteLength: number;
   /** Per dim, in elements, as PyTorch counts them. */
   readonly strides: readonly number[];
@@ -27,7 +27,8 @@ export function gpuBufferOf(tensor: Tensor): GpuBufferRange {
   const owner = isTensor(tensor) ? tensor[TENSOR_OWNER] : undefined;
   const webGpu = owner instanceof WebGpuKernels ? owner : undefined;
   const t = validateTensorUse({ owner: webGpu ?? ANY_WEBGPU_BACKEND, label: webGpu?.label ?? ANY_WEBGPU_BACKEND.label }, 'gpuBufferOf', tensor) as GpuTensor;
-  const strides = t.shape.map(() => 1);
-  for (let d = t.shape.length - 2; d >= 0; d--) strides[d] = strides[d + 1]! * t.shape[d + 1]!;
-  return { buffer: t.storage.buffer, byteOffset: t.byteOffset, byteLength: t.byteLength, strides };
+  // A strided view's bytes run from its first element to one past its last.
+  const last = t.shape.reduce((end, d, i) => end + Math.max(0, d - 1) * t.strides[i]!, 0);
+  const byteLength = t.numel === 0 ? 0 : (last + 1) * (t.byteLength / t.numel);
+  return { buffer: t.storage.buffer, byteOffset: t.byteOffset, byteLength, strides: t.strides };
 }

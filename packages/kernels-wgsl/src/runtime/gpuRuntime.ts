@@ -198,6 +198,11 @@ export class GpuRuntime {
     return { buffer, id: this.#nextId++ };
   }
 
+  /** An id for a buffer the application made (the bind-group cache keys ranges by id); kvkit never destroys it. */
+  adopt(): number {
+    return this.#nextId++;
+  }
+
   /** Destroys the buffer once the work recorded so far has been submitted (submitted work keeps it alive). */
   destroyLater(buffer: GPUBuffer): void {
     if (this.#encoder) this.#destroyAfterSubmit.push(buffer);

@@ -1,16 +1,20 @@
 import type { DType, Shape, TensorData } from '@kvkit/contracts';
-import type { BackendKernels, CreateKvMaterializerChecked, DequantizeKvChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
-import { decodeNarrowFloats, encodeTensorData, storageView, Workspace } from '@kvkit/contracts/backend';
+import type { BackendKernels, CreateKvMaterializerChecked, DequantizeKvChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, StorageLayout, TensorLimit, ViewLayout } from '@kvkit/contracts/backend';
+import { decodeNarrowFloats, encodeTensorData, isContiguous, layoutOf, storageView, Workspace, writtenInPlace } from '@kvkit/contracts/backend';
 import { ContractError } from '@kvkit/contracts';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';
 import { dequantizeKv } from '../ops/kvPools.js';
-import { ropePoolFused } from '../ops/ropePoolFused.js';
+import { readsStrided, ropePoolFused } from '../ops/ropePoolFused.js';
 import { DeviceChecks } from './deviceChecks.js';
 import { DeviceStorage } from './gpuRuntime.js';
 import type { GpuRuntime } from './gpuRuntime.js';
 import { SlotOwners } from './slotOwners.js';
 import { bytesPerElement, GpuTensor } from './gpuTensor.js';
+import { bindable, contiguousCopy, withBindableViews } from './views.js';
+
+/** GPUBufferUsage.COPY_SRC. */
+const USAGE_COPY_SRC = 0x04;
 
 /** Buffers a backend holds now and has created so far; steady-state calls leave `created` unchanged. */
 export interface WebGpuBackendStats {
@@ -22,6 +26,8 @@ export interface WebGpuBackendStats {
   /** Kernel dispatches recorded, and command buffers submitted (ops are batched: submits happen at read, sync, or a full batch). */
   readonly dispatches: number;
   readonly submits: number;
+  /** Strided copies made for views that kernels do not read as they are (a fast path makes none). */
+  readonly gathers: number;
 }
 
 let instances = 0;
@@ -31,6 +37,12 @@ const RECYCLED_PER_SIZE = 4;
 const RECYCLED_MAX_BYTES = 2 ** 31;
 /** Element indices in WGSL are u32. */
 const U32_INDICES = 2 ** 32 - 1;
+
+/** A tensor whose bytes are one plain range of its buffer (contiguous, and not running past it). */
+function isPlainRange(t: GpuTensor): boolean {
+  const layout = layoutOf(t);
+  return isContiguous(t.shape, layout.strides) && t.byteOffset + Math.ceil(t.byteLength / 4) * 4 <= t.storage.buffer.size;
+}
 
 /** The WebGPU kernels behind one backend: tensors on device buffers, ops recorded into the runtime's batch. */
 export class WebGpuKernels implements BackendKernels {
@@ -52,6 +64,10 @@ export class WebGpuKernels implements BackendKernels {
 
   /** A software adapter (SwiftShader): right answers, no measure of GPU speed. */
   readonly software: boolean;
+  /** Strided copies recorded for views kernels could not bind as they are (reads, op inputs, write-backs). */
+  gathers = 0;
+  /** One storage per application buffer wrapped, so every tensor over it shares one root (aliasing is seen). */
+  readonly #wrapped = new WeakMap<GPUBuffer, DeviceStorage>();
 
   constructor(runtime: GpuRuntime, ownsDevice: boolean, description: string) {
     instances += 1;
@@ -71,6 +87,7 @@ export class WebGpuKernels implements BackendKernels {
       pipelines: this.runtime.kernelCount,
       dispatches: this.runtime.dispatches,
       submits: this.runtime.submits,
+      gathers: this.gathers,
     };
   }
 
@@ -186,15 +203,42 @@ export class WebGpuKernels implements BackendKernels {
     return new GpuTensor(this, dtype, Object.freeze([...shape]), s, 0, { ownsStorage: true });
   }
 
+  view(base: OwnedTensor, shape: Shape, layout: ViewLayout): OwnedTensor {
+    const own = this.own(base);
+    return own.view(shape, layout, layoutOf(own));
+  }
+
+  /** The storage behind an application's buffer, made once per buffer and never destroyed by kvkit. */
+  wrappedStorage(buffer: GPUBuffer): DeviceStorage {
+    let s = this.#wrapped.get(buffer);
+    if (!s) {
+      s = new DeviceStorage(this.runtime, buffer, this.runtime.adopt(), buffer.size, () => {});
+      this.#wrapped.set(buffer, s);
+    }
+    return s;
+  }
+
+  /** A tensor over an application's buffer (validated: this device's, STORAGE usage, the view inside it). */
+  wrap(buffer: GPUBuffer, dtype: DType, shape: Shape, layout: ViewLayout): GpuTensor {
+    const storage = this.wrappedStorage(buffer);
+    const root: StorageLayout = { root: storage, offset: layout.offset, strides: layout.strides, capacity: Math.floor(buffer.size / bytesPerElement(dtype)) };
+    return GpuTensor.over(this, dtype, shape, storage, root);
+  }
+
+  /** True when the tensor lies in a buffer of the application's. */
+  isWrapped(t: GpuTensor): boolean {
+    return this.#wrapped.get(t.storage.buffer) === t.storage;
+  }
+
   async readBytes(t: OwnedTensor): Promise<ArrayBuffer> {
     this.assertLive('readBits');
-    return this.#readStored(this.own(t), 'readBits');
+    return this.#readView(this.own(t), 'readBits');
   }
 
   async read(t: OwnedTensor): Promise<Float32Array | Int32Array | BigInt64Array> {
     this.assertLive('read');
     const own = this.own(t);
-    const bytes = await this.#readStored(own, 'read');
+    const bytes = await this.#readView(own, 'read');
     switch (own.dtype) {
       case 'f32':
         return new Float32Array(bytes);
@@ -204,6 +248,25 @@ export class WebGpuKernels implements BackendKernels {
         return new BigInt64Array(bytes);
       default:
         return decodeNarrowFloats(own.dtype, bytes, own.numel);
+    }
+  }
+
+  /** A wrapped buffer is read with a copy, which needs COPY_SRC (KV049); a view the copy cannot take as it is, through a contiguous copy. */
+  #readable(own: GpuTensor, op: string): GpuTensor {
+    if (this.isWrapped(own) && (own.storage.buffer.usage & USAGE_COPY_SRC) === 0) {
+      throw new ContractError('KV049', op, { arg: 'tensor', reason: `its GPUBuffer ${JSON.stringify(own.storage.buffer.label)} lacks GPUBufferUsage.COPY_SRC, which reading it takes` });
+    }
+    if (bindable(this, own) || (isPlainRange(own) && own.byteOffset % 4 === 0)) return own;
+    return this.runtime.scoped(() => contiguousCopy(this, own, op));
+  }
+
+  /** The copy is recorded before this returns, so a contiguous copy made for it may go at once. */
+  #readView(own: GpuTensor, op: string): Promise<ArrayBuffer> {
+    const src = this.#readable(own, op);
+    try {
+      return this.#readStored(src, op);
+    } finally {
+      if (src !== own) src.dispose();
     }
   }
 
@@ -218,22 +281,30 @@ export class WebGpuKernels implements BackendKernels {
 
   fusedNormRopeStacked(args: FusedNormRopeStackedChecked): { kOut: OwnedTensor; vOut: OwnedTensor } {
     this.assertLive('fusedNormRopeStacked');
-    return this.runtime.scoped(() => fusedNormRopeStacked(this, args));
+    const op = 'fusedNormRopeStacked';
+    return this.runtime.scoped(() => withBindableViews(this, op, args, writtenInPlace[op]!, (a) => fusedNormRopeStacked(this, a)));
   }
 
   createKvMaterializer(args: CreateKvMaterializerChecked): MaterializerKernels {
     this.assertLive('createKvMaterializer');
-    return this.runtime.scoped(() => createKvMaterializer(this, args));
+    const made = this.runtime.scoped(() => withBindableViews(this, 'createKvMaterializer', args, [], (a) => createKvMaterializer(this, a)));
+    return {
+      materialize: (a) => withBindableViews(this, 'KvMaterializer.materialize', a, writtenInPlace['KvMaterializer.materialize']!, (b) => made.materialize(b)),
+      materializeInto: (a) => withBindableViews(this, 'KvMaterializer.materializeInto', a, writtenInPlace['KvMaterializer.materializeInto']!, (b) => made.materializeInto(b)),
+      dispose: () => made.dispose(),
+    };
   }
 
   dequantizeKv(args: DequantizeKvChecked): void {
     this.assertLive('dequantizeKv');
-    this.runtime.scoped(() => dequantizeKv(this, args));
+    const op = 'dequantizeKv';
+    this.runtime.scoped(() => withBindableViews(this, op, args, writtenInPlace[op]!, (a) => dequantizeKv(this, a)));
   }
 
   ropePoolFused(args: RopePoolFusedChecked): { qRot: OwnedTensor; kRot: OwnedTensor } {
     this.assertLive('ropePoolFused');
-    return this.runtime.scoped(() => ropePoolFused(this, args));
+    const op = 'ropePoolFused';
+    return this.runtime.scoped(() => withBindableViews(this, op, args, writtenInPlace[op]!, (a) => ropePoolFused(this, a), (name, t) => readsStrided(this, args, name, t)));
   }
 
   async sync(): Promise<void> {

@@ -253,7 +253,19 @@ export function planFma(caps: DeviceCaps): FmaPlan {
   return { kernel: 'fma', workgroupSize: Math.min(256, caps.maxInvocationsPerWorkgroup), steps: 1024 };
 }
 
-export type KernelPlan = NormRopePlan | RopeRowsPlan | RopeTablePlan | SlotOwnersPlan | PoolStorePlan | PoolReadPlan | GemmPlan | GemmReducePlan | CopyPlan | FmaPlan;
+/** The copy behind views: one 32-bit element a word, or two 16-bit ones, or four fp8 bytes (stridedCopy.wgsl.ts). */
+export interface StridedCopyPlan {
+  readonly kernel: 'stridedCopy';
+  /** Elements per 32-bit word. */
+  readonly lanes: 1 | 2 | 4;
+  readonly workgroupSize: number;
+}
+
+export function planStridedCopy(caps: DeviceCaps, lanes: 1 | 2 | 4): StridedCopyPlan {
+  return { kernel: 'stridedCopy', lanes, workgroupSize: Math.min(tuning.rowWorkgroup, caps.maxInvocationsPerWorkgroup) };
+}
+
+export type KernelPlan = NormRopePlan | RopeRowsPlan | RopeTablePlan | SlotOwnersPlan | PoolStorePlan | PoolReadPlan | GemmPlan | GemmReducePlan | CopyPlan | FmaPlan | StridedCopyPlan;
 
 /** The pipeline cache key of a plan: every field that shapes the generated WGSL. */
 export function planKey(plan: KernelPlan): string {

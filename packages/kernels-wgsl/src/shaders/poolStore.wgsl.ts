@@ -74,6 +74,14 @@ function runStart(layout: 'NHD' | 'HND', layer: string): string {
   let first = (((${layer} * (params.slotBelow / params.pageSize) + page) * params.heads + seg) * params.pageSize + (slot.x - page * params.pageSize)) * params.headDim;`;
 }
 
+/** WGSL statements defining `head` and `i` (the source element) for element `e` of the run: the source is read through its head stride. */
+function sourceIndex(e: string): string {
+  // Element of the token's [H, D] row: an NHD run is the whole row (seg 0), an HND run head seg's.
+  return `let inRow = seg * params.headDim + ${e};
+    let head = inRow / params.headDim;
+    let i = source0 + head * params.sourceHeadStride + (inRow - head * params.headDim);`;
+}
+
 export function poolStoreShader(plan: PoolStorePlan): KernelSource<PoolStoreParams, PoolStoreRanges> {
   const scaled = isFp8(plan.poolType);
   const bytes = storedBytes(plan.poolType);
@@ -87,13 +95,11 @@ export function poolStoreShader(plan: PoolStorePlan): KernelSource<PoolStorePara
     ? `var word = 0u;
   for (var k = 0u; k < ${perWord}u; k = k + 1u) {
     let e = u * ${perWord}u + k;
-    let i = source0 + e;
-    let head = select(seg, e / params.headDim, params.segments == 1u);
+    ${sourceIndex('e')}
     word = word | (${stored} << (k * ${8 * bytes}u));
   }
   pool[((first + u * ${perWord}u) * ${bytes}u) >> 2u] = word;`
-    : `let i = source0 + u;
-  let head = select(seg, u / params.headDim, params.segments == 1u);
+    : `${sourceIndex('u')}
   store_element(first + u, ${stored});`;
   const code = `${HALF_FLOAT_WGSL}
 ${INDEX_RANGE_WGSL}
@@ -121,7 +127,7 @@ fn main(${ENTRY_BUILTINS}) {
   if (l == 0u && inToken == 0u && !indexIsNegative(slot) && !inPool) { atomicMax(&flags[params.slotFlag], 0xffffffffu - t); }
   if (!inPool) { return; }
   ${runStart(plan.layout, 'l')}
-  let source0 = l * params.sourceLayerElements + (t * params.heads + seg) * params.headDim;
+  let source0 = params.sourceOffset + l * params.sourceLayerElements + t * params.sourceTokenStride;
   ${store}
 }
 `;

@@ -27,6 +27,12 @@ export function ropeRowsShader(plan: RopeRowsPlan): KernelSource<RopeRowsParams,
   const withK = plan.kind !== 'q';
   const bindings = ROPE_ROWS.bindings({ queries: withQ, keys: withK, Row: rowType, Dst: halves ? 'atomic<u32>' : rowType });
 
+  /** Where this invocation's head row starts in each input it reads, in row vectors: inputs may be views (strides as uniforms). */
+  const inputBases = (src: 'q' | 'k', isKey: boolean): string[] => [
+    `let srcBase = params.${src}Offset + n * params.${src}TokenStride + h * params.${src}HeadStride;`,
+    ...(isKey ? ['let vBase = params.vOffset + n * params.vTokenStride + h * params.vHeadStride;'] : []),
+  ];
+
   /** The statements of one part: rotate this invocation's vector of `src` into `dst` (and the pools for keys). */
   const part = (src: 'q' | 'k', dst: 'qRot' | 'kRot', heads: string): string => {
     const isKey = src === 'k';
@@ -41,13 +47,14 @@ export function ropeRowsShader(plan: RopeRowsPlan): KernelSource<RopeRowsParams,
       vector: 'c',
       prefix: p,
       partnerValue: (i, out) => `let ${out} = ${src}At(elemBase + ${i});`,
-      partnerVector: (vector, prefix) => ({ code: `let ${prefix}raw = ${src}[base + ${vector}];`, values: vectorValues(dtype, layout, `${prefix}raw`) }),
+      partnerVector: (vector, prefix) => ({ code: `let ${prefix}raw = ${src}[srcBase + ${vector}];`, values: vectorValues(dtype, layout, `${prefix}raw`) }),
       cosSin: (j, which) => `cosSin[csBase + ${which === 0 ? '' : `${R / 2}u + `}${j}]`,
     });
     const lines = [
       `let base = (n * ${heads} + h) * ROW_VECS;`,
-      `let elemBase = (n * ${heads} + h) * ${plan.D}u;`,
-      element ? `let x = ${src}At(base + c);` : `let x = ${src}[base + c];`,
+      ...inputBases(src, isKey),
+      `let elemBase = srcBase * ${layout.elements}u;`,
+      element ? `let x = ${src}At(srcBase + c);` : `let x = ${src}[srcBase + c];`,
       ...xs.map((x, k) => `let ${p}y${k} = ${x};`),
       rotation.code,
     ];
@@ -62,17 +69,17 @@ export function ropeRowsShader(plan: RopeRowsPlan): KernelSource<RopeRowsParams,
     if (element) {
       lines.push(storeElement(dtype, dst, `store_${dst}`, 'base + c', rotation.out[0]!));
       if (isKey) {
-        const e = 'base + c';
+        const e = 'vBase + c';
         lines.push(
           'if (slotOk) {',
           `  ${storeElement(dtype, 'kPool', 'store_kPool', 'poolBase + c', rotation.out[0]!)}`,
-          dtype === 'f32' ? '  vPool[poolBase + c] = v[base + c];' : `  store_vPool(poolBase + c, v[(${e}) >> 1u] >> (((${e}) & 1u) * 16u));`,
+          dtype === 'f32' ? '  vPool[poolBase + c] = v[vBase + c];' : `  store_vPool(poolBase + c, v[(${e}) >> 1u] >> (((${e}) & 1u) * 16u));`,
           '}',
         );
       }
     } else {
       lines.push(`let packed = ${packVector(dtype, layout, rotation.out)};`, `${dst}[base + c] = packed;`);
-      if (isKey) lines.push('if (slotOk) {', '  kPool[poolBase + c] = packed;', '  vPool[poolBase + c] = v[base + c];', '}');
+      if (isKey) lines.push('if (slotOk) {', '  kPool[poolBase + c] = packed;', '  vPool[poolBase + c] = v[vBase + c];', '}');
     }
     return lines.join('\n    ');
   };
@@ -90,9 +97,10 @@ export function ropeRowsShader(plan: RopeRowsPlan): KernelSource<RopeRowsParams,
     const ps = vectorValues(dtype, layout, 'xp');
     const lines = [
       `let base = (n * ${heads} + h) * ROW_VECS;`,
+      ...inputBases(src, isKey),
       `let paired = u < ${halfVecs}u;`,
       `let c = select(${R / E}u + u - ${halfVecs}u, u, paired);`,
-      `let x = ${src}[base + c];`,
+      `let x = ${src}[srcBase + c];`,
     ];
     if (isKey) {
       lines.push(
@@ -104,16 +112,16 @@ export function ropeRowsShader(plan: RopeRowsPlan): KernelSource<RopeRowsParams,
     }
     const rotate = [
       `let pc = c + ${halfVecs}u;`,
-      `let xp = ${src}[base + pc];`,
+      `let xp = ${src}[srcBase + pc];`,
       `let j0 = csBase + c * ${E}u;`,
       ...xs.flatMap((_, k) => [`let cs${k} = cosSin[j0 + ${k}u];`, `let sn${k} = cosSin[j0 + ${R / 2 + k}u];`]),
       `let lo = ${packVector(dtype, layout, xs.map((x, k) => `${x} * cs${k} - ${ps[k]} * sn${k}`))};`,
       `let hi = ${packVector(dtype, layout, xs.map((x, k) => `${ps[k]} * cs${k} + ${x} * sn${k}`))};`,
       `${dst}[base + c] = lo;`,
       `${dst}[base + pc] = hi;`,
-      ...(isKey ? ['if (slotOk) {', '  kPool[poolBase + c] = lo;', '  kPool[poolBase + pc] = hi;', '  vPool[poolBase + c] = v[base + c];', '  vPool[poolBase + pc] = v[base + pc];', '}'] : []),
+      ...(isKey ? ['if (slotOk) {', '  kPool[poolBase + c] = lo;', '  kPool[poolBase + pc] = hi;', '  vPool[poolBase + c] = v[vBase + c];', '  vPool[poolBase + pc] = v[vBase + pc];', '}'] : []),
     ];
-    const copy = [`${dst}[base + c] = x;`, ...(isKey ? ['if (slotOk) {', '  kPool[poolBase + c] = x;', '  vPool[poolBase + c] = v[base + c];', '}'] : [])];
+    const copy = [`${dst}[base + c] = x;`, ...(isKey ? ['if (slotOk) {', '  kPool[poolBase + c] = x;', '  vPool[poolBase + c] = v[vBase + c];', '}'] : [])];
     lines.push(`if (paired) {\n      ${rotate.join('\n      ')}\n    } else {\n      ${copy.join('\n      ')}\n    }`);
     return lines.join('\n    ');
   };
