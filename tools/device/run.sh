@@ -19,7 +19,7 @@ step() {
 suites() { grep -E "^ℹ (tests|pass|fail|cancelled|skipped)" "$OUT/$1.log" | tr '\n' ' '; echo; grep -E "^\s*✖" "$OUT/$1.log" | sort -u | head -20; }
 
 # The resource suites make 10,000 calls of each op here (fewer on SwiftShader in CI); the property suites run ×10.
-step conformance "${CONFORMANCE_S:-300}" env KVKIT_RESOURCE_ITERATIONS="${KVKIT_RESOURCE_ITERATIONS:-10000}" KVKIT_PROPERTY_SCALE="${KVKIT_PROPERTY_SCALE:-10}" node --test-reporter=spec .device/bundle/conformance.mjs cuda webgpu
+step conformance "${CONFORMANCE_S:-300}" env KVKIT_RESOURCE_ITERATIONS="${KVKIT_RESOURCE_ITERATIONS:-10000}" KVKIT_PROPERTY_SCALE="${KVKIT_PROPERTY_SCALE:-10}" node --expose-gc --test-reporter=spec .device/bundle/conformance.mjs cuda webgpu
 suites conformance
 # Out of memory, Vulkan after CUDA, and an illegal address (which spoils the CUDA context): a process of its own.
 step cuda-faults "${FAULTS_S:-240}" node --test-reporter=spec .device/bundle/conformance.mjs cuda-faults
@@ -35,7 +35,7 @@ sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-san
 # initcheck also flags fused_norm_rope reading the projection cuBLASLt wrote (bulk stores it does not
 # track); the same reads of the package GEMM's output ('cuda, package GEMM') are clean.
 for tool in memcheck racecheck initcheck synccheck; do
-  step "$tool" "${SANITIZER_S:-120}" env KVKIT_SANITIZER="$tool" KVKIT_RESOURCE_ITERATIONS=200 "$sanitizer" --tool "$tool" --print-limit 20 node --test-reporter=dot .device/bundle/conformance.mjs cuda
+  step "$tool" "${SANITIZER_S:-120}" env KVKIT_SANITIZER="$tool" KVKIT_RESOURCE_ITERATIONS=200 "$sanitizer" --tool "$tool" --print-limit 20 node --expose-gc --test-reporter=dot .device/bundle/conformance.mjs cuda
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/$tool.log" | tail -2
 done
 # SGLang's Triton kernel is someone else's code: measured only where a copy was placed in the ignored .peers/.

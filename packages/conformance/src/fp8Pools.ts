@@ -4,7 +4,8 @@
  * with per-tensor and per-head scales, values past the format's largest,
  * NaN, negative and contested slots; the pools' bytes must be identical
  * (readBits), and so must the rows dequantizeKv reads back. A slot past the
- * pool raises KV038 on every backend.
+ * pool raises KV038 on every backend. With a Q/K-norm and mRoPE, the same
+ * into an fp8e4m3 HND pool.
  */
 import { isContractError, isFp8 } from '@kvkit/contracts';
 import type { Backend, DType, IndexDType, PoolDType, Tensor } from '@kvkit/contracts';
@@ -253,6 +254,68 @@ export async function checkFusedQkvIntoFp8Pool(backend: Backend, reference: Back
   checks.done();
 }
 
+export interface NormedMropeCase {
+  readonly Hq: number;
+  readonly H: number;
+  readonly D: number;
+  readonly R: number;
+  readonly ropeStyle: 'neox' | 'gptj';
+  readonly mropeSection: readonly [number, number, number];
+}
+
+/** Vector rows (Qwen2-VL's split at a smaller head dim), and odd rows with partial rotary read element by element. */
+export const NORMED_MROPE_CASES: readonly NormedMropeCase[] = [
+  { Hq: 6, H: 3, D: 64, R: 64, ropeStyle: 'neox', mropeSection: [8, 12, 12] },
+  { Hq: 4, H: 2, D: 10, R: 8, ropeStyle: 'gptj', mropeSection: [1, 2, 1] },
+];
+
+const normedLabel = (c: NormedMropeCase) => `Hq=${c.Hq} H=${c.H} D=${c.D} R=${c.R} ${c.ropeStyle} mrope=[${c.mropeSection.join(',')}]`;
+
+/**
+ * ropePoolFused with a Q/K-norm (q's weight bf16, k's f32) and mRoPE (three
+ * distinct position streams) into an fp8e4m3 HND pool with per-head scales,
+ * contested and negative slots: the pools' bytes as the reference's, and
+ * the rows dequantizeKv reads back.
+ */
+export async function checkNormedMropeIntoFp8Pool(backend: Backend, reference: Backend, c: NormedMropeCase): Promise<void> {
+  const checks = new Checks(`ropePoolFused with Q/K-norm and mRoPE into fp8e4m3 HND, ${normedLabel(c)}`);
+  const scopes = [new Scope(backend), new Scope(reference)] as const;
+  const pool: PoolCase = { layout: 'HND', poolType: 'fp8e4m3', perHead: true, saturating: false, H: c.H, D: c.D, slotType: 'i64' };
+  try {
+    const N = 9;
+    const streams = [(n: number) => 3 * n + 1, (n: number) => 2 * (n % 4), (n: number) => 5 + n];
+    const made = scopes.map((s) => {
+      const rng = new Rng(seedOf(`fp8 normed mrope ${normedLabel(c)}`));
+      const args = {
+        q: s.float('bf16', [N, c.Hq, c.D], randomValues(rng, N * c.Hq * c.D)),
+        k: s.float('bf16', [N, c.H, c.D], randomValues(rng, N * c.H * c.D)),
+        v: s.float('bf16', [N, c.H, c.D], randomValues(rng, N * c.H * c.D)),
+        qNormWeight: s.float('bf16', [c.D], randomPositive(rng, c.D, 0.5, 1.5)),
+        kNormWeight: s.float('f32', [c.D], randomPositive(rng, c.D, 0.5, 1.5)),
+        eps: 1e-6,
+        positions: s.index('i64', [3, N], streams.flatMap((at) => Array.from({ length: N }, (_, n) => at(n)))),
+        mropeSection: c.mropeSection,
+        slots: s.index('i64', [N], slotsOf(rng, N)),
+        ...poolArgs(s, pool, `fp8 normed mrope pools ${normedLabel(c)}`),
+        headDim: c.D,
+        rotaryDim: c.R,
+        ropeStyle: c.ropeStyle,
+        numQoHeads: c.Hq,
+        numKvHeads: c.H,
+        ropeBase: 10000,
+      };
+      untyped(s.backend).ropePoolFused(args);
+      return args;
+    });
+    await backend.sync();
+    for (const name of ['kPool', 'vPool'] as const) await sameBytes(checks, name, backend, reference, made[0][name], made[1][name]);
+    await checkReadBack(checks, scopes, pool, made, 'k');
+  } finally {
+    for (const s of scopes) s.dispose();
+  }
+  checks.done();
+}
+
 /** A slot at the pool's end raises KV038, found on the host (CPU) or recorded on the device and thrown by sync. */
 export async function checkSlotPastPool(backend: Backend, c: PoolCase): Promise<void> {
   const checks = new Checks(`a slot past ${label(c)}`);
@@ -322,6 +385,7 @@ export function describeFp8Pools(both: () => [Backend, Backend], timeout: number
       it(`materializeInto ${label(c)}`, () => checkMaterializeIntoPools(...both(), c), timeout);
     }
     it('ropePoolFused from splitQkv views into fp8 HND pool views, as from owned copies', () => checkFusedQkvIntoFp8Pool(...both()), timeout);
+    for (const c of NORMED_MROPE_CASES) it(`ropePoolFused with Q/K-norm and mRoPE into fp8e4m3 HND, per-head scales, ${normedLabel(c)}`, () => checkNormedMropeIntoFp8Pool(...both(), c), timeout);
     for (const c of POOL_CASES.filter((x) => !x.perHead)) it(`a slot past ${label(c)} raises KV038`, () => checkSlotPastPool(both()[0], c), timeout);
   });
 }

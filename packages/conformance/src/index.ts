@@ -14,6 +14,7 @@ export {
 } from './data.js';
 export { fusedNormRopeStackedOracle, normedK, projectionOracle, ropePoolFusedOracle } from './oracle.js';
 export { defineConformanceSuite } from './suite.js';
+export { checkMropeQkNormOnViews, mropeQkNormCases, runMropeQkNormCase } from './mropeQkNorm.js';
 export { defineResourceSuite } from './resources.js';
 export type { ResourceOptions } from './resources.js';
 export type { ConformanceOptions } from './suite.js';

@@ -1,7 +1,7 @@
 import type { Backend, Tensor } from '@kvkit/contracts';
 import { createCpuBackend } from '@kvkit/kernels-cpu';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { FIXTURE, Fixture } from './fixture.js';
+import { FIXTURE, Fixture, VALID } from './fixture.js';
 import { randomValues, Rng } from './data.js';
 import { readFloats, untyped } from './tensors.js';
 
@@ -21,12 +21,14 @@ const LOOP_TIMEOUT_MS = 600_000;
 /** Heap and RSS growth allowed over the second half of a loop: generous, a leak of one buffer per call is far more. */
 const GROWTH_BOUND_BYTES = 48 * 2 ** 20;
 
-const { T, L, H, D, hidden } = FIXTURE;
+const { T, L, H, D, N, hidden } = FIXTURE;
 
 /**
  * Resource safety on one backend: every op called many times in a loop holds
  * the backend's buffer count flat and the process's memory bounded (outputs
- * disposed each call, or caller-owned and reused); two materializers and other
+ * disposed each call, caller-owned and reused, or dropped undisposed and
+ * collected: those loops need `global.gc`, node's `--expose-gc`, which
+ * vitest.shared.ts and tools/device pass); two materializers and other
  * ops interleaved give the same bytes as each run alone; dispose() of tensors,
  * materializers and backends may be called twice.
  */
@@ -56,8 +58,9 @@ export function defineResourceSuite(name: string, create: () => Backend | Promis
       other?.dispose();
     });
 
-    // `allocates`: each call makes (and disposes) new tensors, so a count of allocations made so far grows by design.
-    const loops: { op: string; allocates?: boolean; call: (fx: Fixture) => void }[] = [
+    // `allocates`: each call makes (and frees) new tensors, so a count of allocations made so far grows by design.
+    // `drops`: outputs are never disposed, so only the collector's backstop frees them. `settledByRead`: no sync at all.
+    const loops: { op: string; allocates?: boolean; drops?: boolean; settledByRead?: boolean; call: (fx: Fixture) => void }[] = [
       {
         op: 'fusedNormRopeStacked, outputs disposed each call',
         allocates: true,
@@ -88,6 +91,31 @@ export function defineResourceSuite(name: string, create: () => Backend | Promis
           t.dispose();
         },
       },
+      {
+        op: 'fusedNormRopeStacked, outputs dropped',
+        allocates: true,
+        drops: true,
+        call: (f) => void untyped(f.backend).fusedNormRopeStacked(f.fusedArgs({ kOut: undefined, vOut: undefined })),
+      },
+      { op: 'ropePoolFused, outputs dropped', allocates: true, drops: true, call: (f) => void untyped(f.backend).ropePoolFused(f.ropeArgs()) },
+      {
+        op: 'tensor() and read(), dropped',
+        allocates: true,
+        drops: true,
+        call: (f) => void f.backend.read(f.backend.tensor('f32', [T, hidden], randomValues(new Rng(7), T * hidden))),
+      },
+      {
+        // The value checks of each call hold its positions and slots until a read() or sync() settles them.
+        op: 'ropePoolFused on fresh positions and slots, all dropped, settled by read() alone',
+        allocates: true,
+        drops: true,
+        settledByRead: true,
+        call: (f) => {
+          const positions = f.backend.tensor('i32', [N], VALID.ropePositions);
+          const slots = f.backend.tensor('i64', [N], VALID.slots);
+          untyped(f.backend).ropePoolFused(f.ropeArgs({ positions, slots }));
+        },
+      },
     ];
 
     for (const loop of loops) {
@@ -95,21 +123,29 @@ export function defineResourceSuite(name: string, create: () => Backend | Promis
         `${iterations} calls: ${loop.op} hold buffers flat and memory bounded`,
         async () => {
           const [b, f] = ready();
+          if (loop.drops) check(typeof gcOf() === 'function', `${loop.op}: needs global.gc to collect the dropped tensors: run node with --expose-gc`);
           const syncEvery = 100;
+          // A full collection costs milliseconds: one every thousand calls leaves a bounded pile of dropped tensors between.
+          const collectEvery = 1000;
+          const settle = async (collect: boolean) => {
+            if (loop.drops && collect) await collectGarbage();
+            if (loop.settledByRead) await b.read(f.eps);
+            else await b.sync();
+          };
           const run = async (count: number) => {
             for (let i = 0; i < count; i++) {
               loop.call(f);
-              if ((i + 1) % syncEvery === 0) await b.sync();
+              if ((i + 1) % syncEvery === 0) await settle((i + 1) % collectEvery === 0);
             }
-            await b.sync();
+            await settle(true);
           };
           const half = Math.max(syncEvery, Math.floor(iterations / 2));
           await run(Math.min(half, 200)); // warm-up: pipelines, workspaces, pools of recycled buffers
-          const atStart = snapshot(b, options);
+          const atStart = await snapshot(b, options);
           await run(half);
-          const atHalf = snapshot(b, options);
+          const atHalf = await snapshot(b, options);
           await run(half);
-          const atEnd = snapshot(b, options);
+          const atEnd = await snapshot(b, options);
           if (options.buffers && (options.buffersAreLive || !loop.allocates)) {
             // Flat over the second half (recycling pools have settled by then), and no more than after warm-up where counts are live.
             const counts = `${loop.op}: buffers after warm-up ${atStart.buffers}, halfway ${atHalf.buffers}, at the end ${atEnd.buffers}`;
@@ -178,8 +214,16 @@ export function defineResourceSuite(name: string, create: () => Backend | Promis
   });
 }
 
-function snapshot(backend: Backend, options: ResourceOptions): { buffers: number; heap: number; rss: number } {
-  (globalThis as { gc?: () => void }).gc?.();
+const gcOf = () => (globalThis as { gc?: () => void }).gc;
+
+/** A full collection where `gc` is exposed, then two turns of the event loop, in which finalizers of collected tensors run. */
+async function collectGarbage(): Promise<void> {
+  gcOf()?.();
+  for (let turn = 0; turn < 2; turn++) await new Promise((resolve) => setTimeout(resolve, 0));
+}
+
+async function snapshot(backend: Backend, options: ResourceOptions): Promise<{ buffers: number; heap: number; rss: number }> {
+  await collectGarbage();
   const memory = process.memoryUsage();
   return { buffers: options.buffers?.(backend) ?? 0, heap: memory.heapUsed, rss: memory.rss };
 }

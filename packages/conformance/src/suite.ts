@@ -17,6 +17,7 @@ import { runFusedCase, runMaterializerCase, runRopePoolCase } from './run-cases.
 import { checkBitsRoundTrip, checkOpsOnBits } from './bits.js';
 import { describeFp8Pools } from './fp8Pools.js';
 import { checkAsyncWriteLayerKvRefused } from './synchronousCallback.js';
+import { defineMropeQkNormCases } from './mropeQkNorm.js';
 import { defineViewCases } from './views.js';
 import { CONTESTED_SHAPES, checkContestedSlotsMaterializeInto, checkContestedSlotsRopePool } from './contestedSlots.js';
 
@@ -79,6 +80,8 @@ export function defineConformanceSuite(name: string, create: () => Backend | Pro
         for (const dtype of dtypes) it(`${c.name} [${dtype}]`, () => runRopePoolCase(...both(), c, dtype), CASE_TIMEOUT_MS);
       }
     });
+
+    defineMropeQkNormCases(both, dtypes, CASE_TIMEOUT_MS);
 
     describe('KvMaterializer', () => {
       for (const c of kvMaterializerCases) {

@@ -2,6 +2,7 @@ import type { Tensor } from '@kvkit/contracts';
 import { BOUND, FIXTURE, VALID } from './fixture.js';
 import type { Fixture } from './fixture.js';
 import { poolValidationCases } from './poolValidationCases.js';
+import { mropeQkNormValidationCases } from './mropeQkNorm.js';
 import { untyped } from './tensors.js';
 
 /**
@@ -511,6 +512,7 @@ export const validationCases: readonly ValidationCase[] = [
   { code: 'KV045', op: 'empty', name: 'shape [2^40]', mentions: ['1099511627776'], call: (fx) => fx.backend.empty('f32', [2 ** 40]) },
   { code: 'KV045', op: 'tensor', name: 'shape [2^20, 2^20]', mentions: ['bf16'], call: (fx) => fx.backend.tensor('bf16', [2 ** 20, 2 ** 20], []) },
   ...poolValidationCases,
+  ...mropeQkNormValidationCases,
 ];
 
 /** The seeds of shared/seeds/, by number: each must have at least one case. */

@@ -14,7 +14,7 @@ import { Scope, untyped } from './tensors.js';
 
 type Bits = Uint16Array | Uint32Array | Int32Array;
 
-function bitsOf(dtype: FloatDType, values: Float32Array): Uint16Array | Uint32Array {
+export function bitsOf(dtype: FloatDType, values: Float32Array): Uint16Array | Uint32Array {
   if (dtype === 'f32') return new Uint32Array(values.buffer.slice(0));
   const out = new Uint16Array(values.length);
   encodeHalves(dtype, values, out);
@@ -22,7 +22,7 @@ function bitsOf(dtype: FloatDType, values: Float32Array): Uint16Array | Uint32Ar
 }
 
 /** The elements of a view of `bits`, gathered on the host in row-major order: what an owned copy holds. */
-function gather<B extends Bits>(bits: B, shape: readonly number[], strides: readonly number[], offset: number): B {
+export function gather<B extends Bits>(bits: B, shape: readonly number[], strides: readonly number[], offset: number): B {
   const n = shape.reduce((a, d) => a * d, 1);
   const out = new (bits.constructor as new (n: number) => B)(n);
   for (let i = 0; i < n; i++) {
@@ -37,12 +37,12 @@ function gather<B extends Bits>(bits: B, shape: readonly number[], strides: read
   return out;
 }
 
-function sameBits(checks: Checks, what: string, actual: BitsOf<DType>, expected: BitsOf<DType>): void {
+export function sameBits(checks: Checks, what: string, actual: BitsOf<DType>, expected: BitsOf<DType>): void {
   const bad = Array.from(expected as ArrayLike<number | bigint>).findIndex((e, i) => actual[i] !== e);
   checks.that(actual.length === expected.length && bad < 0, `${what}: ${actual.length === expected.length ? `element ${bad} differs` : `${actual.length} elements, expected ${expected.length}`}`);
 }
 
-const fromBits = (s: Scope, dtype: DType, shape: readonly number[], bits: Bits) => s.track(s.backend.tensorFromBits(dtype, shape, bits as never));
+export const fromBits = (s: Scope, dtype: DType, shape: readonly number[], bits: Bits) => s.track(s.backend.tensorFromBits(dtype, shape, bits as never));
 
 /**
  * ropePoolFused with q, k and v as views of one fused projection (rows padded,

@@ -7,7 +7,7 @@
  *   generated/skeleton.json       the catalog skeleton: code, op, template, placeholders, source line
  * Run by `turbo run gen`; the outputs are ignored by git.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Project, SyntaxKind } from 'ts-morph';
@@ -30,7 +30,7 @@ const checkedName = (op: OpDecl) => `${pascal(op.name)}Checked`;
 const validatorName = (op: OpDecl) => `validate${pascal(op.name)}`;
 /** A tensor argument's type parameter; its dtype and shape are read from it. */
 const tensorParam = (name: string) => pascal(name);
-const isArg = (s: Step): s is Arg => s.kind === 'tensor' || s.kind === 'int' || s.kind === 'number' || s.kind === 'choice' || s.kind === 'callback';
+const isArg = (s: Step): s is Arg => s.kind === 'tensor' || s.kind === 'int' || s.kind === 'number' || s.kind === 'choice' || s.kind === 'callback' || s.kind === 'ints';
 const q = (s: string) => JSON.stringify(s);
 
 // ---------- validators ----------
@@ -64,8 +64,11 @@ function stepCode(s: Step): string[] {
       return [`const ${s.name} = c.choice(${q(s.name)}, a.${s.name}, ${JSON.stringify(s.options)} as const, ${q(s.default)}, ${q(s.code)});`];
     case 'callback':
       return [`const ${s.name} = c.callback(${q(s.name)}, a.${s.name}, ${q(s.code)});`];
+    case 'ints':
+      return [`const ${s.name} = c.ints(${q(s.name)}, a.${s.name}, ${q(s.code)}, ${JSON.stringify({ length: s.length, sumsToHalfOf: s.sumsToHalfOf, optional: s.optional })});`];
     case 'tensor': {
-      const shapeOpts = JSON.stringify({ rankCode: s.rankCode, flattenable: s.flattenable });
+      const streams = s.streams && `streams: { count: ${s.streams.count}, given: ${s.streams.by} !== undefined, code: ${q(s.streams.code)}, unexpectedCode: ${q(s.streams.unexpectedCode)} }`;
+      const shapeOpts = `{ ${[s.rankCode && `rankCode: ${q(s.rankCode)}`, s.flattenable && 'flattenable: true', streams].filter(Boolean).join(', ')} }`;
       const own = { shape: s.shape, code: s.code, rankCode: s.rankCode };
       const checkShape = s.byChoice
         ? `c.shapeFor(${q(s.name)}, ${s.name}, ${s.byChoice.choice}, ${JSON.stringify(s.byChoice.options)}, ${JSON.stringify(own)});`
@@ -82,6 +85,8 @@ function stepCode(s: Step): string[] {
       }
       return [`const ${s.name} = ${checkTensor[0]};`, checkTensor[1]!];
     }
+    case 'requires':
+      return [`c.requires(${q(s.name)}, ${s.name}, ${JSON.stringify(s.with)}, [${s.with.join(', ')}], ${q(s.code)});`];
     case 'exactlyOne':
       return [`c.exactlyOne(${JSON.stringify(s.names)}, [${s.names.join(', ')}], ${q(s.code)});`];
     case 'distinct':
@@ -105,6 +110,8 @@ function checkedFieldType(s: Arg): string {
       return s.options.map(q).join(' | ');
     case 'callback':
       return `(...args: any[]) => unknown`;
+    case 'ints':
+      return `readonly number[]${s.optional ? ' | undefined' : ''}`;
     case 'tensor':
       return `OwnedTensor${s.orNumber ? ' | number' : ''}${s.optional ? ' | undefined' : ''}`;
   }
@@ -220,6 +227,8 @@ function argType(op: OpDecl, s: Arg, scope: TypeScope): string {
     }
     case 'callback':
       return callbackType(s, scope);
+    case 'ints':
+      return `readonly [${Array.from({ length: s.length }, () => 'number').join(', ')}]`;
     case 'tensor':
       return tensorType(op, s, scope);
   }
@@ -249,8 +258,14 @@ function tensorType(op: OpDecl, s: TensorArg, scope: TypeScope): string {
     scope.dtypes.set(s.name, dt);
     return `${p} & ${checks.join(' & ')}`;
   }
-  const { expected, compared } = bindShape(op, s.name, s.shape, shapeOf, scope);
-  if (s.flattenable) {
+  const { expected, compared, binds } = bindShape(op, s.name, s.shape, shapeOf, scope);
+  if (s.streams) {
+    // One stream or `count` of them: which one the call needs is checked at run time, against the `by` argument.
+    if (binds) throw new Error(`${op.name}: ${s.name} has streams and binds a dim; bind it with an earlier argument`);
+    const streamed = `readonly [${s.streams.count}, ${s.shape.map((e) => dimType(e, scope)).join(', ')}]`;
+    checks.push(`Check<StreamsRankOk<${shapeOf}, ${s.shape.length}, ${s.streams.count}>, ${violation(s.rankCode ?? s.code, expected)}>`);
+    checks.push(`Check<ShapeEq<${shapeOf}, ${compared}> extends true ? true : ShapeEq<${shapeOf}, ${streamed}>, ${violation(s.code, expected)}>`);
+  } else if (s.flattenable) {
     checks.push(`Check<FlatRankOk<${shapeOf}>, ${violation(s.rankCode ?? s.code, expected)}>`);
     checks.push(`Check<FlatCountEq<${shapeOf}, ${dimType(s.shape[0]!, scope)}>, ${violation(s.code, expected)}>`);
   } else {
@@ -262,8 +277,8 @@ function tensorType(op: OpDecl, s: TensorArg, scope: TypeScope): string {
   return s.orNumber ? `(${t}) | number` : t;
 }
 
-/** Binds the unbound dims a shape names to its axes (`unknown` there matches anything); returns the expected and the compared shape types. */
-function bindShape(op: OpDecl, name: string, shape: readonly DimExpr[], shapeOf: string, scope: TypeScope): { expected: string; compared: string } {
+/** Binds the unbound dims a shape names to its axes (`unknown` there matches anything); returns the expected and the compared shape types, and whether it bound any. */
+function bindShape(op: OpDecl, name: string, shape: readonly DimExpr[], shapeOf: string, scope: TypeScope): { expected: string; compared: string; binds: boolean } {
   const binding = new Set<number>();
   shape.forEach((e, axis) => {
     if (isDimName(e) && !scope.dims.has(e)) {
@@ -274,7 +289,7 @@ function bindShape(op: OpDecl, name: string, shape: readonly DimExpr[], shapeOf:
   // The expected shape as a message shows it, every dim this tensor names bound.
   const expected = shapeType(op, name, shape, scope);
   const compared = `readonly [${shape.map((e, axis) => (binding.has(axis) ? 'unknown' : dimType(e, scope))).join(', ')}]`;
-  return { expected, compared };
+  return { expected, compared, binds: binding.size > 0 };
 }
 
 /** A shape picked by a choice: one conditional type over the choice's type parameter, each branch binding its own dims. */
@@ -348,7 +363,7 @@ function signaturesFile(): string {
   return [
     HEADER,
     "import type { DType, Tensor } from '../tensor.js';",
-    "import type { At, Check, DTypeIn, EvenAtMost, FlatCountEq, FlatRankOk, IsPositiveInt, Mul, MultipleOf, NotThenable, OneOf, RankIs, ShapeEq } from '../types/check.js';",
+    "import type { At, Check, DTypeIn, EvenAtMost, FlatCountEq, FlatRankOk, IsPositiveInt, Mul, MultipleOf, NotThenable, OneOf, RankIs, ShapeEq, StreamsRankOk } from '../types/check.js';",
     '',
     '// The shapes the contracts name, each dim a type parameter.',
     ...shapeTypesBlock(),
@@ -375,7 +390,7 @@ function backendFile(): string {
     HEADER,
     "import type { Inherited, ValidationContext } from '../runtime/call.js';",
     "import type { DType, OwnedTensor, Tensor } from '../tensor.js';",
-    "import type { At, Check, DTypeIn, EvenAtMost, FlatCountEq, FlatRankOk, IsPositiveInt, Mul, MultipleOf, NotThenable, OneOf, RankIs, ShapeEq } from '../types/check.js';",
+    "import type { At, Check, DTypeIn, EvenAtMost, FlatCountEq, FlatRankOk, IsPositiveInt, Mul, MultipleOf, NotThenable, OneOf, RankIs, ShapeEq, StreamsRankOk } from '../types/check.js';",
     'SHAPE_IMPORTS',
     `import { ${allOps.map(validatorName).join(', ')} } from './validators.js';`,
     `import type { ${allOps.map(checkedName).join(', ')} } from './validators.js';`,
@@ -453,11 +468,15 @@ function backendFile(): string {
 
 // ---------- catalog skeleton ----------
 
-function lineOf(file: string, code: string): number {
-  const sf = project.addSourceFileAtPath(join(root, file));
-  const prop = sf.getDescendantsOfKind(SyntaxKind.PropertyAssignment).find((p) => p.getName() === code);
-  if (!prop) throw new Error(`${code} is not declared in ${file}`);
-  return prop.getStartLineNumber();
+/** Where a code is declared: in its contract's file, or in a file of steps that contract takes in (src/ops/mrope.ts). */
+function declarationOf(file: string, code: string): { file: string; line: number } {
+  const opsFiles = readdirSync(join(root, 'src/ops')).filter((f) => f.endsWith('.ts')).map((f) => `src/ops/${f}`);
+  for (const candidate of [file, ...opsFiles.filter((f) => f !== file)]) {
+    const sf = project.addSourceFileAtPath(join(root, candidate));
+    const prop = sf.getDescendantsOfKind(SyntaxKind.PropertyAssignment).find((p) => p.getName() === code);
+    if (prop) return { file: relative(repoRoot, join(root, candidate)), line: prop.getStartLineNumber() };
+  }
+  throw new Error(`${code} is not declared in ${file}`);
 }
 
 /** The codes one step can raise itself (tensor identity and dtype codes aside). */
@@ -477,7 +496,7 @@ function raisedBy(): Map<string, Set<string>> {
       const codes = stepCodes(s);
       if (s.kind === 'int') codes.push(s.even?.code, s.multipleOf?.code);
       if (s.kind === 'values') codes.push(s.ceiling?.code);
-      if (s.kind === 'tensor') codes.push(...TENSOR_IDENTITY, 'oneOf' in s.dtype ? 'KV004' : 'KV005');
+      if (s.kind === 'tensor') codes.push(...TENSOR_IDENTITY, 'oneOf' in s.dtype ? 'KV004' : 'KV005', s.streams?.code, s.streams?.unexpectedCode);
       for (const c of codes) if (c) add(c, op.name);
     }
     // Every op takes one object of named arguments: an unknown name, or anything but that object.
@@ -498,6 +517,7 @@ function argsOf(): Map<string, Set<string>> {
   for (const op of allOps) {
     for (const s of op.steps) {
       if (s.kind === 'exactlyOne' || s.kind === 'contiguous') add(s.code, ...s.names);
+      else if (s.kind === 'requires') add(s.code, s.name, ...s.with);
       else if (s.kind === 'distinct') add(s.code, s.names[0]);
       else if (s.kind === 'givenForDtype') {
         add(s.missingCode, ...s.names);
@@ -511,6 +531,7 @@ function argsOf(): Map<string, Set<string>> {
             add(o.code, s.name);
             add(o.rankCode, s.name);
           }
+          if (s.streams) for (const c of [s.streams.code, s.streams.unexpectedCode]) add(c, s.name, s.streams.by);
         }
         if (s.kind === 'int') {
           add(s.even?.code, s.name);
@@ -537,7 +558,7 @@ function skeleton() {
         placeholders: placeholdersOf(decl.message),
         raisedBy: [...(by.get(code) ?? [])].sort(),
         args: [...(args.get(code) ?? [])].sort(),
-        source: { file: relative(repoRoot, join(root, file)), line: lineOf(file, code) },
+        source: declarationOf(file, code),
         ...(decl.retired ? { retired: true } : {}),
       };
     }),
@@ -578,7 +599,11 @@ function verify() {
     for (const s of op.steps) {
       const codes = stepCodes(s);
       if (s.kind === 'int') codes.push(s.even?.code, s.multipleOf?.code);
+      if (s.kind === 'tensor') codes.push(s.streams?.code, s.streams?.unexpectedCode);
       for (const c of codes) if (c && !allErrors[c]) throw new Error(`${op.name}: ${c} has no declaration`);
+      if (s.kind === 'tensor' && s.streams && !op.steps.slice(0, op.steps.indexOf(s)).some((a) => isArg(a) && a.name === s.streams!.by)) {
+        throw new Error(`${op.name}: the streams of ${s.name} depend on ${s.streams.by}, which is not an argument checked before it`);
+      }
       if (s.kind === 'tensor' && 'sameAs' in s.dtype && !names.has(s.dtype.sameAs) && !inherited.has(s.dtype.sameAs)) {
         throw new Error(`${op.name}: ${s.name} refers to unknown ${s.dtype.sameAs}`);
       }

@@ -1,4 +1,5 @@
-import { defineBackend } from '@kvkit/contracts/backend';
+import { defineBackend, describeBackend } from '@kvkit/contracts/backend';
+import { ContractError } from '@kvkit/contracts';
 import type { Backend } from '@kvkit/contracts';
 import { CpuKernels } from './runtime/cpuKernels.js';
 import type { CpuBackendStats } from './runtime/cpuKernels.js';
@@ -16,9 +17,9 @@ export function createCpuBackend(): Backend {
   return backend;
 }
 
-/** Buffers a CPU backend has allocated so far; a steady-state call leaves the counts unchanged. */
+/** Buffers a CPU backend has allocated so far; a steady-state call leaves the counts unchanged. Another backend: KV044. */
 export function cpuBackendStats(backend: Backend): CpuBackendStats {
   const kernels = kernelsOf.get(backend);
-  if (!kernels) throw new TypeError(`cpuBackendStats takes a backend made by createCpuBackend(); got ${backend?.label ?? String(backend)}`);
+  if (!kernels) throw new ContractError('KV044', 'cpuBackendStats', { arg: 'backend', expected: 'a backend made by createCpuBackend()', actual: describeBackend(backend) });
   return kernels.stats;
 }

@@ -1,7 +1,17 @@
 import { ContractError } from '@kvkit/contracts';
 import { describe, expect, it } from 'vitest';
-import { createCpuBackend } from '../src/index.js';
+import { cpuBackendStats, createCpuBackend } from '../src/index.js';
 import { bitsOf, thrown } from './helpers.js';
+
+describe('cpuBackendStats', () => {
+  it('refuses what is not a CPU backend with KV044, naming it', () => {
+    const imposter = { ...createCpuBackend(), label: 'webgpu backend #9 (elsewhere)' };
+    const e = thrown(() => cpuBackendStats(imposter));
+    expect(e).toMatchObject({ code: 'KV044', op: 'cpuBackendStats' });
+    expect(e.message).toContain('backend must be a backend made by createCpuBackend(); got webgpu backend #9 (elsewhere)');
+    expect(cpuBackendStats(createCpuBackend()).buffersAllocated).toBe(0);
+  });
+});
 
 describe('createCpuBackend', () => {
   it('is a cpu backend named by an instance counter', () => {

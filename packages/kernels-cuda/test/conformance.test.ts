@@ -13,7 +13,7 @@ describe.skipIf(!gpu.ok)(`cuda on a GPU${why}`, () => {
   defineConformanceSuite('cuda', () => createCudaBackend());
   defineValidationSuite('cuda', () => createCudaBackend());
   definePropertySuite('cuda', () => createCudaBackend());
-  defineResourceSuite('cuda', () => createCudaBackend(), { buffers: (b) => cudaBackendInfo(b).allocations, buffersAreLive: false });
+  defineResourceSuite('cuda', () => createCudaBackend(), { buffers: (b) => cudaBackendInfo(b).liveAllocations, buffersAreLive: true });
   // The package's own GEMM (tensor cores for f16/bf16, FMA for f32), where cuBLASLt would otherwise run.
   defineConformanceSuite('cuda, package GEMM', () => createCudaBackend({ gemm: 'kvkit' }));
   defineCudaChecks(() => createCudaBackend());

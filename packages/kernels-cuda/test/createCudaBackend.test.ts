@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { isContractError } from '@kvkit/contracts';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createCpuBackend } from '@kvkit/kernels-cpu';
-import { createCudaBackend, streamOf, wrapDeviceMemory } from '../src/index.js';
+import { createCudaBackend, cudaBackendInfo, streamOf, wrapDeviceMemory } from '../src/index.js';
 import { loadFatbin } from '../src/runtime/fatbin.js';
 import { fatbinPath, gpu, nvcc } from './helpers.js';
 
@@ -40,11 +40,12 @@ describe('createCudaBackend without CUDA', () => {
 });
 
 describe('the engine-facing calls on a backend that is not CUDA', () => {
-  it('wrapDeviceMemory and streamOf refuse it with KV044 naming the backend', () => {
+  it('wrapDeviceMemory, streamOf and cudaBackendInfo refuse it with KV044 naming the backend', () => {
     const cpu = createCpuBackend();
     for (const [op, call] of [
       ['wrapDeviceMemory', () => wrapDeviceMemory(cpu, 0x7f0000000000n, 'f32', [4])],
       ['streamOf', () => streamOf(cpu)],
+      ['cudaBackendInfo', () => cudaBackendInfo(cpu)],
     ] as const) {
       let e: (Error & { code?: string; op?: string; details?: Record<string, unknown> }) | undefined;
       try {
@@ -57,6 +58,7 @@ describe('the engine-facing calls on a backend that is not CUDA', () => {
       expect(e?.op).toBe(op);
       expect(e?.details?.arg).toBe('backend');
       expect(e?.message).toContain('a backend made by createCudaBackend()');
+      if (op !== 'wrapDeviceMemory') expect(e?.message).toContain(`got ${cpu.label}`);
     }
     cpu.dispose();
   });

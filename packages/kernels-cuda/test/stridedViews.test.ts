@@ -1,8 +1,9 @@
 /**
  * Strided views on the host side, where no GPU is needed: the gather's dims
  * and parameter blocks, the same blocks read back by the device index math
- * (strided.cuh, compiled by nvcc as host code), and the row kernels' choice
- * between the vector path and the element path for views.
+ * (strided.cuh, compiled by nvcc as host code), the row kernels' choice
+ * between the vector path and the element path for views, and which views a
+ * Q/K-norm copies first.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -12,6 +13,7 @@ import { Rng } from '@kvkit/conformance';
 import type { DType } from '@kvkit/contracts';
 import { GATHER_MAX_RANK } from '@kvkit/contracts/kernels';
 import { describe, expect, it } from 'vitest';
+import { stagedRows } from '../src/ops/ropePoolFused.js';
 import { planRows, rowStrides } from '../src/ops/rowTiles.js';
 import { ELEMENT_BYTES } from '../src/runtime/cudaTensor.js';
 import { mergedDims as gatherDims } from '@kvkit/contracts/backend';
@@ -202,5 +204,30 @@ describe('row kernels on views', () => {
     expect(rowStrides({ shape: [1, 1, 64], strides: [7, 3, 1] })).toEqual({ token: 0, head: 0, element: 1 });
     expect(rowStrides({ shape: [5, 3, 1], strides: [7, 3, 9] })).toEqual({ token: 7, head: 3, element: 1 });
     expect(rowStrides({ shape: [5, 3, 4], strides: [7, 0, 2] })).toEqual({ token: 7, head: 0, element: 2 });
+  });
+});
+
+describe('ropePoolFused with a Q/K-norm on views', () => {
+  // bf16 [N = 5, Hq = 4 | H = 2 | H = 2, D = 64] in one fused projection at 0x1000, rows padded by `pad` elements.
+  const fused = (pad: number, offset = 0) => {
+    const row = 8 * 64 + pad;
+    const at = (first: number, heads: number) => ({ ptr: 0x1000 + 2 * (offset + first), shape: [5, heads, 64], strides: [row, 64, 1] });
+    return [at(0, 4), at(4 * 64, 2), at(6 * 64, 2)];
+  };
+
+  it('reads views in place where their rows are vector-ready, or where no norm is asked for', () => {
+    expect(stagedRows(fused(16, 8), true, true, 2)).toEqual([false, false, false]);
+    expect(stagedRows(fused(3, 5), false, true, 2)).toEqual([false, false, false]);
+  });
+
+  it('copies the views that alone would keep the call off the vector path, so they norm as their contiguous copies do', () => {
+    expect(stagedRows(fused(3), true, true, 2)).toEqual([true, true, true]);
+    expect(stagedRows(fused(16, 1), true, true, 2)).toEqual([true, true, true]);
+    const [q, , v] = fused(16);
+    expect(stagedRows([q!, { ptr: 0x2000, shape: [5, 2, 64], strides: [128, 1, 2] }, v!], true, true, 2)).toEqual([false, true, false]);
+  });
+
+  it('copies nothing where the shape keeps every layout on the element path', () => {
+    expect(stagedRows(fused(3), true, false, 2)).toEqual([false, false, false]);
   });
 });

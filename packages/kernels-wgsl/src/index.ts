@@ -1,5 +1,5 @@
 import type { Backend } from '@kvkit/contracts';
-import { kernelsOf } from './runtime/createBackend.js';
+import { webGpuKernelsOf } from './runtime/createBackend.js';
 import type { WebGpuBackendStats } from './runtime/webGpuKernels.js';
 
 export { probeWebGpu, SWIFTSHADER_ICD } from './runtime/adapter.js';
@@ -12,9 +12,7 @@ export type { WebGpuBackend, WrapOptions } from './runtime/wrap.js';
 export type { WebGpuBackendStats } from './runtime/webGpuKernels.js';
 export { roundToBf16, roundToF16 } from '@kvkit/contracts/backend';
 
-/** Buffers and pipelines of a WebGPU backend; a steady-state call leaves `buffersCreated` unchanged. */
+/** Buffers and pipelines of a WebGPU backend; a steady-state call leaves `buffersCreated` unchanged. Another backend: KV044. */
 export function webGpuBackendStats(backend: Backend): WebGpuBackendStats {
-  const kernels = kernelsOf.get(backend);
-  if (!kernels) throw new TypeError(`webGpuBackendStats takes a backend made by createWebGpuBackend(); got ${backend?.label ?? String(backend)}`);
-  return kernels.stats;
+  return webGpuKernelsOf(backend, 'webGpuBackendStats').stats;
 }

@@ -1,7 +1,32 @@
 import { isContractError } from '@kvkit/contracts';
 import { describe, expect, it } from 'vitest';
+import { createCpuBackend } from '@kvkit/kernels-cpu';
 import { createWebGpuBackend, webGpuBackendStats } from '../src/index.js';
+import { timeOnDevice } from '../src/profiling/index.js';
 import { findAdapter, KERNEL_TOGGLES, noAdapterFix } from '../src/runtime/adapter.js';
+
+describe('helpers given a backend that is not a WebGPU one', () => {
+  it('refuse it with KV044, naming what they got, before touching it', async () => {
+    const cpu = createCpuBackend();
+    const calls: [string, () => unknown][] = [
+      ['webGpuBackendStats', () => webGpuBackendStats(cpu)],
+      ['webGpuBackendStats', () => webGpuBackendStats(undefined as never)],
+      ['timeOnDevice', () => timeOnDevice(cpu, () => {})],
+    ];
+    for (const [call, run] of calls) {
+      const error = await Promise.resolve()
+        .then(run)
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+      expect(isContractError(error), String(error)).toBe(true);
+      expect(error).toMatchObject({ code: 'KV044', op: call });
+      expect((error as Error).message).toMatch(/backend must be a backend made by createWebGpuBackend\(\); got (cpu backend #\d+|undefined)\./);
+    }
+    cpu.dispose();
+  });
+});
 
 describe('no WebGPU adapter', () => {
   it('is KV050, with how to get one, when the WebGPU entry point has no adapter', async () => {

@@ -14,6 +14,7 @@ import { createWebGpuBackend, webGpuBackendStats } from '@kvkit/kernels-wgsl';
 import { createCudaBackend, cudaBackendInfo } from '../../../packages/kernels-cuda/src/index.js';
 import { defineCudaChecks } from '../../../packages/kernels-cuda/test/cudaChecks.js';
 import { defineCudaFaultChecks } from '../../../packages/kernels-cuda/test/cudaFaults.js';
+import { defineCudaViewChecks } from '../../../packages/kernels-cuda/test/cudaViews.js';
 import { defineExternalMemoryChecks } from '../../../packages/kernels-cuda/test/externalMemory.js';
 import { defineLargePoolChecks } from '../../../packages/kernels-cuda/test/largePools.js';
 
@@ -25,11 +26,12 @@ const suites: Record<string, () => Promise<void>> = {
     defineConformanceSuite('cuda', () => createCudaBackend());
     defineValidationSuite('cuda', () => createCudaBackend());
     definePropertySuite('cuda', () => createCudaBackend());
-    defineResourceSuite('cuda', () => createCudaBackend(), { buffers: (b) => cudaBackendInfo(b).allocations, buffersAreLive: false });
+    defineResourceSuite('cuda', () => createCudaBackend(), { buffers: (b) => cudaBackendInfo(b).liveAllocations, buffersAreLive: true });
     defineConformanceSuite('cuda, package GEMM', () => createCudaBackend({ gemm: 'kvkit' }));
     defineCudaChecks(() => createCudaBackend());
     defineLargePoolChecks(() => createCudaBackend());
     defineExternalMemoryChecks();
+    defineCudaViewChecks();
   },
   'cuda-faults': async () => {
     defineCudaFaultChecks(() => createCudaBackend(), { createWebGpuBackend: () => createWebGpuBackend({ powerPreference: 'high-performance' }) });

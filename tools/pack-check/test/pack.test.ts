@@ -29,6 +29,9 @@ function manifest(name: string): { dependencies?: Record<string, string>; peerDe
   return JSON.parse(readFileSync(join(repo, 'packages', name.replace('@kvkit/', ''), 'package.json'), 'utf8'));
 }
 
+/** The @webgpu/types kernels-wgsl is developed against: the one a user might add. */
+const webGpuTypesVersion = (JSON.parse(readFileSync(join(repo, 'packages', 'kernels-wgsl', 'package.json'), 'utf8')) as { devDependencies: Record<string, string> }).devDependencies['@webgpu/types'];
+
 function kvkitDeps(name: string): string[] {
   const pkg = manifest(name);
   const deps = Object.keys(pkg.dependencies ?? {}).filter((d) => d.startsWith('@kvkit/'));
@@ -61,7 +64,19 @@ const run = (dir: string, file: string) => execFileSync(process.execPath, [file]
 /** The kvkit packages an install brought, its own and their dependencies. */
 const installed = (dir: string) => readdirSync(join(dir, 'node_modules', '@kvkit')).sort();
 /** tsc's output: empty when the consumer compiles. */
-const typecheck = (dir: string) => spawnSync(process.execPath, [tsc, '-p', '.'], { cwd: dir, encoding: 'utf8' }).stdout;
+const typecheck = (dir: string, project = '.') => spawnSync(process.execPath, [tsc, '-p', project], { cwd: dir, encoding: 'utf8' }).stdout;
+
+/** ESM only, as each README says: `require()` from CommonJS is refused by the exports map, `import()` from it loads the package. */
+function fromCommonJs(dir: string, name: string): { required: string; imported: boolean } {
+  writeFileSync(
+    join(dir, 'load.cjs'),
+    `let required = 'loaded';
+    try { require(${JSON.stringify(name)}); } catch (e) { required = e.code; }
+    import(${JSON.stringify(name)}).then((m) => console.log(JSON.stringify({ required, imported: Object.keys(m).length > 0 })));`,
+  );
+  return JSON.parse(run(dir, 'load.cjs'));
+}
+const ESM_ONLY = { required: 'ERR_PACKAGE_PATH_NOT_EXPORTED', imported: true };
 
 describe('packed packages, installed alone', () => {
   it('@kvkit/kernels-cpu runs an op and its types check shapes', () => {
@@ -100,6 +115,7 @@ describe('packed packages, installed alone', () => {
     expect(error.message).toMatch(/^\[KV012\] fusedNormRopeStacked: kNormWeight has shape \[1, 3\]; expected \[L, D\] = \[1, 2\]\. .* Run npx kvkit explain KV012$/);
     expect(error.fixes).toBeGreaterThan(0);
     expect(typecheck(dir)).toBe('');
+    expect(fromCommonJs(dir, '@kvkit/kernels-cpu')).toEqual(ESM_ONLY);
   });
 
   it('@kvkit/contracts alone gives the Backend type and its compile-time checks', () => {
@@ -120,6 +136,7 @@ describe('packed packages, installed alone', () => {
     expect(codes).toBeGreaterThan(40);
     expect(run(dir, 'error.mjs').trim()).toMatch(/^\[KV003\] read: tensor was disposed and can no longer be used\. Run npx kvkit explain KV003$/);
     expect(typecheck(dir)).toBe('');
+    expect(fromCommonJs(dir, '@kvkit/contracts')).toEqual(ESM_ONLY);
   });
 
   it('@kvkit/errors-catalog ships the catalog and the kvkit command, on top of @kvkit/contracts', () => {
@@ -140,18 +157,34 @@ describe('packed packages, installed alone', () => {
     const out = execFileSync(join(dir, 'node_modules', '.bin', 'kvkit'), ['explain', 'KV013'], { encoding: 'utf8' });
     expect(out).toMatch(/^KV013: /);
     expect(typecheck(dir)).toBe('');
+    expect(fromCommonJs(dir, '@kvkit/errors-catalog')).toEqual(ESM_ONLY);
   });
 
   it('@kvkit/kernels-wgsl and @kvkit/kernels-cuda import and probe without throwing', () => {
     const wgsl = install('@kvkit/kernels-wgsl', {
       'use.mjs': `import { probeWebGpu } from '@kvkit/kernels-wgsl'; const r = await probeWebGpu(); console.log(typeof r.ok);`,
-      'types.ts': `import { probeWebGpu, type AdapterProbe } from '@kvkit/kernels-wgsl';
-        export const adapter: Promise<GPUAdapter | undefined> = probeWebGpu().then((r: AdapterProbe) => (r.ok ? r.adapter : undefined));`,
+      'types.ts': `import { createWebGpuBackend, gpuBufferOf, probeWebGpu, webGpuBackendStats, type AdapterProbe } from '@kvkit/kernels-wgsl';
+        export const adapter: Promise<GPUAdapter | undefined> = probeWebGpu().then((r: AdapterProbe) => (r.ok ? r.adapter : undefined));
+        // The engine-facing surface: the application's device in, kvkit's buffers out.
+        export async function engine(device: GPUDevice): Promise<{ buffer: GPUBuffer; byteOffset: number; live: number }> {
+          const backend = await createWebGpuBackend({ device });
+          const mine = device.createBuffer({ size: 64, usage: 0x0080 | 0x0004 }); // STORAGE | COPY_SRC
+          const t = backend.wrap(mine, 'bf16', [2, 3], { byteOffset: 2 });
+          backend.flush();
+          const { buffer, byteOffset } = gpuBufferOf(backend.splitQkv(backend.wrap(mine, 'f32', [1, 8]), { numQoHeads: 2, numKvHeads: 1, headDim: 2 }).k);
+          t.dispose();
+          return { buffer, byteOffset, live: webGpuBackendStats(backend).liveBuffers };
+        }`,
     }, ['es2023', 'dom']);
     expect(run(wgsl, 'use.mjs').trim()).toBe('boolean');
     expect(installed(wgsl)).toEqual(['contracts', 'kernels-wgsl']);
     expect(readdirSync(join(wgsl, 'node_modules'))).toContain('webgpu');
+    // TypeScript 6's DOM lib alone, no skipLibCheck: compiles. Adding @webgpu/types declares the same names again: fails (README).
     expect(typecheck(wgsl)).toBe('');
+    execFileSync('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', `@webgpu/types@${webGpuTypesVersion}`], { cwd: wgsl, stdio: 'pipe' });
+    writeFileSync(join(wgsl, 'tsconfig.webgpu-types.json'), JSON.stringify({ extends: './tsconfig.json', compilerOptions: { types: ['@webgpu/types'] } }));
+    expect(typecheck(wgsl, 'tsconfig.webgpu-types.json')).toMatch(/error TS6200: Definitions of the following identifiers conflict/);
+    expect(fromCommonJs(wgsl, '@kvkit/kernels-wgsl')).toEqual(ESM_ONLY);
     const cuda = install('@kvkit/kernels-cuda', {
       'use.mjs': `import { probeCuda } from '@kvkit/kernels-cuda'; console.log(typeof probeCuda().ok);`,
       'types.ts': `import { probeCuda, type CudaProbe } from '@kvkit/kernels-cuda'; export const p: CudaProbe = probeCuda();`,
@@ -159,6 +192,7 @@ describe('packed packages, installed alone', () => {
     expect(run(cuda, 'use.mjs').trim()).toBe('boolean');
     expect(installed(cuda)).toEqual(['contracts', 'kernels-cuda']);
     expect(typecheck(cuda)).toBe('');
+    expect(fromCommonJs(cuda, '@kvkit/kernels-cuda')).toEqual(ESM_ONLY);
   });
 
   it('@kvkit/kernels-wgsl without its optional peer webgpu (a browser project): no Dawn downloaded; Node is told to install webgpu', () => {

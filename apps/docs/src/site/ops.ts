@@ -4,7 +4,7 @@ import type { Arg, DTypeRule, OpDecl, Step, TensorArg } from '@kvkit/contracts/d
 import { repoRoot } from './paths.js';
 
 
-const isArg = (s: Step): s is Arg => s.kind === 'tensor' || s.kind === 'int' || s.kind === 'number' || s.kind === 'choice' || s.kind === 'callback';
+const isArg = (s: Step): s is Arg => s.kind === 'tensor' || s.kind === 'int' || s.kind === 'number' || s.kind === 'choice' || s.kind === 'callback' || s.kind === 'ints';
 
 export interface DimRow {
   name: string;
@@ -73,6 +73,7 @@ export function readableSignature(op: OpDecl, ops: readonly OpDecl[]): string {
     }
     if (a.kind === 'choice') return `default '${a.default}'`;
     if (a.kind === 'number') return numberRule(a);
+    if (a.kind === 'ints') return `${a.length} non-negative integers${a.sumsToHalfOf ? `, summing to ${a.sumsToHalfOf}/2` : ''}`;
     return '';
   };
   const body = args.map((a) => {
@@ -129,6 +130,7 @@ function typer(op: OpDecl, ops: readonly OpDecl[]): Typer {
     switch (a.kind) {
       case 'tensor': {
         const base = `Tensor<${a.name === dtFrom ? 'DT' : dtype(a.dtype)}, ${shape(a.shape)}>`;
+        if (a.streams) return `${base} /* or [${a.streams.count}, ${a.shape.join(', ')}] with ${a.streams.by} */`;
         return a.orNumber ? `${base} | number` : a.flattenable ? `${base} /* or [${a.shape[0]}, 1], [1, ${a.shape[0]}] */` : base;
       }
       case 'int':
@@ -136,6 +138,8 @@ function typer(op: OpDecl, ops: readonly OpDecl[]): Typer {
         return 'number';
       case 'choice':
         return quoteAll(a.options);
+      case 'ints':
+        return `[${Array.from({ length: a.length }, () => 'number').join(', ')}]`;
       case 'callback':
         return a.signature.replace(/\bDT\b/g, a.dtypeOf === dtFrom ? 'DT' : `dtype of ${a.dtypeOf}`).replace(/readonly /g, '');
     }

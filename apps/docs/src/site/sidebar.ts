@@ -22,6 +22,13 @@ export function sidebar(entries: readonly CatalogEntry[], ops: readonly OpDecl[]
       items: [{ label: 'All ops', link: '/ops/' }, ...ops.map((op) => ({ label: op.name, link: `/${opPath(op.name)}` }))],
     },
     {
+      label: 'RoPE variants',
+      items: [
+        { label: 'mRoPE (multimodal)', link: '/rope/mrope/' },
+        { label: 'Q/K-norm before RoPE', link: '/rope/qk-norm/' },
+      ],
+    },
+    {
       label: 'Error codes',
       collapsed: true,
       items: [

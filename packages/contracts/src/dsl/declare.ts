@@ -47,6 +47,8 @@ export interface TensorArg {
   readonly orShapes?: readonly (readonly DimExpr[])[];
   /** The shape depends on a choice argument declared before (a pool layout): its options whose shape is not `shape`. */
   readonly byChoice?: ShapeByChoice;
+  /** Several position streams (mRoPE): `[count, ...shape]` exactly when the `by` argument is given. */
+  readonly streams?: StreamsRule;
 }
 
 /** Shapes keyed by the value of a choice argument; values not listed take the tensor's own `shape`, `code` and `rankCode`. */
@@ -61,6 +63,18 @@ export interface ChoiceShape {
   readonly rankCode?: string;
   /** Dims this shape implies, bound once it has passed (a paged pool's slot count `S = numPages*pageSize`). */
   readonly binds?: Readonly<Record<string, DimExpr>>;
+}
+
+/**
+ * A tensor that holds one row per stream when a parameter says so: with `by`
+ * given it must be `[count, ...shape]` (else `code`); without it, a
+ * `[count, ...shape]` tensor raises `unexpectedCode` rather than a rank error.
+ */
+export interface StreamsRule {
+  readonly count: number;
+  readonly by: string;
+  readonly code: string;
+  readonly unexpectedCode: string;
 }
 
 export interface NumberRule {
@@ -101,6 +115,17 @@ export interface ChoiceArg {
   readonly code: string;
 }
 
+/** A fixed-length list of non-negative integers (mRoPE's section sizes), optionally summing to half a dim (R/2 rotary pairs). */
+export interface IntListArg {
+  readonly kind: 'ints';
+  readonly name: string;
+  readonly doc: string;
+  readonly length: number;
+  readonly sumsToHalfOf?: DimExpr;
+  readonly optional?: boolean;
+  readonly code: string;
+}
+
 export interface CallbackArg {
   readonly kind: 'callback';
   readonly name: string;
@@ -116,6 +141,14 @@ export interface CallbackArg {
 export interface ExactlyOneRule {
   readonly kind: 'exactlyOne';
   readonly names: readonly string[];
+  readonly code: string;
+}
+
+/** `name` is given exactly when at least one of `with` is (eps and the norm weights it goes with). */
+export interface RequiresRule {
+  readonly kind: 'requires';
+  readonly name: string;
+  readonly with: readonly string[];
   readonly code: string;
 }
 
@@ -174,8 +207,8 @@ export interface GivenForDtypeRule {
   readonly refusedCode: string;
 }
 
-export type Arg = TensorArg | IntArg | NumberArg | ChoiceArg | CallbackArg;
-export type Rule = ExactlyOneRule | DistinctRule | ContiguousRule | ValueRule | GivenForDtypeRule;
+export type Arg = TensorArg | IntArg | NumberArg | ChoiceArg | CallbackArg | IntListArg;
+export type Rule = ExactlyOneRule | DistinctRule | ContiguousRule | ValueRule | RequiresRule | GivenForDtypeRule;
 export type Step = Arg | Rule;
 
 export interface OutputDecl {
@@ -248,6 +281,8 @@ export const tensor = (name: string, spec: Omit<TensorArg, 'kind' | 'name'>): Te
 export const int = (name: string, spec: Omit<IntArg, 'kind' | 'name'>): IntArg => ({ kind: 'int', name, ...spec });
 export const number = (name: string, spec: Omit<NumberArg, 'kind' | 'name'>): NumberArg => ({ kind: 'number', name, ...spec });
 export const choice = (name: string, spec: Omit<ChoiceArg, 'kind' | 'name'>): ChoiceArg => ({ kind: 'choice', name, ...spec });
+export const ints = (name: string, spec: Omit<IntListArg, 'kind' | 'name'>): IntListArg => ({ kind: 'ints', name, ...spec });
+export const requires = (name: string, withArgs: readonly string[], code: string): RequiresRule => ({ kind: 'requires', name, with: withArgs, code });
 export const callback = (name: string, spec: Omit<CallbackArg, 'kind' | 'name'>): CallbackArg => ({ kind: 'callback', name, ...spec });
 export const exactlyOne = (names: readonly string[], code: string): ExactlyOneRule => ({ kind: 'exactlyOne', names, code });
 export const distinct = (names: readonly [string, string], code: string): DistinctRule => ({ kind: 'distinct', names, code });

@@ -1,6 +1,6 @@
 /** The kernels behind ropePoolFused, and the slot-claim pass before any pool write. */
 import { FLOAT_DTYPES } from '../tensor.js';
-import { cudaKernel, entryGrid, i64, input, output, read, readWrite, u32, wgslKernel } from './declare.js';
+import { cudaKernel, entryGrid, f64, i64, input, output, read, readWrite, u32, wgslKernel } from './declare.js';
 
 export const ropePoolCuda = cudaKernel({
   kernel: 'ropePool',
@@ -23,6 +23,15 @@ export const ropePoolCuda = cudaKernel({
     ropeFrequencies: input('float', '[R/2]'),
     positions: input('void', '[N]'),
     slots: input('void', '[N]'),
+    // mRoPE and Q/K-norm (mrope.cuh, qk_norm.cuh): zero strides and null weights leave plain RoPE.
+    positionStreamStride: i64('0: positions [N]; N: mRoPE streams [3, N], stream s of token n at s*N + n'),
+    mropeTemporalPairs: i64('pairs j below it take the temporal stream'),
+    mropeHeightPairsEnd: i64('pairs j below it (and not temporal) take the height stream, the rest the width stream'),
+    qNormWeight: input('void', '[D] RMSNorm weight of every q head, or null: no Q-norm'),
+    kNormWeight: input('void', '[D] RMSNorm weight of every k head, or null: no K-norm'),
+    qNormWeightIsF32: i64("1: qNormWeight is f32, 0: q's dtype"),
+    kNormWeightIsF32: i64("1: kNormWeight is f32, 0: q's dtype"),
+    normEps: f64('RMSNorm epsilon of the Q/K-norm'),
     qRot: output('void', '[N, Hq, D]'),
     kRot: output('void', '[N, H, D]'),
     kPool: output('void', '[S, H, D]'),
@@ -116,9 +125,13 @@ export const ropeTableWgsl = wgslKernel({
   uniforms: {
     tokens: u32('T'),
     halfRotary: u32('R/2'),
+    // mRoPE (Qwen2-VL): stream s of token t at positions[s * streamStride + t].
+    streamStride: u32('0: positions [T]; T: mRoPE streams [3, T]'),
+    temporalPairs: u32('pairs j below it take the temporal stream'),
+    heightPairsEnd: u32('pairs j below it (and not temporal) take the height stream, the rest the width stream'),
   },
   bindings: {
-    positions: read('u32', '[T] i32 or i64 (two words)'),
+    positions: read('u32', '[T] or [3, T], i32 or i64 (two words)'),
     turnsPerPosition: read('f32', '[R/2] f_j / 2π'),
     table: readWrite('f32', '[T, R] cos then sin'),
   },

@@ -134,7 +134,7 @@ export const tensorErrors = errors({
   KV044: {
     title: 'Argument of the wrong kind',
     message: '{arg} must be {expected}; got {actual}',
-    raisedBy: ['createCudaBackend', 'streamOf', 'wrapDeviceMemory', 'wrap'],
+    raisedBy: ['createCudaBackend', 'streamOf', 'wrapDeviceMemory', 'wrap', 'cudaBackendInfo', 'webGpuBackendStats', 'cpuBackendStats', 'timeOnDevice', 'measureCopyCeiling', 'measureFmaCeiling', 'timeProjectionGemm'],
     fixes: [
       'Pass a function: `m.materialize({ ctxHidden, positions, writeLayerKv: (layer, k, v) => { ... } })`, and do the per-layer work inside it.',
       'To write every layer straight into `[L, S, H, D]` pools, use `m.materializeInto({ ctxHidden, positions, kPool, vPool, slots })`, which needs no callback.',

@@ -2,6 +2,8 @@ import { contiguous, distinct, errors, FLOAT, INDEX, int, number, sameAs, tensor
 import type { ContractFile } from '../dsl/declare.js';
 import { ropeParams } from './fusedNormRopeStacked.js';
 import { layoutChoice, poolSteps } from './kvPools.js';
+import { mropeErrors, mropePositions, mropeSection } from './mrope.js';
+import { qkNormErrors, qkNormSteps } from './qkNorm.js';
 
 export const ropePoolFusedErrors = errors({
   KV030: {
@@ -99,13 +101,13 @@ export const ropePoolFusedErrors = errors({
 const [numKvHeads, headDim, rotaryDim, ropeStyle] = ropeParams(true);
 
 export const ropePoolFused: ContractFile = {
-  errors: ropePoolFusedErrors,
+  errors: { ...ropePoolFusedErrors, ...mropeErrors, ...qkNormErrors },
   ops: [
     {
       name: 'ropePoolFused',
       summary: 'RoPE on Q and K from ropeBase, and K and V scattered into a KV pool (NHD or HND, model dtype or fp8) at the given slots.',
       dims: { N: 'tokens', Hq: 'query heads', H: 'KV heads', D: 'head dim', R: 'rotary dim', S: 'slots of the KV pool', numPages: 'pages of an HND pool', pageSize: 'rows per page' },
-      errors: ropePoolFusedErrors,
+      errors: { ...ropePoolFusedErrors, ...mropeErrors, ...qkNormErrors },
       steps: [
         numKvHeads!,
         int('numQoHeads', { binds: 'Hq', code: 'KV006', multipleOf: { of: 'H', code: 'KV037' }, doc: 'Query heads (Hq), a multiple of numKvHeads.' }),
@@ -113,10 +115,12 @@ export const ropePoolFused: ContractFile = {
         rotaryDim!,
         ropeStyle!,
         number('ropeBase', { above: 0, code: 'KV008', doc: 'RoPE base (theta): f_j = ropeBase^(-2j/R).' }),
+        mropeSection,
         tensor('q', { dtype: FLOAT, shape: ['N', 'Hq', 'D'], rankCode: 'KV030', code: 'KV031', doc: 'Queries.' }),
         tensor('k', { dtype: sameAs('q'), shape: ['N', 'H', 'D'], rankCode: 'KV030', code: 'KV032', doc: 'Keys.' }),
         tensor('v', { dtype: sameAs('q'), shape: ['N', 'H', 'D'], rankCode: 'KV030', code: 'KV032', doc: 'Values.' }),
-        tensor('positions', { dtype: INDEX, shape: ['N'], rankCode: 'KV033', code: 'KV034', doc: 'Position of each token.' }),
+        ...qkNormSteps(),
+        mropePositions(tensor('positions', { dtype: INDEX, shape: ['N'], rankCode: 'KV033', code: 'KV034', doc: 'Position of each token.' })),
         tensor('slots', { dtype: INDEX, shape: ['N'], rankCode: 'KV033', code: 'KV034', doc: 'Pool slot of each token; negative means skip. Tokens naming one slot: the last of them writes it (its K and V rows, every head), the others nothing.' }),
         layoutChoice,
         ...poolSteps({ modelDtype: 'q', leading: [], nhd: { rankCode: 'KV035', code: 'KV036' }, doc: '' }),

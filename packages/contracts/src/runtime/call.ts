@@ -47,6 +47,14 @@ export interface ValueRuleSpec {
   readonly duplicates?: DuplicateRule;
 }
 
+/** The streams rule of a tensor (mRoPE positions) as a validator applies it: `given` says whether its parameter is. */
+export interface StreamsCheck {
+  readonly count: number;
+  readonly given: boolean;
+  readonly code: string;
+  readonly unexpectedCode: string;
+}
+
 /** One validation in progress: binds dims as arguments are read and throws the first violation. */
 export class Call {
   readonly dims: Record<string, number>;
@@ -123,6 +131,21 @@ export class Call {
     return value as O;
   }
 
+  /** A list of `length` non-negative integers; with `sumsToHalfOf`, their sum is half that dim. */
+  ints(name: string, value: unknown, code: string, rule: { length: number; sumsToHalfOf?: DimExpr; optional?: boolean }): readonly number[] | undefined {
+    if (value === undefined && rule.optional) return undefined;
+    const whole = rule.sumsToHalfOf === undefined ? undefined : evalDim(rule.sumsToHalfOf, this.dims);
+    const total = whole === undefined ? undefined : whole / 2;
+    const expected = `${rule.length} non-negative integers${total === undefined ? '' : ` summing to ${rule.sumsToHalfOf}/2 = ${total}`}`;
+    const list = Array.isArray(value) ? (value as unknown[]) : undefined;
+    const ok = list !== undefined && list.length === rule.length && list.every((x) => typeof x === 'number' && Number.isSafeInteger(x) && x >= 0);
+    if (!ok) this.fail(code, { arg: name, actual: list && list.length <= 8 ? `[${list.map(describeValue).join(', ')}]` : describeValue(value), expected });
+    const numbers = list as number[];
+    if (total !== undefined && numbers.reduce((a, b) => a + b, 0) !== total) this.fail(code, { arg: name, actual: `[${numbers.join(', ')}]`, expected });
+    // A copy: the caller's array may change after the call returns.
+    return Object.freeze([...numbers]);
+  }
+
   callback(name: string, value: unknown, code: string): (...args: never[]) => unknown {
     if (typeof value !== 'function') this.fail(code, { arg: name, actual: describeValue(value), expected: 'a function' });
     return value as (...args: never[]) => unknown;
@@ -157,9 +180,17 @@ export class Call {
    * wrong rank raises `rankCode` when the contract gives one. A flattenable
    * `[X]` also accepts `[X, 1]` and `[1, X]`.
    */
-  shape(name: string, t: OwnedTensor | undefined, spec: readonly DimExpr[], code: string, opts: { rankCode?: string; flattenable?: boolean } = {}): void {
+  shape(name: string, t: OwnedTensor | undefined, spec: readonly DimExpr[], code: string, opts: { rankCode?: string; flattenable?: boolean; streams?: StreamsCheck } = {}): void {
     if (t === undefined) return;
     let shape: Shape = t.shape;
+    const streams = opts.streams;
+    if (streams) {
+      const streamed = shape.length === spec.length + 1 && shape[0] === streams.count;
+      if (streams.given && !streamed) this.fail(streams.code, { arg: name, actual: t.shape, expected: this.expected([String(streams.count), ...spec]) });
+      if (!streams.given && streamed) this.fail(streams.unexpectedCode, { arg: name, actual: t.shape, expected: this.expected(spec) });
+      // Each stream is checked as the one-stream tensor would be.
+      if (streamed) shape = shape.slice(1);
+    }
     if (opts.flattenable && spec.length === 1 && shape.length === 2 && (shape[0] === 1 || shape[1] === 1)) shape = [numel(shape)];
     if (shape.length !== spec.length) {
       if (opts.rankCode) this.fail(opts.rankCode, { arg: name, rank: spec.length, expected: `[${spec.join(', ')}]`, actual: t.shape });
@@ -169,9 +200,10 @@ export class Call {
     spec.forEach((expr, axis) => {
       if (isDimName(expr) && this.dims[expr] === undefined) this.dims[expr] = shape[axis]!;
     });
+    const full = shape.length < t.shape.length && streams ? [String(streams.count), ...spec] : spec;
     spec.forEach((expr, axis) => {
       const want = evalDim(expr, this.dims);
-      if (want !== undefined && want !== shape[axis]) this.fail(code, { arg: name, actual: t.shape, expected: this.expected(spec), count: numel(t.shape) });
+      if (want !== undefined && want !== shape[axis]) this.fail(code, { arg: name, actual: t.shape, expected: this.expected(full), count: numel(t.shape) });
     });
   }
 
@@ -199,6 +231,14 @@ export class Call {
       if (needed && given[i] === undefined) this.fail(missingCode, { arg: name, other: tensor, actual: dtype });
       if (!needed && given[i] !== undefined) this.fail(refusedCode, { arg: name, other: tensor, actual: dtype });
     });
+  }
+
+  /** `name` given exactly when one of `others` is. */
+  requires(name: string, value: unknown, others: readonly string[], given: readonly unknown[], code: string): void {
+    const present = others.filter((_, i) => given[i] !== undefined);
+    if ((value === undefined) !== (present.length === 0)) {
+      this.fail(code, value === undefined ? { arg: name, actual: `${present.join(' and ')} without ${name}`, expected: others.join(' or ') } : { arg: name, actual: `${name} without ${others.join(' or ')}`, expected: others.join(' or ') });
+    }
   }
 
   exactlyOne(names: readonly string[], given: readonly unknown[], code: string): void {
@@ -248,6 +288,12 @@ function constraintText(rule: { min?: number; above?: number }): string {
   if (rule.above !== undefined) return `> ${rule.above}`;
   if (rule.min !== undefined) return `>= ${rule.min}`;
   return '';
+}
+
+/** A value passed where a backend was expected: a backend by its label, anything else as describeValue puts it. */
+export function describeBackend(v: unknown): string {
+  const label = typeof v === 'object' && v !== null ? (v as { label?: unknown }).label : undefined;
+  return typeof label === 'string' ? label : describeValue(v);
 }
 
 /** A short, safe description of any value for a message: never throws, never dumps a large array. */

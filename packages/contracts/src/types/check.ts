@@ -58,6 +58,17 @@ export type FlatCountEq<S extends Shape, N> = number extends S['length']
 
 export type FlatRankOk<S extends Shape> = number extends S['length'] ? true : S['length'] extends 1 ? true : S extends readonly [infer A, infer B] ? (IsLiteral<A> extends true ? (IsLiteral<B> extends true ? ([A] extends [1] ? true : [B] extends [1] ? true : false) : true) : true) : false;
 
+/** Rank `N`, or rank `N + 1` with a leading axis of `C` streams (mRoPE's `[3, N]` positions). */
+export type StreamsRankOk<S extends Shape, N extends number, C extends number> = number extends S['length']
+  ? true
+  : S['length'] extends N
+    ? true
+    : S extends readonly [infer A, ...infer Rest]
+      ? Rest['length'] extends N
+        ? DimEq<A, C>
+        : false
+      : false;
+
 /** Product of dims; `number` as soon as one is not literal (digit-wise, so large dims do not hit recursion limits). */
 export type Mul<A extends number, B extends number> = IsLiteral<A> extends true ? (IsLiteral<B> extends true ? Multiply<A, B> : number) : number;
 

@@ -242,6 +242,20 @@ backend.ropePoolFused({ ...rope, numQoHeads: 7, q: backend.tensor('f16', [4, 7, 
 // KV005: v in another dtype than q.
 // @ts-expect-error KV005
 backend.ropePoolFused({ ...rope, v: backend.tensor('bf16', [4, 2, 8]) });
+// mRoPE: [3, N] positions pass with mropeSection; another token count or a [N, 1] tensor does not.
+expectTypeOf(backend.ropePoolFused({ ...rope, positions: backend.tensor('i32', [3, 4]), mropeSection: [2, 1, 1] }).qRot.shape).toEqualTypeOf<readonly [4, 8, 8]>();
+// @ts-expect-error KV034
+backend.ropePoolFused({ ...rope, positions: backend.tensor('i32', [3, 5]), mropeSection: [2, 1, 1] });
+// @ts-expect-error KV033
+backend.ropePoolFused({ ...rope, positions: backend.tensor('i32', [4, 1]) });
+// @ts-expect-error mropeSection is three counts
+backend.ropePoolFused({ ...rope, positions: backend.tensor('i32', [3, 4]), mropeSection: [2, 2] });
+// Q/K-norm: weights [D] in q's dtype or f32.
+backend.ropePoolFused({ ...rope, qNormWeight: backend.tensor('f16', [8]), kNormWeight: backend.tensor('f32', [8]), eps: 1e-6 });
+// @ts-expect-error KV068
+backend.ropePoolFused({ ...rope, qNormWeight: backend.tensor('f16', [2, 8]), eps: 1e-6 });
+// @ts-expect-error KV005
+backend.ropePoolFused({ ...rope, kNormWeight: backend.tensor('bf16', [8]), eps: 1e-6 });
 
 // --- A failed shape check names the shape it expected, as far as it is known at compile time.
 declare const wrongKOut: Tensor<'bf16', readonly [4, 2, 2, 8]>;

@@ -2,6 +2,8 @@
 // K and V scattered into [S, H, D] pools at their slots (negative: skipped).
 #include "bad_values.cuh"
 #include "generated/params.cuh"
+#include "mrope.cuh"
+#include "qk_norm.cuh"
 #include "rope.cuh"
 #include "slot_owners.cuh"
 #include "storage.cuh"
@@ -15,6 +17,11 @@ __device__ __forceinline__ void waitForPreviousGrid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
+}
+
+// The position streams of a call: one ([N] positions), or mRoPE's three.
+__device__ __forceinline__ PositionStreams positionStreams(const RopePoolParams& p) {
+  return {p.positions, p.positionsAreI64, p.positionStreamStride, static_cast<int>(p.mropeTemporalPairs), static_cast<int>(p.mropeHeightPairsEnd)};
 }
 
 // Token n's pool row: its slot, or -1 when it writes none (negative slot, slot past the pool
@@ -109,8 +116,12 @@ __device__ __forceinline__ void ropePoolUnits(const RopePoolParams& p) {
     if (step.r == 0) {
       const unsigned rowsHere = step.left;
       const bool rotates = rowsHere > 0 && step.row < Hq + H;
-      const long long position = rotates ? loadIndex(p.positions, p.positionsAreI64, step.t) : 0;
-      fillLaneAngles<VEC, NV>(angles, rotates, position, lane, lanes, R, gptj, angleSource);
+      if (p.positionStreamStride != 0) {
+        fillStreamLaneAngles<VEC, NV>(angles, rotates, positionStreams(p), step.t, lane, lanes, R, gptj, p.ropeFrequencies);
+      } else {
+        const long long position = rotates ? loadIndex(p.positions, p.positionsAreI64, step.t) : 0;
+        fillLaneAngles<VEC, NV>(angles, rotates, position, lane, lanes, R, gptj, angleSource);
+      }
       slot = rowsHere > 0 && step.row + rowsHere > Hq ? poolRow(p, step.t, lane == 0) : -1;
     }
     if (AHEAD) load(next, following);
@@ -124,6 +135,10 @@ __device__ __forceinline__ void ropePoolUnits(const RopePoolParams& p) {
         float f[NV][VEC];
 #pragma unroll
         for (int s = 0; s < NV; s++) unpack16<S>(current[i][s], f[s]);
+        // Q/K-norm on the row as loaded; the lane groups of a warp may hold rows of both kinds.
+        const void* normWeight = kind == 0 ? p.qNormWeight : kind == 1 ? p.kNormWeight : nullptr;
+        const bool weightIsF32 = (kind == 0 ? p.qNormWeightIsF32 : p.kNormWeightIsF32) != 0;
+        if (__any_sync(kFullWarp, live && normWeight != nullptr)) normRowInLanes<S, NV>(f, live && normWeight != nullptr, normWeight, weightIsF32, static_cast<float>(p.normEps), lane, lanes, static_cast<int>(D));
         rotateRow<VEC, NV>(f, angles, lane, lanes, R, gptj);
         if (live && kind != 2) {
           char* rotated = static_cast<char*>(kind == 0 ? p.qRot : p.kRot) + first * kElementBytes;
@@ -180,16 +195,23 @@ __device__ __forceinline__ void ropePoolAnyShape(const RopePoolParams& p) {
     }
     const void* src = inputBase(p, kind);
     void* dst = kind == 0 ? p.qRot : p.kRot;
-    const float position = static_cast<float>(loadIndex(p.positions, p.positionsAreI64, n));
+    const PositionStreams streams = positionStreams(p);
+    const void* normWeight = kind == 0 ? p.qNormWeight : p.kNormWeight;
+    const bool normed = normWeight != nullptr;
+    const float inv = normed ? rowInverseRms<S>(src, srcFirst, in.element, D, static_cast<float>(p.normEps), lane) : 1.0f;
+    const bool weightIsF32 = (kind == 0 ? p.qNormWeightIsF32 : p.kNormWeightIsF32) != 0;
     for (long long e = lane; e < D; e += 32) {
       float out = loadElement<S>(src, srcFirst + e * in.element);
+      // As the vector path rounds it: (x · inv) · w.
+      if (normed) out = out * inv * normWeightAt<S>(normWeight, weightIsF32, e);
       if (e < R) {
         const bool first = p.gptj ? (e & 1) == 0 : e < halfR;
         const int j = p.gptj ? static_cast<int>(e >> 1) : static_cast<int>(first ? e : e - halfR);
         const long long other = p.gptj ? (first ? e + 1 : e - 1) : (first ? e + halfR : e - halfR);
         float c, s;
-        sincosf(position * p.ropeFrequencies[j], &s, &c);
-        const float partner = loadElement<S>(src, srcFirst + other * in.element);
+        sincosf(static_cast<float>(streams.at(n, j)) * p.ropeFrequencies[j], &s, &c);
+        float partner = loadElement<S>(src, srcFirst + other * in.element);
+        if (normed) partner = partner * inv * normWeightAt<S>(normWeight, weightIsF32, other);
         out = rotatedElement(out, partner, c, first ? -s : s);
       }
       storeElement<S>(dst, rowFirst + e, out);

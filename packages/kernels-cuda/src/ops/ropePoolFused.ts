@@ -4,10 +4,11 @@ import type { CudaKernels } from '../runtime/cudaKernels.js';
 import type { CudaTensor } from '../runtime/cudaTensor.js';
 import { ELEMENT_BYTES } from '../runtime/cudaTensor.js';
 import { ropePoolKernel } from '../runtime/kernelNames.js';
+import { contiguousStrides, mropeBounds } from '@kvkit/contracts/backend';
+import { aligned } from '../runtime/gatherStrided.js';
 import { boundCheck } from './normRope.js';
 import { poolScales, storePoolRows } from './kvPools.js';
-import type { PoolScale } from './kvPools.js';
-import { planRows, rowStrides } from './rowTiles.js';
+import { planRows, rowStrides, vectorPathFits } from './rowTiles.js';
 import type { RowStrides } from './rowTiles.js';
 
 /**
@@ -16,9 +17,10 @@ import type { RowStrides } from './rowTiles.js';
  * a mix), then one launch
  * rotates Q and K and scatters K and V into the pools. q, k and v may be
  * views (of one fused qkv projection): the launch reads them through their
- * strides, 16 bytes at a time where their rows are contiguous and aligned. That launch may start
- * while the claims finish (Hopper): its query rows need no slot, and it waits
- * for the claims before it looks a slot's owner up.
+ * strides, 16 bytes at a time where their rows are contiguous and aligned
+ * (with a Q/K-norm, a view that would miss that is copied first: stagedRows).
+ * That launch may start while the claims finish (Hopper): its query rows need
+ * no slot, and it waits for the claims before it looks a slot's owner up.
  */
 export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked): { qRot: CudaTensor; kRot: CudaTensor } {
   const op = 'ropePoolFused';
@@ -36,45 +38,58 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
   const vPool = kernels.own(args.vPool);
   const positions = kernels.own(args.positions);
   const slots = kernels.own(args.slots);
-  const scales = [args.kScale, args.vScale].map((s) => (s ? kernels.own(s) : undefined));
-  // q, k and v are read through their strides; the index tensors (and fp8 scales) as contiguous copies where they are views.
-  const [positionsAt, slotsAt, ...scalesAt] = kernels.gather.contiguous([positions, slots, ...scales.filter((s) => s !== undefined)], op);
-  const [qRows, kRows, vRows] = [q, k, v].map(rowStrides) as [RowStrides, RowStrides, RowStrides];
+  const qNorm = args.qNormWeight && kernels.own(args.qNormWeight);
+  const kNorm = args.kNormWeight && kernels.own(args.kNormWeight);
+  if (args.layout !== 'NHD' || args.kScale !== undefined) return ropeIntoPools(kernels, args, { q, k, v, qRot, kRot, qNorm, kNorm });
   const es = ELEMENT_BYTES[dtype];
+  const shape = { kernel: 'ropePool', dtype, headDim: D, rotaryDim: R, gptj: args.ropeStyle === 'gptj', tokens: N, headRows: Hq + 2 * H, multiprocessors: cx.multiprocessors } as const;
+  const written = [qRot.ptr, kRot.ptr, kPool.ptr, vPool.ptr];
+  const rows = [q, k, v] as const;
+  const staged = stagedRows(rows, qNorm !== undefined || kNorm !== undefined, vectorPathFits({ ...shape, vectorAddresses: written }), es);
+  // q, k and v are read through their strides (unless staged); the index tensors and norm weights as contiguous copies where they are views.
+  const weights = [qNorm, kNorm].filter((w) => w !== undefined).map((w) => aligned(w, 16));
+  const gathered = kernels.gather.contiguous([positions, slots, ...weights, ...rows.filter((_, i) => staged[i]).map((t) => aligned(t, 16))], op);
+  let taken = 0;
+  const take = () => gathered[taken++]!;
+  const positionsAt = take();
+  const slotsAt = take();
+  const qNormAt = qNorm ? take() : 0;
+  const kNormAt = kNorm ? take() : 0;
+  const inputs: RowInput[] = rows.map((t, i) => (staged[i] ? { ptr: take(), rows: rowStrides({ shape: t.shape, strides: contiguousStrides(t.shape) }) } : { ptr: t.ptr, rows: rowStrides(t) }));
+  const [qAt, kAt, vAt] = inputs as [RowInput, RowInput, RowInput];
   const plan = planRows({
-    kernel: 'ropePool',
-    dtype,
-    headDim: D,
-    rotaryDim: R,
-    gptj: args.ropeStyle === 'gptj',
-    tokens: N,
-    headRows: Hq + 2 * H,
-    vectorAddresses: [q.ptr, k.ptr, v.ptr, qRot.ptr, kRot.ptr, kPool.ptr, vPool.ptr, ...[qRows, kRows, vRows].flatMap((r) => [r.token * es, r.head * es])],
-    elementStrides: [qRows.element, kRows.element, vRows.element],
-    multiprocessors: cx.multiprocessors,
+    ...shape,
+    // The norm weights are read 16 bytes at a time on the vector paths too.
+    vectorAddresses: [qAt.ptr, kAt.ptr, vAt.ptr, ...written, ...(qNorm ? [qNormAt] : []), ...(kNorm ? [kNormAt] : []), ...inputs.flatMap((r) => [r.rows.token * es, r.rows.head * es])],
+    elementStrides: inputs.map((r) => r.rows.element),
   });
-  if (args.layout !== 'NHD' || args.kScale !== undefined) return ropeIntoPools(kernels, args, { q, k, v, qRot, kRot }, { positions: positionsAt!, slots: slotsAt!, scales: poolScales(scales, scalesAt) });
   const slotRule = boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: S });
   // Enqueued before the claims (a first use uploads the table): the pool kernel must directly follow claim_slots.
   const frequencies = kernels.ropeFrequencies(args.ropeBase, R, op);
-  const claims = kernels.slotOwners.claim(slotsAt!, slots.dtype === 'i64', N, S, args.duplicates.slots, op);
+  const claims = kernels.slotOwners.claim(slotsAt, slots.dtype === 'i64', N, S, args.duplicates.slots, op);
   const p = kernels.params.ropePool;
   p.write({
-    q: q.ptr,
-    k: k.ptr,
-    v: v.ptr,
-    qTokenStride: qRows.token,
-    qHeadStride: qRows.head,
-    qElementStride: qRows.element,
-    kTokenStride: kRows.token,
-    kHeadStride: kRows.head,
-    kElementStride: kRows.element,
-    vTokenStride: vRows.token,
-    vHeadStride: vRows.head,
-    vElementStride: vRows.element,
+    q: qAt.ptr,
+    k: kAt.ptr,
+    v: vAt.ptr,
+    qTokenStride: qAt.rows.token,
+    qHeadStride: qAt.rows.head,
+    qElementStride: qAt.rows.element,
+    kTokenStride: kAt.rows.token,
+    kHeadStride: kAt.rows.head,
+    kElementStride: kAt.rows.element,
+    vTokenStride: vAt.rows.token,
+    vHeadStride: vAt.rows.head,
+    vElementStride: vAt.rows.element,
     ropeFrequencies: frequencies,
-    positions: positionsAt!,
-    slots: slotsAt!,
+    positions: positionsAt,
+    slots: slotsAt,
+    ...streamParams(args, N, R),
+    qNormWeight: qNormAt,
+    kNormWeight: kNormAt,
+    qNormWeightIsF32: qNorm?.dtype === 'f32' ? 1 : 0,
+    kNormWeightIsF32: kNorm?.dtype === 'f32' ? 1 : 0,
+    normEps: args.eps ?? 0,
     qRot: qRot.ptr,
     kRot: kRot.ptr,
     kPool: kPool.ptr,
@@ -105,27 +120,48 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
 }
 
 /**
- * Paged or fp8 pools: Q and K rotated as dense rows (the kernel's query path,
- * one launch per tensor, read through their strides, no pool rows), then K
- * and V stored by pool_store (V read through its strides).
+ * Paged or fp8 pools: Q and K rotated (and normed) as dense rows (the kernel's
+ * query path, one launch per tensor, read through their strides, no pool
+ * rows), then K and V stored by pool_store (V read through its strides).
  */
-function ropeIntoPools(kernels: CudaKernels, args: RopePoolFusedChecked, t: { q: CudaTensor; k: CudaTensor; v: CudaTensor; qRot: CudaTensor; kRot: CudaTensor }, at: { positions: number; slots: number; scales: (PoolScale | undefined)[] }) {
+function ropeIntoPools(kernels: CudaKernels, args: RopePoolFusedChecked, t: { q: CudaTensor; k: CudaTensor; v: CudaTensor; qRot: CudaTensor; kRot: CudaTensor; qNorm?: CudaTensor; kNorm?: CudaTensor }) {
   const op = 'ropePoolFused';
   const { N, Hq, H, D, R } = args.dims;
   const dtype = t.q.dtype as FloatDType;
   const es = ELEMENT_BYTES[dtype];
   const positions = kernels.own(args.positions);
   const slots = kernels.own(args.slots);
-  const [kScale, vScale] = at.scales;
+  const scales = [args.kScale, args.vScale].map((s) => (s ? kernels.own(s) : undefined));
+  const launches = [
+    { src: t.q, dst: t.qRot, heads: Hq, norm: t.qNorm },
+    { src: t.k, dst: t.kRot, heads: H, norm: t.kNorm },
+  ].map((l) => {
+    const shape = { kernel: 'ropePool', dtype, headDim: D, rotaryDim: R, gptj: args.ropeStyle === 'gptj', tokens: N, headRows: l.heads, multiprocessors: kernels.cx.multiprocessors } as const;
+    const [staged] = stagedRows([l.src], l.norm !== undefined, vectorPathFits({ ...shape, vectorAddresses: [l.dst.ptr] }), es);
+    return { ...l, shape, staged: staged! };
+  });
+  // The index tensors, norm weights and fp8 scales as contiguous copies where they are views; q or k copied first where stagedRows says so.
+  const weights = launches.flatMap((l) => (l.norm ? [aligned(l.norm, 16)] : []));
+  const stagedInputs = launches.flatMap((l) => (l.staged ? [aligned(l.src, 16)] : []));
+  const present = scales.filter((s) => s !== undefined);
+  const gathered = kernels.gather.contiguous([positions, slots, ...weights, ...stagedInputs, ...present], op);
+  let taken = 0;
+  const take = () => gathered[taken++]!;
+  const positionsAt = take();
+  const slotsAt = take();
+  const normsAt = launches.map((l) => (l.norm ? take() : 0));
+  const inputs: RowInput[] = launches.map((l) => (l.staged ? { ptr: take(), rows: rowStrides({ shape: l.src.shape, strides: contiguousStrides(l.src.shape) }) } : { ptr: l.src.ptr, rows: rowStrides(l.src) }));
+  const [kScale, vScale] = poolScales(scales, present.map(() => take()));
   const frequencies = kernels.ropeFrequencies(args.ropeBase, R, op);
-  for (const [src, dst, heads] of [[t.q, t.qRot, Hq], [t.k, t.kRot, H]] as const) {
-    const rows = rowStrides(src);
-    const plan = planRows({ kernel: 'ropePool', dtype, headDim: D, rotaryDim: R, gptj: args.ropeStyle === 'gptj', tokens: N, headRows: heads, vectorAddresses: [src.ptr, dst.ptr, rows.token * es, rows.head * es], elementStrides: [rows.element], multiprocessors: kernels.cx.multiprocessors });
+  launches.forEach((l, i) => {
+    const { ptr, rows } = inputs[i]!;
+    const normAt = normsAt[i]!;
+    const plan = planRows({ ...l.shape, vectorAddresses: [ptr, l.dst.ptr, ...(l.norm ? [normAt] : []), rows.token * es, rows.head * es], elementStrides: [rows.element] });
     const p = kernels.params.ropePool;
     p.write({
-      q: src.ptr,
-      k: src.ptr,
-      v: src.ptr,
+      q: ptr,
+      k: ptr,
+      v: ptr,
       qTokenStride: rows.token,
       qHeadStride: rows.head,
       qElementStride: rows.element,
@@ -136,15 +172,22 @@ function ropeIntoPools(kernels: CudaKernels, args: RopePoolFusedChecked, t: { q:
       vHeadStride: rows.head,
       vElementStride: rows.element,
       ropeFrequencies: frequencies,
-      positions: at.positions,
-      slots: at.slots,
-      qRot: dst.ptr,
-      kRot: dst.ptr,
+      positions: positionsAt,
+      slots: slotsAt,
+      ...streamParams(args, N, R),
+      // Every row of this launch is a query row to the kernel: this tensor's weight goes in the query slot.
+      qNormWeight: normAt,
+      kNormWeight: 0,
+      qNormWeightIsF32: l.norm?.dtype === 'f32' ? 1 : 0,
+      kNormWeightIsF32: 0,
+      normEps: args.eps ?? 0,
+      qRot: l.dst.ptr,
+      kRot: l.dst.ptr,
       kPool: 0,
       vPool: 0,
       badValue: kernels.badValues.record.ptr,
       numTokens: N,
-      numQoHeads: heads,
+      numQoHeads: l.heads,
       numKvHeads: 0,
       headDim: D,
       rotaryDim: R,
@@ -162,11 +205,40 @@ function ropeIntoPools(kernels: CudaKernels, args: RopePoolFusedChecked, t: { q:
       lanesPerRow: plan.lanesPerRow,
     });
     kernels.cx.launch(ropePoolKernel(dtype, plan.path), p, plan.grid, 1, plan.block, plan.sharedBytes, op);
-  }
-  const job = { sourceType: dtype, layers: 1, tokens: N, layout: args.layout, dims: args.dims, slots: { ptr: at.slots, areI64: slots.dtype === 'i64' }, duplicates: args.duplicates.slots, deviceChecks: args.deviceChecks, callDims: args.dims, op };
+  });
+  const job = { sourceType: dtype, layers: 1, tokens: N, layout: args.layout, dims: args.dims, slots: { ptr: slotsAt, areI64: slots.dtype === 'i64' }, duplicates: args.duplicates.slots, deviceChecks: args.deviceChecks, callDims: args.dims, op };
   storePoolRows(kernels, job, [
     { source: t.kRot.ptr, sourceLayerElements: 0, sourceRows: rowStrides(t.kRot), pool: kernels.own(args.kPool), scale: kScale },
     { source: t.v.ptr, sourceLayerElements: 0, sourceRows: rowStrides(t.v), pool: kernels.own(args.vPool), scale: vScale },
   ]);
   return { qRot: t.qRot, kRot: t.kRot };
+}
+
+/** mRoPE's streams as the kernel takes them (rope_pool.cu, mrope.cuh); one stream without mropeSection. */
+function streamParams(args: RopePoolFusedChecked, N: number, R: number) {
+  if (!args.mropeSection) return { positionStreamStride: 0, mropeTemporalPairs: R / 2, mropeHeightPairsEnd: R / 2 };
+  const [temporalPairs, heightPairsEnd] = mropeBounds(args.mropeSection);
+  return { positionStreamStride: N, mropeTemporalPairs: temporalPairs, mropeHeightPairsEnd: heightPairsEnd };
+}
+
+/** Where the launch reads one of q, k and v: its address and row strides (a staged copy's, contiguous). */
+interface RowInput {
+  readonly ptr: number;
+  readonly rows: RowStrides;
+}
+
+/**
+ * Which of q, k and v are copied contiguous first. The norm's sum of squares
+ * adds up in another order on the element path than on the vector path, so
+ * with a norm, an input whose layout alone would keep the call off the vector
+ * path (inner stride, or rows off 16 bytes) is staged: a view then gives
+ * exactly what its contiguous copy gives. Without a norm both paths agree bit
+ * for bit, and views are read in place.
+ */
+export function stagedRows(rows: readonly Pick<CudaTensor, 'ptr' | 'shape' | 'strides'>[], normed: boolean, shapeFits: boolean, es: number): boolean[] {
+  return rows.map((t) => {
+    if (!normed || !shapeFits) return false;
+    const r = rowStrides(t);
+    return r.element !== 1 || [t.ptr, r.token * es, r.head * es].some((a) => a % 16 !== 0);
+  });
 }

@@ -3,7 +3,7 @@ import { valueRuleError } from '@kvkit/contracts/backend';
 import type { ContractError } from '@kvkit/contracts';
 import { RECORD_BYTES } from '../generated/kernels.js';
 import type { CudaContext } from './context.js';
-import type { DeviceBuffer } from './memory.js';
+import type { DeviceBuffer, PinnedBlock } from './memory.js';
 
 /** Checks numbered between two syncs before the list is drained on the spot, so a program that never syncs stays bounded. */
 const MAX_PENDING = 1 << 16;
@@ -11,20 +11,31 @@ const MAX_PENDING = 1 << 16;
 /** BadValueRecord: key (u64), value (i64), lock, unused (contracts' deviceRecords). */
 const BAD_VALUE_BYTES = RECORD_BYTES.BadValueRecord;
 
+/** A copy of the record taken before a sync (by a read() or a drain), with the checks it numbers; kept while it may hold a violation. */
+export interface Settlement {
+  readonly checks: readonly DeviceCheck[];
+  readonly dims: readonly Readonly<Record<string, number>>[];
+  /** Where the copy lands; undefined once decoded. */
+  mirror: PinnedBlock | undefined;
+  found: ContractError | undefined;
+}
+
 /**
  * The value rules the contracts hand to the device (positions inside the
  * cache, slots inside the pool, eps finite and >= 0). Each enqueued check gets a number; kernels
  * keep the smallest (check, token) that broke its rule, with its value, in
  * one small device record. sync() reads and clears the record and throws the
- * ContractError the host check throws (valueRuleError).
+ * ContractError the host check throws (valueRuleError). A read() copies and
+ * clears it too, on its own event, so a loop that reads and never syncs
+ * keeps no checks (nor the tensors they name); what it finds waits for the sync.
  */
 export class BadValues {
   readonly #cx: CudaContext;
   readonly record: DeviceBuffer;
   #checks: DeviceCheck[] = [];
   #dims: Readonly<Record<string, number>>[] = [];
-  /** Found while draining without a sync: the next sync throws it first. */
-  #held: ContractError | undefined;
+  /** Copies taken since the last sync, in enqueue order: the first violation among them is the next sync's. */
+  #settlements: Settlement[] = [];
 
   constructor(cx: CudaContext) {
     this.#cx = cx;
@@ -47,18 +58,54 @@ export class BadValues {
     const dims = this.#dims;
     this.#checks = [];
     this.#dims = [];
-    const held = this.#held;
-    this.#held = undefined;
+    const earlier = this.#settlements.splice(0);
     const mirror = this.#cx.pinned(BAD_VALUE_BYTES, op);
     try {
       this.#readAndClear(mirror.ptr, op);
       const event = this.#cx.record(op);
       await this.#cx.wait(event, op);
       this.#cx.recycle(event);
-      return held ?? this.#decode(mirror.view, checks, dims);
+      // One stream: every earlier copy has landed before this one.
+      for (const s of earlier) this.#decodeSettlement(s);
+      return earlier.find((s) => s.found)?.found ?? this.#decode(mirror.view, checks, dims);
     } finally {
       this.#cx.givePinned(mirror);
+      for (const s of earlier) this.#giveBack(s);
     }
+  }
+
+  /**
+   * For read(): enqueues the copy and the clear of the record now, before the
+   * read's own copy; call `afterRead` once the read's event has landed.
+   * Undefined when no check is pending.
+   */
+  recordForRead(op: string): Settlement | undefined {
+    if (this.#checks.length === 0) return undefined;
+    const s: Settlement = { checks: this.#checks, dims: this.#dims, mirror: this.#cx.pinned(BAD_VALUE_BYTES, op), found: undefined };
+    this.#checks = [];
+    this.#dims = [];
+    this.#settlements.push(s);
+    this.#readAndClear(s.mirror!.ptr, op);
+    return s;
+  }
+
+  /** Decodes a read's copy; one that found nothing is dropped, so reads without a sync keep nothing. */
+  afterRead(s: Settlement): void {
+    this.#decodeSettlement(s);
+    this.#giveBack(s);
+    if (s.found === undefined) {
+      const at = this.#settlements.indexOf(s);
+      if (at >= 0) this.#settlements.splice(at, 1);
+    }
+  }
+
+  #decodeSettlement(s: Settlement): void {
+    if (s.mirror) s.found ??= this.#decode(s.mirror.view, s.checks, s.dims);
+  }
+
+  #giveBack(s: Settlement): void {
+    if (s.mirror) this.#cx.givePinned(s.mirror);
+    s.mirror = undefined;
   }
 
   #readAndClear(mirror: bigint, op: string): void {
@@ -72,7 +119,8 @@ export class BadValues {
     try {
       this.#readAndClear(mirror.ptr, op);
       this.#cx.synchronize(op);
-      this.#held ??= this.#decode(mirror.view, this.#checks, this.#dims);
+      const found = this.#decode(mirror.view, this.#checks, this.#dims);
+      if (found) this.#settlements.push({ checks: [], dims: [], mirror: undefined, found });
     } finally {
       this.#cx.givePinned(mirror);
     }

@@ -130,6 +130,11 @@ export class CudaContext {
     return this.#allocations;
   }
 
+  /** Device allocations held now: tensors (freed at dispose, or when collected undisposed), workspaces, tables. */
+  get liveAllocations(): number {
+    return this.#live.size;
+  }
+
   makeCurrent(): void {
     if (this.#callerStream) {
       // The application may make another context current between kvkit's calls: ask the driver, not the cache.
@@ -172,7 +177,22 @@ export class CudaContext {
     if (status !== 0) this.#cu.check(op, 'cuMemcpyHtoDAsync', status);
   }
 
-  download(dst: bigint, src: number, bytes: number, op: string): void {
+  /**
+   * Page-locks host memory of the caller's for a download straight into it; false where the driver refuses
+   * (the caller then stages through `pinned`). Undone by `unregister`.
+   */
+  register(target: Uint8Array): boolean {
+    this.makeCurrent();
+    // A driver or sandbox may refuse to lock ordinary memory: no fault of the call, only a slower path.
+    return this.#cu.cuMemHostRegister(target, target.byteLength, 0) === 0;
+  }
+
+  unregister(target: Uint8Array, op: string): void {
+    this.makeCurrent();
+    this.#cu.check(op, 'cuMemHostUnregister', this.#cu.cuMemHostUnregister(target));
+  }
+
+  download(dst: bigint | Uint8Array, src: number, bytes: number, op: string): void {
     const status = this.#cu.cuMemcpyDtoHAsync(dst, src, bytes, this.stream);
     if (status !== 0) this.#cu.check(op, 'cuMemcpyDtoHAsync', status);
   }

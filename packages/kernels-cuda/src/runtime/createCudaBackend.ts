@@ -9,7 +9,7 @@ import { CudaKernels } from './cudaKernels.js';
 import { CudaDriver, describeDevice, LIBCUDA, loadDriverLibrary } from './driver.js';
 import { cudaUnavailable } from './errors.js';
 import { loadFatbin } from './fatbin.js';
-import { findCudaKernels, register } from './registry.js';
+import { cudaKernelsOf, register } from './registry.js';
 
 export interface CudaBackendOptions {
   /** Device ordinal (default 0; with `stream`, the stream's device). */
@@ -92,7 +92,5 @@ function callerStream(cu: CudaDriver, stream: unknown, deviceCount: number, devi
  * a stream kvkit made (that one lives until `backend.dispose()`).
  */
 export function streamOf(backend: Backend): bigint {
-  const kernels = findCudaKernels(backend);
-  if (!kernels) throw new ContractError('KV044', 'streamOf', { arg: 'backend', expected: 'a backend made by createCudaBackend()', actual: describeValue(backend) });
-  return kernels.cx.stream;
+  return cudaKernelsOf(backend, 'streamOf').cx.stream;
 }

@@ -86,10 +86,10 @@ export class CudaKernels implements BackendKernels {
     return t as CudaTensor;
   }
 
-  /** An uninitialised tensor of this backend. */
+  /** An uninitialised tensor of this backend, its allocation freed if it is dropped undisposed. */
   allocate(dtype: DType, shape: Shape, op: string): CudaTensor {
     const frozen = Object.freeze([...shape]);
-    return new CudaTensor(this, dtype, frozen, this.cx.alloc(numel(shape) * ELEMENT_BYTES[dtype], op));
+    return new CudaTensor(this, dtype, frozen, this.cx.alloc(numel(shape) * ELEMENT_BYTES[dtype], op)).releaseWhenDropped();
   }
 
   tensor(dtype: DType, shape: Shape, data: TensorData | undefined): OwnedTensor {
@@ -134,30 +134,26 @@ export class CudaKernels implements BackendKernels {
     const from = this.#rowMajor(own, 'read');
     const count = numel(own.shape);
     if (isHalf(own.dtype)) {
-      const dtype = own.dtype;
-      // Large tensors are widened on the device and come back as f32 bytes; small ones are decoded from the pinned block.
-      if (!convertsOnDevice(count)) return this.#download(from, own.byteLength, 'read', (view) => decodeHalves(dtype, new Uint16Array(view, 0, count)));
-      const wide = widenHalves(this, dtype, from, count, 'read');
+      // Large tensors are widened on the device and come back as f32 bytes; small ones are decoded on the host.
+      if (!convertsOnDevice(count)) return decodeHalves(own.dtype, new Uint16Array(await this.#download(from, own.byteLength, 'read'), 0, count));
+      const wide = widenHalves(this, own.dtype, from, count, 'read');
       try {
-        return new Float32Array(await this.#download(wide.ptr, count * 4, 'read', (view) => view.slice(0, count * 4)));
+        return new Float32Array(await this.#download(wide.ptr, count * 4, 'read'));
       } finally {
         wide.release();
       }
     }
     // fp8 codes are decoded on the host (not halves: they never take the device conversion).
-    if (isFp8(own.dtype)) {
-      const dtype = own.dtype;
-      return this.#download(from, own.byteLength, 'read', (view) => decodeNarrowFloats(dtype, view, count));
-    }
-    const copy = await this.#download(from, own.byteLength, 'read', (view) => view.slice(0, own.byteLength));
+    if (isFp8(own.dtype)) return decodeNarrowFloats(own.dtype, await this.#download(from, own.byteLength, 'read'), count);
+    const copy = await this.#download(from, own.byteLength, 'read');
     return own.dtype === 'f32' ? new Float32Array(copy) : own.dtype === 'i32' ? new Int32Array(copy) : new BigInt64Array(copy);
   }
 
-  /** The stored bytes, copied out of the pinned block as they landed. */
+  /** The stored bytes, as they landed. */
   async readBytes(t: OwnedTensor): Promise<ArrayBuffer> {
     const own = this.own(t);
     if (own.byteLength === 0) return new ArrayBuffer(0);
-    return this.#download(this.#rowMajor(own, 'readBits'), own.byteLength, 'readBits', (view) => view.slice(0, own.byteLength));
+    return this.#download(this.#rowMajor(own, 'readBits'), own.byteLength, 'readBits');
   }
 
   /** Where the tensor's elements lie row-major: its own address, or (a strided view) a gathered copy enqueued now. */
@@ -166,18 +162,28 @@ export class CudaKernels implements BackendKernels {
     return this.gather.contiguous([own], op)[0]!;
   }
 
-  /** Copies `bytes` at `ptr` into a pinned block, waits for the copy to land, and hands the block to `take` before it is given back. */
-  async #download<R>(ptr: number, bytes: number, op: string, take: (view: ArrayBuffer) => R): Promise<R> {
+  /**
+   * A new buffer holding `bytes` at `ptr`, copied by a download enqueued now and resolved once it has landed.
+   * Large downloads go straight into the new buffer, page-locked for the copy (a fresh buffer's first touch,
+   * not the transfer, is what costs on the host); small ones, or where locking is refused, through a pinned
+   * block. The value checks of the calls before it are settled on the same event (BadValues.recordForRead).
+   */
+  async #download(ptr: number, bytes: number, op: string): Promise<ArrayBuffer> {
     this.cx.makeCurrent();
-    const block = this.cx.pinned(bytes, op);
+    const out = bytes >= DIRECT_DOWNLOAD_MIN ? new Uint8Array(bytes) : undefined;
+    const direct = out !== undefined && this.cx.register(out);
+    const block = direct ? undefined : this.cx.pinned(bytes, op);
     try {
-      this.cx.download(block.ptr, ptr, bytes, op);
+      const checks = this.badValues.recordForRead(op);
+      this.cx.download(direct ? out! : block!.ptr, ptr, bytes, op);
       const event = this.cx.record(op);
       await this.cx.wait(event, op);
       this.cx.recycle(event);
-      return take(block.view);
+      if (checks) this.badValues.afterRead(checks);
+      return direct ? out!.buffer : block!.view.slice(0, bytes);
     } finally {
-      this.cx.givePinned(block);
+      if (direct) this.cx.unregister(out!, op);
+      if (block) this.cx.givePinned(block);
     }
   }
 
@@ -241,6 +247,9 @@ export class CudaKernels implements BackendKernels {
     }
   }
 }
+
+/** Downloads of at least this many bytes go straight into the returned buffer (see #download). */
+const DIRECT_DOWNLOAD_MIN = 1 << 22;
 
 function emptyOf(dtype: DType): Float32Array | Int32Array | BigInt64Array {
   return dtype === 'i32' ? new Int32Array(0) : dtype === 'i64' ? new BigInt64Array(0) : new Float32Array(0);

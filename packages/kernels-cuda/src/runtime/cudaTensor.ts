@@ -1,4 +1,4 @@
-import { contiguousStrides, isContiguous, LAYER_VIEW, TENSOR_LAYOUT, TENSOR_OWNER } from '@kvkit/contracts/backend';
+import { contiguousStrides, DroppedTensors, isContiguous, LAYER_VIEW, TENSOR_LAYOUT, TENSOR_OWNER } from '@kvkit/contracts/backend';
 import type { DType, Shape } from '@kvkit/contracts';
 import type { OwnedTensor, StorageLayout } from '@kvkit/contracts/backend';
 import type { DeviceBuffer } from './memory.js';
@@ -7,6 +7,11 @@ import type { DeviceBuffer } from './memory.js';
 export interface TensorOwner {
   readonly disposed: boolean;
 }
+
+/** Allocations of owned tensors collected undisposed are freed as dispose() would free them. */
+const dropped = new DroppedTensors<{ readonly buffer: DeviceBuffer; readonly owner: TensorOwner }>(({ buffer, owner }) => {
+  if (!owner.disposed) buffer.release();
+});
 
 /** Bytes per element of each dtype. */
 export const ELEMENT_BYTES: Readonly<Record<DType, number>> = { f32: 4, f16: 2, bf16: 2, i32: 4, i64: 8, fp8e4m3: 1, fp8e5m2: 1 };
@@ -77,9 +82,16 @@ export class CudaTensor implements OwnedTensor {
     return this.#buffer;
   }
 
+  /** Frees the allocation if the tensor is collected undisposed; only for memory kvkit allocated for it. */
+  releaseWhenDropped(): this {
+    if (this.#owns) dropped.watch(this, { buffer: this.#buffer, owner: this[TENSOR_OWNER] });
+    return this;
+  }
+
   dispose(): void {
     if (this.#released) return;
     this.#released = true;
+    dropped.forget(this);
     if (this.#owns && !this[TENSOR_OWNER].disposed) this.#buffer.release();
   }
 }

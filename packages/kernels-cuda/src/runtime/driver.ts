@@ -94,6 +94,8 @@ export class CudaDriver {
   readonly cuMemPoolTrimTo: Fn;
   readonly cuMemHostAlloc: Fn;
   readonly cuMemFreeHost: Fn;
+  readonly cuMemHostRegister: Fn;
+  readonly cuMemHostUnregister: Fn;
   readonly cuMemcpyHtoDAsync: Fn;
   readonly cuMemcpyDtoHAsync: Fn;
   readonly cuMemcpyDtoDAsync: Fn;
@@ -145,6 +147,8 @@ export class CudaDriver {
     this.cuMemPoolTrimTo = f('int cuMemPoolTrimTo(void *pool, size_t minBytesToKeep)');
     this.cuMemHostAlloc = f('int cuMemHostAlloc(_Out_ void **p, size_t bytes, unsigned int flags)');
     this.cuMemFreeHost = f('int cuMemFreeHost(void *p)');
+    this.cuMemHostRegister = f('int cuMemHostRegister_v2(void *p, size_t bytes, unsigned int flags)');
+    this.cuMemHostUnregister = f('int cuMemHostUnregister(void *p)');
     this.cuMemcpyHtoDAsync = f('int cuMemcpyHtoDAsync_v2(uint64_t dst, void *src, size_t bytes, void *stream)');
     this.cuMemcpyDtoHAsync = f('int cuMemcpyDtoHAsync_v2(void *dst, uint64_t src, size_t bytes, void *stream)');
     this.cuMemcpyDtoDAsync = f('int cuMemcpyDtoDAsync_v2(uint64_t dst, uint64_t src, size_t bytes, void *stream)');

@@ -10,6 +10,8 @@ export interface CudaBackendInfo {
   readonly gemm: { readonly engine: 'cublasLt'; readonly library: string } | { readonly engine: 'kvkit'; readonly reason: string };
   /** Device allocations made so far: tensors, workspaces, tables. A steady-state materializer call adds none. */
   readonly allocations: number;
+  /** Device allocations held now; a loop whose outputs are disposed, or dropped and collected, holds it flat. */
+  readonly liveAllocations: number;
   /** Whether ropePoolFused's kernel may start while its slot claims finish (Hopper's programmatic dependent launch), or why not. */
   readonly overlappedLaunch: { readonly enabled: true } | { readonly enabled: false; readonly reason: string };
 }
@@ -21,6 +23,7 @@ export function cudaBackendInfo(backend: Backend): CudaBackendInfo {
     multiprocessors: k.cx.multiprocessors,
     gemm: k.cublasLt ? { engine: 'cublasLt', library: k.cublasLt.library } : { engine: 'kvkit', reason: k.cublasLtAbsence ?? 'cuBLASLt not loaded' },
     allocations: k.cx.allocations,
+    liveAllocations: k.cx.liveAllocations,
     overlappedLaunch: k.cx.overlap === true ? { enabled: true } : { enabled: false, reason: k.cx.overlap },
   };
 }

@@ -3,14 +3,16 @@
  * cache, size the grid, record the dispatch. The ops decide what to bind.
  */
 import type { FloatDType, IndexDType } from '@kvkit/contracts';
+import { mropeBounds } from '@kvkit/contracts/backend';
 import type { RopeAngles } from '@kvkit/contracts/backend';
-import type { NormRopeRanges, RopeRowsParams, RopeRowsRanges } from '../generated/params.js';
+import type { NormRopeRanges, RopeNormRowsParams, RopeNormRowsRanges, RopeRowsParams, RopeRowsRanges } from '../generated/params.js';
 import type { BufferRange } from '../runtime/gpuRuntime.js';
 import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
 import { normRopeShader } from '../shaders/fusedNormRopeStacked.wgsl.js';
-import { gemmSplits, planGemm, planGemmReduce, planNormRope, planRopeRows, planRopeTable, ropeRowUnits } from '../shaders/plan.js';
-import type { NormRopeRequest, RopeRowsRequest } from '../shaders/plan.js';
+import { gemmSplits, planGemm, planGemmReduce, planNormRope, planRopeNormRows, planRopeRows, planRopeTable, ropeRowUnits } from '../shaders/plan.js';
+import type { NormRopeRequest, RopeNormRowsRequest, RopeRowsRequest } from '../shaders/plan.js';
 import { gemmReduceShader, projectionGemmShader } from '../shaders/projectionGemm.wgsl.js';
+import { ropeNormRowsShader } from '../shaders/ropeNormRows.wgsl.js';
 import { ropeRowsShader } from '../shaders/ropePoolFused.wgsl.js';
 import { ropeTableShader } from '../shaders/ropeTable.wgsl.js';
 
@@ -67,12 +69,28 @@ export function launchRopeRows(
   k.runtime.dispatch(kernel, ranges, at, Math.ceil((at.rows * ropeRowUnits(plan)) / plan.workgroupSize));
 }
 
-/** cos/sin rows, one per token, from positions and f_j / 2π (ropeTable.wgsl.ts). */
-export function launchRopeTable(k: WebGpuKernels, positionType: IndexDType, ranges: { positions: BufferRange; turnsPerPosition: BufferRange; table: BufferRange }, tokens: number, rotaryDim: number): void {
+/** Q/K-norm then RoPE of head rows, keys and values into the pools (ropeNormRows.wgsl.ts): one dispatch of the parts asked for. */
+export function launchRopeNormRows(k: WebGpuKernels, request: RopeNormRowsRequest, ranges: RopeNormRowsRanges, at: RopeNormRowsParams): void {
+  const plan = planRopeNormRows(k.runtime.caps, request);
+  const kernel = k.runtime.kernel(plan, () => ropeNormRowsShader(plan));
+  k.runtime.dispatch(kernel, ranges, at, Math.ceil(at.rows / (plan.workgroupSize / plan.lanesPerRow)));
+}
+
+/** cos/sin rows, one per token, from positions and f_j / 2π (ropeTable.wgsl.ts); `mropeSection` reads [3, T] streams. */
+export function launchRopeTable(
+  k: WebGpuKernels,
+  positionType: IndexDType,
+  ranges: { positions: BufferRange; turnsPerPosition: BufferRange; table: BufferRange },
+  tokens: number,
+  rotaryDim: number,
+  mropeSection?: readonly number[],
+): void {
   const plan = planRopeTable(k.runtime.caps, positionType);
   const kernel = k.runtime.kernel(plan, () => ropeTableShader(plan));
   const half = rotaryDim / 2;
-  k.runtime.dispatch(kernel, ranges, { tokens, halfRotary: half }, Math.ceil((tokens * half) / plan.workgroupSize));
+  const [temporalPairs, heightPairsEnd] = mropeSection ? mropeBounds(mropeSection) : [half, half];
+  const streams = { streamStride: mropeSection ? tokens : 0, temporalPairs, heightPairsEnd };
+  k.runtime.dispatch(kernel, ranges, { tokens, halfRotary: half, ...streams }, Math.ceil((tokens * half) / plan.workgroupSize));
 }
 
 /**

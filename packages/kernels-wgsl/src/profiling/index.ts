@@ -7,7 +7,7 @@
 import type { Backend, FloatDType } from '@kvkit/contracts';
 import { decodeBf16, decodeF16, encodeHalves } from '@kvkit/contracts/backend';
 import { launchGemm } from '../ops/launch.js';
-import { kernelsOf } from '../runtime/createBackend.js';
+import { webGpuKernelsOf } from '../runtime/createBackend.js';
 import type { DeviceStorage } from '../runtime/gpuRuntime.js';
 import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
 import { copyShader, fmaFlopsPerInvocation, fmaShader } from '../shaders/ceilings.wgsl.js';
@@ -24,12 +24,6 @@ const MAX_QUERIES = 4096;
 /** A wall-clock sample runs the callback until at least this long has passed. */
 const WALL_CLOCK_SAMPLE_US = 2000;
 
-function kernelsFor(backend: Backend): WebGpuKernels {
-  const k = kernelsOf.get(backend);
-  if (!k) throw new TypeError(`kernels-wgsl profiling takes a backend made by createWebGpuBackend(); got ${backend?.label ?? String(backend)}`);
-  return k;
-}
-
 function median(values: readonly number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = sorted.length >> 1;
@@ -43,7 +37,7 @@ function median(values: readonly number[]): number {
  * one batch); otherwise many calls per submit, timed by wall clock.
  */
 export async function timeOnDevice(backend: Backend, enqueue: () => void, opts: { warmup?: number; reps?: number } = {}): Promise<DeviceTiming> {
-  const k = kernelsFor(backend);
+  const k = webGpuKernelsOf(backend, 'timeOnDevice');
   const warmup = opts.warmup ?? 3;
   const reps = Math.max(1, opts.reps ?? 20);
   for (let i = 0; i < warmup; i++) enqueue();
@@ -152,7 +146,7 @@ function fillRandomWords(k: WebGpuKernels, storage: DeviceStorage, size: number)
  * vectors per invocation. Memory-bound figures are read against the best.
  */
 export async function measureCopyCeilings(backend: Backend, bytes: number): Promise<CopyCeiling[]> {
-  const k = kernelsFor(backend);
+  const k = webGpuKernelsOf(backend, 'measureCopyCeilings');
   let size = Math.max(16, Math.floor(Math.min(bytes, k.runtime.maxBufferBytes) / 16) * 16);
   let src: DeviceStorage;
   let dst: DeviceStorage;
@@ -189,7 +183,7 @@ export async function measureCopyCeilings(backend: Backend, bytes: number): Prom
 
 /** Ceiling: f32 FMA throughput (8 independent vec4 chains per invocation, 1024 steps). */
 export async function measureFmaCeiling(backend: Backend): Promise<{ tflops: number; timing: DeviceTiming }> {
-  const k = kernelsFor(backend);
+  const k = webGpuKernelsOf(backend, 'measureFmaCeiling');
   // Enough invocations to fill a large GPU; a software adapter gets a token load.
   const invocations = k.software ? 1 << 12 : 1 << 22;
   const out = k.storage(invocations * 4, 'kvkit fma ceiling output', 'measureFmaCeiling');
@@ -237,7 +231,7 @@ export async function timeProjectionGemm(
   backend: Backend,
   shape: { T: number; K: number; N: number; dtype: FloatDType },
 ): Promise<DeviceTiming & { tflops: number }> {
-  const k = kernelsFor(backend);
+  const k = webGpuKernelsOf(backend, 'timeProjectionGemm');
   const { T, K, N, dtype } = shape;
   const bytes = dtype === 'f32' ? 4 : 2;
   const aWords = randomWords(dtype, T * K, 11);

@@ -1,4 +1,4 @@
-import { defineBackend } from '@kvkit/contracts/backend';
+import { defineBackend, describeBackend } from '@kvkit/contracts/backend';
 import type { Backend } from '@kvkit/contracts';
 import { ContractError } from '@kvkit/contracts';
 import type { DeviceCaps } from '../shaders/plan.js';
@@ -23,6 +23,13 @@ const OP = 'createWebGpuBackend';
 
 /** Backends by their public object: profiling hooks and stats reach the kernels through it. */
 export const kernelsOf = new WeakMap<Backend, WebGpuKernels>();
+
+/** The kernels behind a backend made by createWebGpuBackend(); KV044 for anything else. */
+export function webGpuKernelsOf(backend: unknown, caller: string): WebGpuKernels {
+  const kernels = typeof backend === 'object' && backend !== null ? kernelsOf.get(backend as Backend) : undefined;
+  if (!kernels) throw new ContractError('KV044', caller, { arg: 'backend', expected: 'a backend made by createWebGpuBackend()', actual: describeBackend(backend) });
+  return kernels;
+}
 
 /**
  * A WebGPU backend: on `options.device`, or on a device of its own from

@@ -1,10 +1,13 @@
-import { contiguousStrides, LAYER_VIEW, storageBytes, TENSOR_LAYOUT, TENSOR_OWNER } from '@kvkit/contracts/backend';
+import { contiguousStrides, DroppedTensors, LAYER_VIEW, storageBytes, TENSOR_LAYOUT, TENSOR_OWNER } from '@kvkit/contracts/backend';
 import type { DType, Shape } from '@kvkit/contracts';
 import type { OwnedTensor, StorageLayout, ViewLayout } from '@kvkit/contracts/backend';
 import type { BufferRange, DeviceStorage } from './gpuRuntime.js';
 
 /** Bytes per element on the device: fp8 packs four per u32 word, f16/bf16 two, i64 is two words (low first). */
 export const bytesPerElement: (dtype: DType) => number = storageBytes;
+
+/** Storage of owned tensors collected undisposed goes back as dispose() would give it. */
+const dropped = new DroppedTensors<DeviceStorage>((storage) => storage.release());
 
 /** What a tensor asks of the backend that made it. */
 export interface TensorOwner {
@@ -47,6 +50,7 @@ export class GpuTensor implements OwnedTensor {
     this.#ownsStorage = options.ownsStorage;
     this.#base = options.base;
     if (storage === undefined) this.#released = true;
+    else if (options.ownsStorage) dropped.watch(this, storage);
     if (options.layer !== undefined) Object.defineProperty(this, LAYER_VIEW, { value: options.layer, enumerable: false });
     if (options.layout) Object.defineProperty(this, TENSOR_LAYOUT, { value: options.layout, enumerable: false });
   }
@@ -82,7 +86,10 @@ export class GpuTensor implements OwnedTensor {
   dispose(): void {
     if (this.#released) return;
     this.#released = true;
-    if (this.#ownsStorage) this.#storage?.release();
+    if (this.#ownsStorage) {
+      dropped.forget(this);
+      this.#storage?.release();
+    }
     this.#storage = undefined;
   }
 }

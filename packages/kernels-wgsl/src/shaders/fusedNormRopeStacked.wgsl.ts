@@ -15,7 +15,7 @@ import { NORM_ROPE } from '../generated/params.js';
 import type { NormRopeParams, NormRopeRanges } from '../generated/params.js';
 import { elementReader, ENTRY_BUILTINS, HALF_FLOAT_WGSL, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
 import type { NormRopePlan } from './plan.js';
-import { halfStorer, packVector, rotateVector, rowElementReader, storeElement, vectorType, vectorValues } from './rowCode.js';
+import { halfStorer, laneSumCode, packVector, rotateVector, rowElementReader, storeElement, vectorType, vectorValues } from './rowCode.js';
 import { kernelSource } from './source.js';
 import type { KernelSource } from './source.js';
 
@@ -45,15 +45,7 @@ export function normRopeShader(plan: NormRopePlan): KernelSource<NormRopeParams,
     .flatMap((v) => vectorValues(kvType, layout, `x${v}`).map((x) => `sumSquares = fma(${x}, ${x}, sumSquares);`))
     .join('\n  ');
 
-  const reduce =
-    plan.reduction === 'subgroup'
-      ? Array.from({ length: Math.log2(G) }, (_, i) => `sumSquares += subgroupShuffleXor(sumSquares, ${G >> (i + 1)}u);`).join('\n  ')
-      : plan.reduction === 'workgroup'
-        ? `partial[lane] = sumSquares;
-  workgroupBarrier();
-  sumSquares = 0.0;
-  for (var i = 0u; i < ${G}u; i++) { sumSquares += partial[(lane / ${G}u) * ${G}u + i]; }`
-        : '';
+  const reduce = laneSumCode(plan.reduction, G, 'sumSquares');
 
   const writes = vecs
     .map((v) => {

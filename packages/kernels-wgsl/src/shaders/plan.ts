@@ -110,20 +110,21 @@ export interface NormRopePlan extends NormRopeRequest {
   readonly workgroupSize: number;
 }
 
-export function planNormRope(caps: DeviceCaps, r: NormRopeRequest): NormRopePlan {
-  const layout = rowLayout(r.kvType, r.D);
+/** How the lanes of a normed kernel share a head row: lanes per row, vectors per lane, the reduction, the workgroup. */
+function rowLanes(caps: DeviceCaps, layout: RowLayout): Pick<NormRopePlan, 'lanesPerRow' | 'vecsPerLane' | 'reduction' | 'workgroupSize'> {
   const lanesPerRow = Math.min(nextPowerOfTwo(layout.rowVecs), tuning.maxLanesPerRow);
   const reduction = lanesPerRow === 1 ? 'none' : caps.subgroups && lanesPerRow <= caps.subgroupMinSize ? 'subgroup' : 'workgroup';
   return {
-    ...r,
-    kernel: 'normRope',
-    layout,
-    partner: partnerMode(r.style, r.R, layout),
     lanesPerRow,
     vecsPerLane: Math.ceil(layout.rowVecs / lanesPerRow),
     reduction,
     workgroupSize: Math.max(lanesPerRow, Math.min(tuning.normRopeWorkgroup, caps.maxInvocationsPerWorkgroup)),
   };
+}
+
+export function planNormRope(caps: DeviceCaps, r: NormRopeRequest): NormRopePlan {
+  const layout = rowLayout(r.kvType, r.D);
+  return { ...r, kernel: 'normRope', layout, partner: partnerMode(r.style, r.R, layout), ...rowLanes(caps, layout) };
 }
 
 export interface RopeRowsRequest {
@@ -158,6 +159,40 @@ export function planRopeRows(caps: DeviceCaps, r: RopeRowsRequest): RopeRowsPlan
   const layout = rowLayout(r.dtype, r.D);
   const partner = partnerMode(r.style, r.R, layout);
   return { ...r, kernel: 'ropeRows', layout, partner, pairs: partner === 'chunk', workgroupSize: Math.min(tuning.rowWorkgroup, caps.maxInvocationsPerWorkgroup) };
+}
+
+/** Which rows a Q/K-norm dispatch handles: every part in one, or q, k and v apart where bindings are few. */
+export interface RopeNormParts {
+  readonly queries: boolean;
+  readonly keys: boolean;
+  readonly values: boolean;
+}
+
+export interface RopeNormRowsRequest extends RopeNormParts {
+  readonly dtype: FloatDType;
+  readonly D: number;
+  readonly R: number;
+  readonly style: RopeStyle;
+  /** dtype of qNormWeight (q rows normed), or undefined (rotated only). */
+  readonly queryWeight: FloatDType | undefined;
+  readonly keyWeight: FloatDType | undefined;
+  readonly slotType: IndexDType | undefined;
+}
+
+export interface RopeNormRowsPlan extends RopeNormRowsRequest {
+  readonly kernel: 'ropeNormRows';
+  readonly layout: RowLayout;
+  readonly partner: PartnerMode;
+  /** Lanes per head row, vectors per lane and how a row's sum of squares meets: as the norm + RoPE kernel decides. */
+  readonly lanesPerRow: number;
+  readonly vecsPerLane: number;
+  readonly reduction: 'none' | 'subgroup' | 'workgroup';
+  readonly workgroupSize: number;
+}
+
+export function planRopeNormRows(caps: DeviceCaps, r: RopeNormRowsRequest): RopeNormRowsPlan {
+  const layout = rowLayout(r.dtype, r.D);
+  return { ...r, kernel: 'ropeNormRows', layout, partner: partnerMode(r.style, r.R, layout), ...rowLanes(caps, layout) };
 }
 
 export interface RopeTablePlan {
@@ -265,7 +300,7 @@ export function planStridedCopy(caps: DeviceCaps, lanes: 1 | 2 | 4): StridedCopy
   return { kernel: 'stridedCopy', lanes, workgroupSize: Math.min(tuning.rowWorkgroup, caps.maxInvocationsPerWorkgroup) };
 }
 
-export type KernelPlan = NormRopePlan | RopeRowsPlan | RopeTablePlan | SlotOwnersPlan | PoolStorePlan | PoolReadPlan | GemmPlan | GemmReducePlan | CopyPlan | FmaPlan | StridedCopyPlan;
+export type KernelPlan = NormRopePlan | RopeRowsPlan | RopeNormRowsPlan | RopeTablePlan | SlotOwnersPlan | PoolStorePlan | PoolReadPlan | GemmPlan | GemmReducePlan | CopyPlan | FmaPlan | StridedCopyPlan;
 
 /** The pipeline cache key of a plan: every field that shapes the generated WGSL. */
 export function planKey(plan: KernelPlan): string {

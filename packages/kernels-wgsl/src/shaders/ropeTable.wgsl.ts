@@ -6,6 +6,7 @@
  * on [−π/4, π/4] with fixed polynomials, accurate whatever the device's own
  * sin/cos do with large arguments. The error left is the rounding of u:
  * about 2^-23 · p radians, inside the tolerance SEMANTICS.md allows for ropeBase.
+ * With mRoPE's [3, T] positions, pair j reads the position of its stream.
  */
 import { ROPE_TABLE } from '../generated/params.js';
 import type { RopeTableParams, RopeTableRanges } from '../generated/params.js';
@@ -46,7 +47,9 @@ fn main(${ENTRY_BUILTINS}) {
   let t = id / params.halfRotary;
   if (t >= params.tokens) { return; }
   let j = id % params.halfRotary;
-  let v = positionAt(t);
+  // mRoPE: pair j's stream (0 temporal, 1 height, 2 width); streamStride 0 leaves one stream.
+  let stream = select(select(2u, 1u, j < params.heightPairsEnd), 0u, j < params.temporalPairs);
+  let v = positionAt(stream * params.streamStride + t);
   // The position as f32 (exact below 2^24); an i64 past the i32 range still gets its nearest value.
   let fitsI32 = v.y == select(0u, 0xffffffffu, (v.x & 0x80000000u) != 0u);
   let p = select(f32(bitcast<i32>(v.y)) * 4294967296.0 + f32(v.x), f32(bitcast<i32>(v.x)), fitsI32);

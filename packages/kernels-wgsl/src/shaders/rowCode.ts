@@ -148,3 +148,19 @@ export function rotateVector(r: RotationInputs): { code: string; out: string[] }
   }
   return { code: lines.join('\n    '), out };
 }
+
+/**
+ * WGSL statements adding `sum` over the `lanes` lanes of one row (aligned
+ * groups of a workgroup): subgroup shuffles, or the workgroup's `partial`
+ * array and a barrier (so they must run in uniform control flow).
+ */
+export function laneSumCode(reduction: 'none' | 'subgroup' | 'workgroup', lanes: number, sum: string): string {
+  if (reduction === 'subgroup') return Array.from({ length: Math.log2(lanes) }, (_, i) => `${sum} += subgroupShuffleXor(${sum}, ${lanes >> (i + 1)}u);`).join('\n  ');
+  if (reduction === 'workgroup') {
+    return `partial[lane] = ${sum};
+  workgroupBarrier();
+  ${sum} = 0.0;
+  for (var i = 0u; i < ${lanes}u; i++) { ${sum} += partial[(lane / ${lanes}u) * ${lanes}u + i]; }`;
+  }
+  return '';
+}

@@ -1,0 +1,52 @@
+/** The WebGPU kernel behind ropePoolFused with a Q/K-norm: RMSNorm of each head row, then RoPE, with the pool scatter. */
+import { f32, read, readWrite, u32, wgslKernel } from './declare.js';
+
+export const ropeNormRowsWgsl = wgslKernel({
+  kernel: 'ropeNormRows',
+  doc: 'RMSNorm (where a weight is given) and RoPE of q and k head rows, keys and values also into the pools (ropeNormRows.wgsl.ts); parts all, or q, k and v apart.',
+  uniforms: {
+    rows: u32('head rows of the dispatch'),
+    queryHeads: u32('Hq (rows run q heads, then k heads, per token, where both parts run)'),
+    keyHeads: u32('H'),
+    slotBelow: u32('S'),
+    slotFlag: u32('flag word of the slot rule'),
+    eps: f32('RMSNorm epsilon'),
+    // q, k and v may be views whose head rows are contiguous: where each row starts, in row vectors of their binding.
+    qOffset: u32('row vectors before q[0, 0] in its binding'),
+    qTokenStride: u32('row vectors from q[n, h] to q[n + 1, h]'),
+    qHeadStride: u32('row vectors from q[n, h] to q[n, h + 1]'),
+    kOffset: u32('row vectors before k[0, 0] in its binding'),
+    kTokenStride: u32('row vectors from k[n, h] to k[n + 1, h]'),
+    kHeadStride: u32('row vectors from k[n, h] to k[n, h + 1]'),
+    vOffset: u32('row vectors before v[0, 0] in its binding'),
+    vTokenStride: u32('row vectors from v[n, h] to v[n + 1, h]'),
+    vHeadStride: u32('row vectors from v[n, h] to v[n, h + 1]'),
+  },
+  types: {
+    Row: 'a row vector: u32 (element access), vec2<u32> or vec4<u32>',
+    Dst: 'Row, or atomic<u32> where half-words are stored one at a time',
+  },
+  variants: {
+    queries: 'query rows are rotated (into qRot)',
+    queryNorm: 'query rows are normed first (qNormWeight)',
+    keys: 'key rows are rotated (into kRot and kPool)',
+    keyNorm: 'key rows are normed first (kNormWeight)',
+    values: 'value rows are copied into vPool',
+    rotates: 'queries or keys: the cos/sin table is read',
+    pool: 'keys or values: slots are read',
+  },
+  bindings: {
+    q: read('Row', '[N, Hq, D]', 'queries'),
+    k: read('Row', '[N, H, D]', 'keys'),
+    v: read('Row', '[N, H, D]', 'values'),
+    cosSin: read('f32', '[N, R] cos then sin per token', 'rotates'),
+    qWeight: read('u32', "[D] q's dtype or f32 (halves two per word)", 'queryNorm'),
+    kWeight: read('u32', "[D] q's dtype or f32 (halves two per word)", 'keyNorm'),
+    slots: read('u32', '[N] owned slots, i32 or i64 (two words)', 'pool'),
+    qRot: readWrite('Dst', '[N, Hq, D]', 'queries'),
+    kRot: readWrite('Dst', '[N, H, D]', 'keys'),
+    kPool: readWrite('Dst', '[S, H, D]', 'keys'),
+    vPool: readWrite('Dst', '[S, H, D]', 'values'),
+    flags: readWrite('atomic<u32>', 'device-check flag words', 'keys'),
+  },
+});

@@ -1,0 +1,53 @@
+import { errors, ints } from '../dsl/declare.js';
+import type { TensorArg } from '../dsl/declare.js';
+
+/**
+ * Multimodal RoPE (Qwen2-VL): three position streams (temporal, height,
+ * width), each feeding a contiguous run of rotary pairs. The steps here are
+ * shared by every op that takes positions for RoPE; `mropePositions` turns an
+ * op's `[N]` positions step into one that also takes `[3, N]`.
+ */
+export const mropeErrors = errors({
+  KV065: {
+    title: 'mropeSection is not three counts summing to R/2',
+    message: '{arg} must be {expected}; got {actual}',
+    fixes: [
+      "Pass the model config's `rope_scaling.mrope_section` as it is: `[16, 24, 24]` for Qwen2-VL and Qwen2.5-VL with head_dim 128.",
+      'The counts are rotary pairs, not elements: they sum to `rotaryDim / 2`, once for both halves of a neox row.',
+      'Give whole numbers, one per stream (temporal, height, width), none negative.',
+    ],
+  },
+  KV066: {
+    title: 'positions has three streams but mropeSection is missing',
+    message: '{arg} has shape {actual}, the [3, N] streams of mRoPE; pass mropeSection, or give {expected}',
+    fixes: [
+      "Pass `mropeSection` from the model config's `rope_scaling.mrope_section` (e.g. `[16, 24, 24]`).",
+      'For a text-only model, pass the `[N]` positions of the single stream.',
+      'For text tokens of an mRoPE model, the three streams hold the same position: `[3, N]` with equal rows, plus `mropeSection`.',
+    ],
+  },
+  KV067: {
+    title: 'mropeSection is given but positions is not [3, N]',
+    message: '{arg} has shape {actual}; with mropeSection it must be {expected}: temporal, height and width positions',
+    fixes: [
+      'Build positions as `[3, N]`: row 0 temporal, row 1 height, row 2 width, one column per token, as `get_rope_index` of Qwen2-VL returns them (batch axis dropped).',
+      'For a model without multimodal RoPE, drop `mropeSection` and pass `[N]` positions.',
+      'Keep the stream axis first: a `[N, 3]` tensor is the transpose of what is needed.',
+    ],
+  },
+});
+
+export const mropeSection = ints('mropeSection', {
+  length: 3,
+  sumsToHalfOf: 'R',
+  optional: true,
+  code: 'KV065',
+  doc: 'mRoPE: rotary pairs per position stream [temporal, height, width], summing to R/2; positions is then [3, N].',
+});
+
+/** An op's `[N]` positions that also take mRoPE's `[3, N]` streams when `mropeSection` is given. */
+export const mropePositions = (positions: TensorArg): TensorArg => ({
+  ...positions,
+  streams: { count: 3, by: 'mropeSection', code: 'KV067', unexpectedCode: 'KV066' },
+  doc: `${positions.doc} With mropeSection: [3, N], temporal, height and width positions.`,
+});
