@@ -15,6 +15,7 @@ import {
 } from './invariants.js';
 import { runFusedCase, runMaterializerCase, runRopePoolCase } from './run-cases.js';
 import { checkBitsRoundTrip, checkOpsOnBits } from './bits.js';
+import { describeFp8Pools } from './fp8Pools.js';
 import { checkAsyncWriteLayerKvRefused } from './synchronousCallback.js';
 import { defineMropeQkNormCases } from './mropeQkNorm.js';
 import { defineViewCases } from './views.js';
@@ -87,6 +88,8 @@ export function defineConformanceSuite(name: string, create: () => Backend | Pro
         for (const dtype of dtypes) it(`${c.name} [${dtype}]`, () => runMaterializerCase(...both(), c, dtype), CASE_TIMEOUT_MS);
       }
     });
+
+    describeFp8Pools(both, CASE_TIMEOUT_MS);
 
     describe('contested slots: the last token of each slot writes it, whole', () => {
       for (const dtype of dtypes) {

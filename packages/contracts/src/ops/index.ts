@@ -3,6 +3,7 @@ import type { CallDecl, ContractFile, ErrorDecl, OpDecl, StatefulDecl } from '..
 import { commonErrors, deviceErrors, tensorCalls, tensorErrors, viewErrors } from './common.js';
 import { fusedNormRopeStacked } from './fusedNormRopeStacked.js';
 import { kvMaterializer } from './kvMaterializer.js';
+import { kvPools } from './kvPools.js';
 import { ropePoolFused } from './ropePoolFused.js';
 
 /** Every contract file, in catalog order. Its path is where the generator looks up declaration lines. */
@@ -11,6 +12,7 @@ export const contractFiles: readonly { file: string; contract: ContractFile }[] 
   { file: 'src/ops/fusedNormRopeStacked.ts', contract: fusedNormRopeStacked },
   { file: 'src/ops/kvMaterializer.ts', contract: kvMaterializer },
   { file: 'src/ops/ropePoolFused.ts', contract: ropePoolFused },
+  { file: 'src/ops/kvPools.ts', contract: kvPools },
 ];
 
 /** Ops in declaration order; a stateful op gives its constructor and then its methods (`KvMaterializer.materialize`). */
