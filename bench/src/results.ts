@@ -18,6 +18,8 @@ export interface ResultRow {
   readonly impl: string;
   readonly dtype: 'f32' | 'f16' | 'bf16';
   readonly shape: Readonly<Record<string, number>>;
+  /** What the op runs beyond its plain form (e.g. `qk-norm`), where it does. */
+  readonly variant?: string;
   /** Device time of one call: the median of the repeats' medians. */
   readonly us: number;
   /** Each repeat's median device time, measured one after the other in the same run. */
@@ -49,6 +51,8 @@ export interface ResultRow {
 export interface RowReference {
   readonly op: ResultRow['op'];
   readonly impl: string;
+  /** The referred row's variant; none names the plain form. */
+  readonly variant?: string;
 }
 
 export interface BenchResults {
@@ -98,7 +102,7 @@ export function markdownTable(r: BenchResults): string {
     '| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |',
     ...r.rows.map(
       (w) =>
-        `| ${w.op} | ${w.dtype} | ${shapeText(w.shape)} | ${w.impl} | ${w.us.toFixed(2)} | ${w.spread === undefined ? '' : `±${(100 * w.spread).toFixed(1)}%`} | ${fixed(w.gbs, 0)} | ${fixed(w.tflops, 1)} | ${(100 * w.fraction).toFixed(1)}% | ${w.ceiling} | ${targetText(w)} | ${metText(w)} |`,
+        `| ${w.op}${w.variant ? ` (${w.variant})` : ''} | ${w.dtype} | ${shapeText(w.shape)} | ${w.impl} | ${w.us.toFixed(2)} | ${w.spread === undefined ? '' : `±${(100 * w.spread).toFixed(1)}%`} | ${fixed(w.gbs, 0)} | ${fixed(w.tflops, 1)} | ${(100 * w.fraction).toFixed(1)}% | ${w.ceiling} | ${targetText(w)} | ${metText(w)} |`,
     ),
   ];
   if (r.hostIo?.length) lines.push('', '## Host I/O', '', hostIoTable(r.hostIo).trimEnd());

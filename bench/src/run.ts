@@ -7,7 +7,7 @@ import { materializeShapes, normRopeShapes, ropePoolShapes } from './shapes.js';
 import type { MaterializeShape, NormRopeShape, RopePoolShape } from './shapes.js';
 import { normRopeBytes, projectionFlops, ropePoolBytes } from './traffic.js';
 import { CACHE_ROWS, copiesFor, materializeWorkload, normRopeWorkload, ropePoolWorkload } from './workloads.js';
-import type { Workload } from './workloads.js';
+import type { RopePoolVariant, Workload } from './workloads.js';
 
 /** The plan's targets (PERFORMANCE.md), as fractions of a ceiling of the same run, or device time. */
 interface Targets {
@@ -127,7 +127,7 @@ export async function runBackend(p: Profiler, log: (line: string) => void, opts:
 
   /** Times one memory-bound op on one shape and dtype, as a fraction of the best copy. */
   const measureBandwidth = async (op: 'fusedNormRopeStacked' | 'ropePoolFused', dtype: FloatDType, shape: Readonly<Record<string, number>>, bytes: number, make: () => Workload, extra: Partial<ResultRow>) => {
-    const dims = Object.entries(shape).map(([k, v]) => `${k}=${v}`).join(' ');
+    const dims = `${Object.entries(shape).map(([k, v]) => `${k}=${v}`).join(' ')}${extra.variant ? ` (${extra.variant})` : ''}`;
     let w: Workload;
     try {
       w = make();
@@ -162,6 +162,26 @@ export async function runBackend(p: Profiler, log: (line: string) => void, opts:
         ...(s.N >= 4096 ? { target: targets.bandwidth } : {}),
         checkError: poolError,
       });
+    }
+    // Variants at N ≥ 4096, R = 128, with the same bandwidth target: the Q/K-norm before RoPE (Qwen3, Gemma 3), riding
+    // on rows already read; pools in the paged HND layout; fp8 pools with per-head scales (bytes at their stored size).
+    const variants: [string, RopePoolVariant][] = [
+      ['qk-norm', { qkNorm: true }],
+      ['HND pool', { layout: 'HND' }],
+      ['fp8e4m3 pool', { poolDtype: 'fp8e4m3' }],
+      ['fp8e4m3 HND pool', { poolDtype: 'fp8e4m3', layout: 'HND' }],
+    ];
+    for (const [name, variant] of variants) {
+      if (variant.poolDtype && dtype !== 'bf16') continue; // fp8 pools are measured from bf16 inputs, as served
+      const error = await checkSmall(`ropePoolFused (${name})`, dtype, (b) => ropePoolWorkload(b, { N: 256, Hq: 32, H: 8, D: 128, R: 64 }, 1, dtype, variant));
+      for (const s of ropePoolShapes.filter((x) => x.R === 128 && x.N >= 4096)) {
+        const bytes = ropePoolBytes(s, dtype, variant);
+        await measureBandwidth('ropePoolFused', dtype, { ...s }, bytes, () => ropePoolWorkload(p.backend, s as RopePoolShape, copiesFor(bytes), dtype, variant), {
+          variant: name,
+          target: targets.bandwidth,
+          checkError: error,
+        });
+      }
     }
   }
 

@@ -15,11 +15,14 @@ export function normRopeBytes(s: NormRopeShape, cacheRows: number, dtype: FloatD
 }
 
 /** q, k read and rotated copies written; v read; K and V rows written to the pools; positions and slots. */
-export function ropePoolBytes(s: RopePoolShape, dtype: FloatDType = 'bf16'): number {
+export function ropePoolBytes(s: RopePoolShape, dtype: FloatDType = 'bf16', variant: { qkNorm?: boolean; poolDtype?: string } = {}): number {
   const es = ELEMENT_BYTES[dtype];
   const q = s.N * s.Hq * s.D * es;
   const k = s.N * s.H * s.D * es;
-  return 2 * q + 2 * k + k + 2 * k + 2 * s.N * INDEX;
+  // A pool's rows at their stored size (fp8: one byte), plus the per-head scale an fp8 pool reads.
+  const pool = variant.poolDtype ? s.N * s.H * s.D + s.H * F32 : k;
+  // The Q/K-norm reads its two [D] weights; the rows it norms are the ones already counted.
+  return 2 * q + 2 * k + k + 2 * pool + 2 * s.N * INDEX + (variant.qkNorm ? 2 * s.D * es : 0);
 }
 
 export function projectionFlops(s: MaterializeShape): number {

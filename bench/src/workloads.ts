@@ -117,12 +117,32 @@ export function normRopeWorkload(backend: Backend, s: NormRopeShape, copies: num
   };
 }
 
-export function ropePoolWorkload(backend: Backend, s: RopePoolShape, copies: number, dtype: FloatDType = 'bf16'): Workload {
+/** What a ropePoolFused row runs beyond plain RoPE: the Q/K-norm before it (Qwen3, Gemma 3), an fp8 pool, the paged HND layout. */
+export interface RopePoolVariant {
+  readonly qkNorm?: boolean;
+  readonly poolDtype?: 'fp8e4m3' | 'fp8e5m2';
+  /** 'HND': [numPages, H, PAGE_SIZE, D] pools. */
+  readonly layout?: 'NHD' | 'HND';
+}
+
+/** Rows per page of the bench's HND pools (FlashInfer's and vLLM's common page size). */
+export const PAGE_SIZE = 16;
+
+export function ropePoolWorkload(backend: Backend, s: RopePoolShape, copies: number, dtype: FloatDType = 'bf16', variant: RopePoolVariant = {}): Workload {
   const made: Tensor[] = [];
   const keep = <T extends Tensor>(t: T): T => {
     made.push(t);
     return t;
   };
+  const hnd = variant.layout === 'HND';
+  // N slots either way: HND pools hold ceil(N / PAGE_SIZE) pages.
+  const poolShape = hnd ? [Math.ceil(s.N / PAGE_SIZE), s.H, PAGE_SIZE, s.D] : [s.N, s.H, s.D];
+  const scales = variant.poolDtype
+    ? { kScale: keep(backend.tensor('f32', [s.H], randomFloats(s.H, 19).map((x) => 0.05 + Math.abs(x) / 8))), vScale: keep(backend.tensor('f32', [s.H], randomFloats(s.H, 23).map((x) => 0.05 + Math.abs(x) / 8))) }
+    : {};
+  const norm = variant.qkNorm
+    ? { qNormWeight: keep(backend.tensor(dtype, [s.D], randomFloats(s.D, 13))), kNormWeight: keep(backend.tensor(dtype, [s.D], randomFloats(s.D, 17))), eps: 1e-6 }
+    : {};
   const slots = new Int32Array(s.N);
   for (let n = 0; n < s.N; n++) slots[n] = (n * 7919) % s.N; // a permutation: 7919 is prime and never divides N
   const sets = Array.from({ length: copies }, (_, i) => ({
@@ -131,11 +151,11 @@ export function ropePoolWorkload(backend: Backend, s: RopePoolShape, copies: num
     v: keep(backend.tensor(dtype, [s.N, s.H, s.D], randomSource(s.N * s.H * s.D, 61 + i))),
     positions: keep(backend.tensor('i32', [s.N], positionsFor(s.N, CACHE_ROWS, i))),
     slots: keep(backend.tensor('i32', [s.N], slots)),
-    kPool: keep(backend.empty(dtype, [s.N, s.H, s.D])),
-    vPool: keep(backend.empty(dtype, [s.N, s.H, s.D])),
+    kPool: keep(backend.empty(variant.poolDtype ?? dtype, poolShape)),
+    vPool: keep(backend.empty(variant.poolDtype ?? dtype, poolShape)),
   }));
   const call = (set: (typeof sets)[number]) =>
-    backend.ropePoolFused({ ...set, headDim: s.D, numQoHeads: s.Hq, numKvHeads: s.H, ropeBase: 10000, rotaryDim: s.R });
+    backend.ropePoolFused({ ...set, ...norm, ...scales, ...(hnd ? { layout: 'HND' as const } : {}), headDim: s.D, numQoHeads: s.Hq, numKvHeads: s.H, ropeBase: 10000, rotaryDim: s.R });
   let next = 0;
   return {
     enqueue: () => {

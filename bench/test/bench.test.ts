@@ -5,7 +5,7 @@ import { bestCopy, summariseRepeats } from '../src/run.js';
 import type { BenchResults } from '../src/results.js';
 import { materializeShapes, normRopeShapes, ropePoolShapes } from '../src/shapes.js';
 import { normRopeBytes, projectionFlops, ropePoolBytes } from '../src/traffic.js';
-import { copiesFor, cosSinCache, materializeWorkload, normRopeWorkload, randomFloats, ropePoolWorkload } from '../src/workloads.js';
+import { copiesFor, cosSinCache, materializeWorkload, normRopeWorkload, PAGE_SIZE, randomFloats, ropePoolWorkload } from '../src/workloads.js';
 
 describe('what the benchmark measures', () => {
   it('covers the planned shapes: L ∈ {1, 5}, R ∈ {128, 64}, the D = 64 model, four token counts', () => {
@@ -23,6 +23,7 @@ describe('what the benchmark measures', () => {
     expect(bytes).toBeGreaterThan(2 * kv);
     expect(bytes - 2 * kv).toBe(4096 * 4 + 5 * 128 * 2 + 5 * 4 + 4096 * 128 * 4);
     expect(ropePoolBytes({ N: 2, Hq: 4, H: 2, D: 8, R: 8 })).toBe(2 * (2 * 4 * 8 * 2) + 5 * (2 * 2 * 8 * 2) + 2 * 2 * 4);
+    expect(ropePoolBytes({ N: 2, Hq: 4, H: 2, D: 8, R: 8 }, 'bf16', { qkNorm: true }) - ropePoolBytes({ N: 2, Hq: 4, H: 2, D: 8, R: 8 })).toBe(2 * 8 * 2);
     expect(ropePoolBytes({ N: 2, Hq: 4, H: 2, D: 8, R: 8 }, 'f32')).toBe(2 * (2 * 4 * 8 * 4) + 5 * (2 * 2 * 8 * 4) + 2 * 2 * 4);
     expect(normRopeBytes(s, 65536, 'f32') - 2 * normRopeBytes(s, 65536, 'bf16')).toBe(-(4096 * 4 + 5 * 4 + 4096 * 128 * 4));
     expect(projectionFlops({ L: 5, H: 8, D: 128, R: 128, T: 4096, hidden: 4096 })).toBe(2 * 4096 * 4096 * 10240);
@@ -66,6 +67,15 @@ describe('workloads on the CPU reference', () => {
       expect(k?.some((x) => x !== 0)).toBe(true);
       other.dispose();
     }
+    const plain = await ropePoolWorkload(backend, { N: 4, Hq: 4, H: 2, D: 8, R: 8 }, 1).probe();
+    const normed = await ropePoolWorkload(backend, { N: 4, Hq: 4, H: 2, D: 8, R: 8 }, 1, 'bf16', { qkNorm: true }).probe();
+    expect(normed[0]).not.toEqual(plain[0]); // the Q/K-norm changed qRot
+    expect(normed[3]).toEqual(plain[3]); // and left V alone
+    // An fp8 HND pool holds the same rows as the bf16 NHD one, to fp8's precision (scales between 0.05 and 0.175).
+    const paged = await ropePoolWorkload(backend, { N: 20, Hq: 4, H: 2, D: 8, R: 8 }, 1, 'bf16', { poolDtype: 'fp8e4m3', layout: 'HND' }).probe();
+    expect(paged[2]).toHaveLength(Math.ceil(20 / PAGE_SIZE) * 2 * PAGE_SIZE * 8);
+    expect(paged[2]?.some((x) => x !== 0)).toBe(true);
+    expect(ropePoolBytes({ N: 2, Hq: 4, H: 2, D: 8, R: 8 }) - ropePoolBytes({ N: 2, Hq: 4, H: 2, D: 8, R: 8 }, 'bf16', { poolDtype: 'fp8e4m3' })).toBe(2 * (2 * 2 * 8) - 2 * 2 * 4);
     const pool = ropePoolWorkload(backend, { N: 4, Hq: 4, H: 2, D: 8, R: 8 }, 1);
     const [qRot, , kPool] = await pool.probe();
     expect(qRot).toHaveLength(4 * 4 * 8);

@@ -9,7 +9,7 @@ describe('host I/O measurement', () => {
     expect(rows.map((r) => `${r.what} ${r.dtype}`)).toEqual(HOST_IO_DTYPES.flatMap((d) => [`tensor() ${d}`, `read() ${d}`]));
     const bytes = { f32: 4, f16: 4, bf16: 4, i32: 4, i64: 8 };
     for (const r of rows) {
-      expect(r.bytes).toBe(1001 * bytes[r.dtype]);
+      expect(r.bytes).toBe(1001 * bytes[r.dtype as keyof typeof bytes]);
       expect(r.gbs.min).toBeGreaterThan(0);
       expect(r.gbs.min).toBeLessThanOrEqual(r.gbs.median);
       expect(r.gbs.median).toBeLessThanOrEqual(r.gbs.max);

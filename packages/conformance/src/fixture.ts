@@ -1,5 +1,5 @@
 import { numel } from '@kvkit/contracts';
-import type { Backend, DType, FloatDType, IndexDType, Tensor } from '@kvkit/contracts';
+import type { Backend, DType, FloatDType, IndexDType, PoolDType, Tensor } from '@kvkit/contracts';
 import { buildCosSinCache, epsPerLayer, patternValues, randomPositive, randomValues, Rng } from './data.js';
 import { Scope, untyped } from './tensors.js';
 import type { UntypedMaterializer } from './tensors.js';
@@ -106,7 +106,7 @@ export class Fixture {
   }
 
   /** A fresh tensor of random non-zero values (or `fill`), tracked for disposal. */
-  float(dtype: FloatDType, shape: readonly number[], fill?: Float32Array): Tensor {
+  float(dtype: PoolDType, shape: readonly number[], fill?: Float32Array): Tensor {
     const n = numel(shape);
     return this.s.float(dtype, shape, fill ?? randomValues(this.rng, n));
   }

@@ -15,6 +15,7 @@ import {
 } from './invariants.js';
 import { runFusedCase, runMaterializerCase, runRopePoolCase } from './run-cases.js';
 import { checkBitsRoundTrip, checkOpsOnBits } from './bits.js';
+import { describeFp8Pools } from './fp8Pools.js';
 import { checkAsyncWriteLayerKvRefused } from './synchronousCallback.js';
 import { defineMropeQkNormCases } from './mropeQkNorm.js';
 import { defineViewCases } from './views.js';
@@ -90,6 +91,7 @@ export function defineConformanceSuite(name: string, create: () => Backend | Pro
     });
 
     describe('ropeScaling and exact angles, against the f64 reference', () => defineRopeVariantChecks(() => both()[0], CASE_TIMEOUT_MS));
+    describeFp8Pools(both, CASE_TIMEOUT_MS);
 
     describe('contested slots: the last token of each slot writes it, whole', () => {
       for (const dtype of dtypes) {

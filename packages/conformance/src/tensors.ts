@@ -1,4 +1,4 @@
-import type { Backend, DType, FloatDType, IndexDType, Tensor } from '@kvkit/contracts';
+import type { Backend, DType, IndexDType, PoolDType, Tensor } from '@kvkit/contracts';
 
 /**
  * Tensor bookkeeping for one test on one backend: what it made is disposed
@@ -22,7 +22,7 @@ export class Scope {
     return x;
   }
 
-  float<DT extends FloatDType>(dtype: DT, shape: readonly number[], data: ArrayLike<number>): Tensor<DT> {
+  float<DT extends PoolDType>(dtype: DT, shape: readonly number[], data: ArrayLike<number>): Tensor<DT> {
     return this.track(this.backend.tensor(dtype, shape, Float32Array.from(data)));
   }
 

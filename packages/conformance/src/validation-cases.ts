@@ -1,6 +1,7 @@
 import type { Tensor } from '@kvkit/contracts';
 import { BOUND, FIXTURE, VALID } from './fixture.js';
 import type { Fixture } from './fixture.js';
+import { poolValidationCases } from './poolValidationCases.js';
 import { mropeQkNormValidationCases } from './mropeQkNorm.js';
 import { ropeScalingValidationCases } from './ropeScalingValidation.js';
 import { untyped } from './tensors.js';
@@ -511,6 +512,7 @@ export const validationCases: readonly ValidationCase[] = [
   // KV045: a tensor larger than the backend holds (sized past any device's memory, so every backend refuses it), before any memory is reserved.
   { code: 'KV045', op: 'empty', name: 'shape [2^40]', mentions: ['1099511627776'], call: (fx) => fx.backend.empty('f32', [2 ** 40]) },
   { code: 'KV045', op: 'tensor', name: 'shape [2^20, 2^20]', mentions: ['bf16'], call: (fx) => fx.backend.tensor('bf16', [2 ** 20, 2 ** 20], []) },
+  ...poolValidationCases,
   ...mropeQkNormValidationCases,
   ...ropeScalingValidationCases,
 ];

@@ -79,10 +79,13 @@ function stepCode(s: Step): string[] {
     case 'tensor': {
       const streams = s.streams && `streams: { count: ${s.streams.count}, given: ${s.streams.by} !== undefined, code: ${q(s.streams.code)}, unexpectedCode: ${q(s.streams.unexpectedCode)} }`;
       const shapeOpts = `{ ${[s.rankCode && `rankCode: ${q(s.rankCode)}`, s.flattenable && 'flattenable: true', streams].filter(Boolean).join(', ')} }`;
-      const checkTensor = [
-        `c.tensor(${q(s.name)}, a.${s.name}, ${JSON.stringify(s.dtype)}, { optional: ${Boolean(s.optional)} })`,
-        `c.shape(${q(s.name)}, ${s.name}, ${JSON.stringify(s.shape)}, ${q(s.code)}, ${shapeOpts});`,
-      ];
+      const own = { shape: s.shape, code: s.code, rankCode: s.rankCode };
+      const checkShape = s.byChoice
+        ? `c.shapeFor(${q(s.name)}, ${s.name}, ${s.byChoice.choice}, ${JSON.stringify(s.byChoice.options)}, ${JSON.stringify(own)});`
+        : s.orShapes
+          ? `c.shapeIn(${q(s.name)}, ${s.name}, ${JSON.stringify([s.shape, ...s.orShapes])}, ${q(s.code)});`
+          : `c.shape(${q(s.name)}, ${s.name}, ${JSON.stringify(s.shape)}, ${q(s.code)}, ${shapeOpts});`;
+      const checkTensor = [`c.tensor(${q(s.name)}, a.${s.name}, ${JSON.stringify(s.dtype)}, { optional: ${Boolean(s.optional)} })`, checkShape];
       if (s.orNumber) {
         const rule = JSON.stringify({ min: s.orNumber.min, above: s.orNumber.above });
         return [
@@ -98,6 +101,8 @@ function stepCode(s: Step): string[] {
       return [`c.exactlyOne(${JSON.stringify(s.names)}, [${s.names.join(', ')}], ${q(s.code)});`];
     case 'distinct':
       return [`c.distinct(${JSON.stringify(s.names)}, ${s.names[0]}, ${s.names[1]}, ${q(s.code)});`];
+    case 'givenForDtype':
+      return [`c.givenForDtype(${JSON.stringify(s.names)}, [${s.names.join(', ')}], ${q(s.tensor)}, ${JSON.stringify(s.dtypes)}, ${q(s.missingCode)}, ${q(s.refusedCode)});`];
     case 'contiguous':
       return [`c.contiguous(${JSON.stringify(s.names)}, [${s.names.join(', ')}], ${q(s.code)});`];
     case 'values':
@@ -287,20 +292,22 @@ function tensorType(op: OpDecl, s: TensorArg, scope: TypeScope): string {
     const allowed = [scope.dtypes.get(s.dtype.sameAs)!, ...(s.dtype.or ?? []).map(q)];
     checks.push(`Check<DTypeIn<${dt}, ${allowed.join(' | ')}>, ${violation('KV005')}>`);
   }
-  // Axes that name an unbound dim bind it and are not compared (`unknown` matches any dim, a type parameter too).
-  const binding = new Set<number>();
-  s.shape.forEach((e, axis) => {
-    if (isDimName(e) && !scope.dims.has(e)) {
-      scope.dims.set(e, `At<${shapeOf}, ${axis}>`);
-      binding.add(axis);
-    }
-  });
-  // The expected shape as a message shows it, every dim this tensor names bound.
-  const expected = shapeType(op, s.name, s.shape, scope);
-  const compared = `readonly [${s.shape.map((e, axis) => (binding.has(axis) ? 'unknown' : dimType(e, scope))).join(', ')}]`;
+  if (s.byChoice) {
+    checks.push(choiceShapeCheck(op, s, scope));
+    scope.dtypes.set(s.name, dt);
+    return `${p} & ${checks.join(' & ')}`;
+  }
+  if (s.orShapes) {
+    // Every dim of the alternatives is bound before: the shape fits one of them.
+    const fits = [s.shape, ...s.orShapes].map((shape) => `ShapeEq<${shapeOf}, readonly [${shape.map((e) => dimType(e, scope)).join(', ')}]>`);
+    checks.push(`Check<[${fits.join(', ')}] extends [${fits.map(() => 'false').join(', ')}] ? false : true, ${violation(s.code)}>`);
+    scope.dtypes.set(s.name, dt);
+    return `${p} & ${checks.join(' & ')}`;
+  }
+  const { expected, compared, binds } = bindShape(op, s.name, s.shape, shapeOf, scope);
   if (s.streams) {
     // One stream or `count` of them: which one the call needs is checked at run time, against the `by` argument.
-    if (binding.size > 0) throw new Error(`${op.name}: ${s.name} has streams and binds a dim; bind it with an earlier argument`);
+    if (binds) throw new Error(`${op.name}: ${s.name} has streams and binds a dim; bind it with an earlier argument`);
     const streamed = `readonly [${s.streams.count}, ${s.shape.map((e) => dimType(e, scope)).join(', ')}]`;
     checks.push(`Check<StreamsRankOk<${shapeOf}, ${s.shape.length}, ${s.streams.count}>, ${violation(s.rankCode ?? s.code, expected)}>`);
     checks.push(`Check<ShapeEq<${shapeOf}, ${compared}> extends true ? true : ShapeEq<${shapeOf}, ${streamed}>, ${violation(s.code, expected)}>`);
@@ -314,6 +321,36 @@ function tensorType(op: OpDecl, s: TensorArg, scope: TypeScope): string {
   scope.dtypes.set(s.name, dt);
   const t = `${p} & ${checks.join(' & ')}`;
   return s.orNumber ? `(${t}) | number` : t;
+}
+
+/** Binds the unbound dims a shape names to its axes (`unknown` there matches anything); returns the expected and the compared shape types, and whether it bound any. */
+function bindShape(op: OpDecl, name: string, shape: readonly DimExpr[], shapeOf: string, scope: TypeScope): { expected: string; compared: string; binds: boolean } {
+  const binding = new Set<number>();
+  shape.forEach((e, axis) => {
+    if (isDimName(e) && !scope.dims.has(e)) {
+      scope.dims.set(e, `At<${shapeOf}, ${axis}>`);
+      binding.add(axis);
+    }
+  });
+  // The expected shape as a message shows it, every dim this tensor names bound.
+  const expected = shapeType(op, name, shape, scope);
+  const compared = `readonly [${shape.map((e, axis) => (binding.has(axis) ? 'unknown' : dimType(e, scope))).join(', ')}]`;
+  return { expected, compared, binds: binding.size > 0 };
+}
+
+/** A shape picked by a choice: one conditional type over the choice's type parameter, each branch binding its own dims. */
+function choiceShapeCheck(op: OpDecl, s: TensorArg, scope: TypeScope): string {
+  const by = s.byChoice!;
+  const choiceParam = `${pascal(by.choice)}V`;
+  const shapeOf = `${tensorParam(s.name)}['shape']`;
+  const branch = (spec: { shape: readonly DimExpr[]; code: string; rankCode?: string }, value = '') => {
+    const { expected, compared } = bindShape(op, `${s.name}${value}`, spec.shape, shapeOf, scope);
+    const checks = [`Check<ShapeEq<${shapeOf}, ${compared}>, ${violation(spec.code, expected)}>`];
+    if (spec.rankCode) checks.unshift(`Check<RankIs<${shapeOf}, ${spec.shape.length}>, ${violation(spec.rankCode, expected)}>`);
+    return checks.join(' & ');
+  };
+  const own = branch({ shape: s.shape, code: s.code, ...(s.rankCode ? { rankCode: s.rankCode } : {}) });
+  return Object.entries(by.options).reduceRight((rest, [value, spec]) => `([${choiceParam}] extends [${q(value)}] ? ${branch(spec, value)} : ${rest})`, `(${own})`);
 }
 
 /** The callback's declared signature, `DT` and its dim names replaced by the types that carry them. */
@@ -489,13 +526,21 @@ function declarationOf(file: string, code: string): { file: string; line: number
   throw new Error(`${code} is not declared in ${file}`);
 }
 
+/** The codes one step can raise itself (tensor identity and dtype codes aside). */
+function stepCodes(s: Step): (string | undefined)[] {
+  if (s.kind === 'givenForDtype') return [s.missingCode, s.refusedCode];
+  const codes = [s.code, (s as TensorArg).rankCode, (s as TensorArg).orNumber?.code];
+  if (s.kind === 'tensor') codes.push(...Object.values(s.byChoice?.options ?? {}).flatMap((o) => [o.code, o.rankCode]));
+  return codes;
+}
+
 /** Codes each op's validator raises, from its steps; the other calls' codes from their declarations. */
 function raisedBy(): Map<string, Set<string>> {
   const by = new Map<string, Set<string>>();
   const add = (code: string, op: string) => by.set(code, (by.get(code) ?? new Set()).add(op));
   for (const op of allOps) {
     for (const s of op.steps) {
-      const codes = [s.code, (s as TensorArg).rankCode, (s as TensorArg).orNumber?.code];
+      const codes = stepCodes(s);
       if (s.kind === 'int') codes.push(s.even?.code, s.multipleOf?.code);
       if (s.kind === 'values') codes.push(s.ceiling?.code);
       if (s.kind === 'tagged') codes.push(...taggedCodes(s));
@@ -522,11 +567,18 @@ function argsOf(): Map<string, Set<string>> {
       if (s.kind === 'exactlyOne' || s.kind === 'contiguous') add(s.code, ...s.names);
       else if (s.kind === 'requires') add(s.code, s.name, ...s.with);
       else if (s.kind === 'distinct') add(s.code, s.names[0]);
-      else {
+      else if (s.kind === 'givenForDtype') {
+        add(s.missingCode, ...s.names);
+        add(s.refusedCode, ...s.names);
+      } else {
         add(s.code, s.name);
         if (s.kind === 'tensor') {
           add(s.rankCode, s.name);
           add(s.orNumber?.code, s.name);
+          for (const o of Object.values(s.byChoice?.options ?? {})) {
+            add(o.code, s.name);
+            add(o.rankCode, s.name);
+          }
           if (s.streams) for (const c of [s.streams.code, s.streams.unexpectedCode]) add(c, s.name, s.streams.by);
         }
         if (s.kind === 'int') {
@@ -594,7 +646,7 @@ function verify() {
     const names = new Set(op.steps.filter(isArg).map((a) => a.name));
     const inherited = op.inherits ? new Set(byName(op.inherits).steps.filter(isArg).map((a) => a.name)) : new Set<string>();
     for (const s of op.steps) {
-      const codes = [s.code, (s as TensorArg).rankCode, (s as TensorArg).orNumber?.code];
+      const codes = stepCodes(s);
       if (s.kind === 'int') codes.push(s.even?.code, s.multipleOf?.code);
       if (s.kind === 'tagged') codes.push(...taggedCodes(s));
       if (s.kind === 'tensor') codes.push(s.streams?.code, s.streams?.unexpectedCode);

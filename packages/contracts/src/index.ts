@@ -4,7 +4,7 @@
  * Backend authors import `@kvkit/contracts/backend`; generators and docs
  * `@kvkit/contracts/dsl`.
  */
-export type { CreateKvMaterializerFn, FusedNormRopeStackedFn, RopePoolFusedFn } from './generated/backend.js';
+export type { CreateKvMaterializerFn, DequantizeKvFn, FusedNormRopeStackedFn, RopePoolFusedFn } from './generated/backend.js';
 export type * from './generated/signatures.js';
 export { ContractError, isContractError } from './errors/contractError.js';
 export { docsUrl, explainCommand, getDocsBase, setDocsBase } from './errors/docsUrl.js';
@@ -12,8 +12,8 @@ export type { Backend, QkvHeads, QkvViews, ViewOptions } from './runtime/backend
 export { ropeCosSinCache } from './ropeCosSinCache.js';
 export type { RopeCosSinCacheArgs } from './ropeCosSinCache.js';
 export type { RopeAngleMode } from './backend/rope.js';
-export { DTYPES, FLOAT_DTYPES, INDEX_DTYPES, numel } from './tensor.js';
-export type { BackendKind, BitsData, BitsOf, DType, FloatDType, IndexDType, ReadResult, Shape, Tensor, TensorData } from './tensor.js';
+export { DTYPES, FLOAT_DTYPES, FP8_DTYPES, INDEX_DTYPES, isFp8, numel } from './tensor.js';
+export type { BackendKind, BitsData, BitsOf, DType, FloatDType, Fp8DType, IndexDType, PoolDType, ReadResult, Shape, Tensor, TensorData } from './tensor.js';
 export type { Check, ContractViolation, NotThenable } from './types/check.js';
 
 // Before 0.2 this entry also served backend authors and generators. Those names now live in

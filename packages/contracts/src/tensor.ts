@@ -1,13 +1,23 @@
-/** Element types a tensor may hold. f16 and bf16 are stored rounded to nearest even. */
-export type DType = 'f32' | 'f16' | 'bf16' | 'i32' | 'i64';
+/** Element types a tensor may hold. f16, bf16 and fp8 are stored rounded to nearest even (fp8 saturating). */
+export type DType = 'f32' | 'f16' | 'bf16' | 'i32' | 'i64' | Fp8DType;
+/** The dtypes of a model's activations and weights. */
 export type FloatDType = 'f32' | 'f16' | 'bf16';
 export type IndexDType = 'i32' | 'i64';
+/** 8-bit floats, for KV pools only: e4m3fn (no infinities, largest 448) and e5m2 (IEEE-like, largest 57344). */
+export type Fp8DType = 'fp8e4m3' | 'fp8e5m2';
+/** What a KV pool may hold: the model's dtype, or fp8 with scales. */
+export type PoolDType = FloatDType | Fp8DType;
 export type BackendKind = 'cpu' | 'webgpu' | 'cuda';
 export type Shape = readonly number[];
 
-export const DTYPES: readonly DType[] = ['f32', 'f16', 'bf16', 'i32', 'i64'];
+export const DTYPES: readonly DType[] = ['f32', 'f16', 'bf16', 'i32', 'i64', 'fp8e4m3', 'fp8e5m2'];
 export const FLOAT_DTYPES: readonly FloatDType[] = ['f32', 'f16', 'bf16'];
 export const INDEX_DTYPES: readonly IndexDType[] = ['i32', 'i64'];
+export const FP8_DTYPES: readonly Fp8DType[] = ['fp8e4m3', 'fp8e5m2'];
+
+export function isFp8(dtype: DType): dtype is Fp8DType {
+  return dtype === 'fp8e4m3' || dtype === 'fp8e5m2';
+}
 
 /** A tensor lives on one backend; its shape type is literal when the shape given to `tensor()` was. */
 export interface Tensor<DT extends DType = DType, S extends Shape = Shape> {
@@ -67,14 +77,14 @@ export function numel(shape: Shape): number {
 /** Typed array that `read()` returns for each dtype. */
 export type ReadResult<DT extends DType> = DT extends 'i32' ? Int32Array : DT extends 'i64' ? BigInt64Array : Float32Array;
 
-/** The stored bits of a dtype, as `readBits()` returns them: f16/bf16 as 16-bit patterns, f32 as 32-bit ones, integers as themselves. */
-export type BitsOf<DT extends DType> = DT extends 'f16' | 'bf16' ? Uint16Array : DT extends 'f32' ? Uint32Array : DT extends 'i32' ? Int32Array : BigInt64Array;
+/** The stored bits of a dtype, as `readBits()` returns them: fp8 as bytes, f16/bf16 as 16-bit patterns, f32 as 32-bit ones, integers as themselves. */
+export type BitsOf<DT extends DType> = DT extends Fp8DType ? Uint8Array : DT extends 'f16' | 'bf16' ? Uint16Array : DT extends 'f32' ? Uint32Array : DT extends 'i32' ? Int32Array : BigInt64Array;
 
 /** Bits accepted by `tensorFromBits()`: `BitsOf<DT>`, and for f32 a Float32Array too (its bits, NaN payloads included). */
 export type BitsData<DT extends DType> = DT extends 'f32' ? Uint32Array | Float32Array : BitsOf<DT>;
 
 /**
- * Data accepted by `tensor()`: floats for f32/f16/bf16 (rounded once), integers for i32/i64.
+ * Data accepted by `tensor()`: floats for f32/f16/bf16/fp8 (rounded once), integers for i32/i64.
  * Always values, never bit patterns: a Uint16Array of bf16 bits from a checkpoint goes to `tensorFromBits()`.
  */
 export type TensorData = readonly number[] | readonly bigint[] | Float32Array | Float64Array | Int32Array | BigInt64Array | Uint32Array | Int16Array | Uint16Array | Int8Array | Uint8Array;

@@ -51,6 +51,9 @@ function recordingBackend(opts: { label?: string; valuesOnHost?: boolean; tensor
       calls.push({ op: 'ropePoolFused', args });
       return { qRot: args.q, kRot: args.k };
     },
+    dequantizeKv(args) {
+      calls.push({ op: 'dequantizeKv', args });
+    },
     sync: async () => {},
     flush: () => {},
     dispose: () => {},

@@ -7,7 +7,7 @@
  */
 import { isContractError } from '@kvkit/contracts';
 import type { Backend, FloatDType, Tensor } from '@kvkit/contracts';
-import { encodeTensorData, storageView } from '@kvkit/contracts/backend';
+import { decodeFp8s, encodeFp8, encodeTensorData, storageView } from '@kvkit/contracts/backend';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { createCudaBackend, wrapDeviceMemory } from '../src/index.js';
 import { ELEMENT_BYTES } from '../src/runtime/cudaTensor.js';
@@ -164,6 +164,28 @@ export function defineCudaViewChecks(): void {
       check(codeOf(() => untyped(b!).ropePoolFused({ ...args, kPool: wide, v: b!.tensor('f32', [N, H, D], values(N * H * D, 52)), q: b!.tensor('f32', [N, H, D], values(N * H * D, 53)), k: b!.tensor('f32', [N, H, D], values(N * H * D, 54)) })) === 'KV048', 'a strided pool was not KV048');
       for (const t of [wide, k, pool]) t.dispose();
       app!.free(ptr);
+    }, 60_000);
+
+    it('fp8 tensors past the device-conversion size encode on the host, and fp8 views read through the byte gather: the codec\'s bytes and values', async () => {
+      // 2^16 + 3 values: past the size where f16/bf16 transfers convert on the device, which fp8 must not take.
+      const n = (1 << 16) + 3;
+      const data = values(n, 71, 500);
+      for (const dtype of ['fp8e4m3', 'fp8e5m2'] as const) {
+        const t = b!.tensor(dtype, [n], data);
+        const want = Uint8Array.from(data, (x) => encodeFp8(dtype, x));
+        const got = (await b!.readBits(t)) as Uint8Array;
+        check(got instanceof Uint8Array && got.length === n && got.every((x, i) => x === want[i]), `readBits of tensor('${dtype}') differs from the codec's bytes`);
+        const read = await b!.read(t);
+        const decoded = decodeFp8s(dtype, want);
+        check(read.length === n && Array.from(read).every((x, i) => Object.is(x, decoded[i])), `read() of tensor('${dtype}') differs from the codec's values`);
+        // Every third byte from the second: gathered byte by byte before the copy out.
+        const strided = b!.view(t, [Math.floor((n - 1) / 3)], { strides: [3], offset: 1 });
+        const viewBits = (await b!.readBits(strided)) as Uint8Array;
+        check(viewBits.length === strided.shape[0] && viewBits.every((x, i) => x === want[1 + 3 * i]), `readBits of a strided ${dtype} view differs from its bytes`);
+        const viewValues = await b!.read(strided);
+        check(Array.from(viewValues).every((x, i) => Object.is(x, decoded[1 + 3 * i])), `read() of a strided ${dtype} view differs from its values`);
+        t.dispose();
+      }
     }, 60_000);
 
     it('the materializer keeps views of its weights as copies of their elements and reads an offset ctxHidden off its alignment', async () => {

@@ -48,7 +48,9 @@ export interface BenchRow {
   ceiling: string;
   fraction: number;
   /** The row of the same run, shape and dtype this one is a fraction of (its `us` over this row's). */
-  reference?: { op: string; impl: string };
+  reference?: { op: string; impl: string; variant?: string };
+  /** What the op runs beyond its plain form (e.g. `qk-norm`), where it does. */
+  variant?: string;
   /** Each repeat's median time, and the largest relative distance of one from their median. */
   repeatsUs?: number[];
   spread?: number;
@@ -124,13 +126,14 @@ function parseRun(file: string, raw: Record<string, unknown>): BenchRun {
       ceiling: str(o.ceiling, `rows[${i}].ceiling`),
       fraction: num(o.fraction, `rows[${i}].fraction`),
     };
+    if (o.variant !== undefined) row.variant = str(o.variant, `rows[${i}].variant`);
     if (o.repeatsUs !== undefined) row.repeatsUs = list(o.repeatsUs, `rows[${i}].repeatsUs`).map((x, j) => num(x, `rows[${i}].repeatsUs[${j}]`));
     if (o.spread !== undefined) row.spread = num(o.spread, `rows[${i}].spread`);
     if (o.target !== undefined) row.target = num(o.target, `rows[${i}].target`);
     if (o.targetUs !== undefined) row.targetUs = num(o.targetUs, `rows[${i}].targetUs`);
     if (o.reference !== undefined) {
       const ref = obj(o.reference, `rows[${i}].reference`);
-      row.reference = { op: str(ref.op, `rows[${i}].reference.op`), impl: str(ref.impl, `rows[${i}].reference.impl`) };
+      row.reference = { op: str(ref.op, `rows[${i}].reference.op`), impl: str(ref.impl, `rows[${i}].reference.impl`), ...(ref.variant === undefined ? {} : { variant: str(ref.variant, `rows[${i}].reference.variant`) }) };
     } else if (!ceilings.some((c) => c.name === row.ceiling)) fail(`rows[${i}].ceiling '${row.ceiling}' is not one of the run's ceilings`);
     return row;
   });
@@ -171,8 +174,8 @@ const sameShape = (a: Record<string, number>, b: Record<string, number>) =>
 
 /** A row measured against another row of the run: exactly one row of its shape and dtype is named, and the fraction is their time ratio. */
 function checkReference(rows: BenchRow[], row: BenchRow, at: string, fail: (what: string) => never): void {
-  const { op, impl } = row.reference!;
-  const found = rows.filter((r) => r.op === op && r.impl === impl && r.dtype === row.dtype && sameShape(r.shape, row.shape));
+  const { op, impl, variant } = row.reference!;
+  const found = rows.filter((r) => r.op === op && r.impl === impl && r.variant === variant && r.dtype === row.dtype && sameShape(r.shape, row.shape));
   if (found.length !== 1) fail(`${at}.reference ${op} '${impl}' names ${found.length} rows of its shape and dtype; expected 1`);
   const expected = found[0]!.us / row.us;
   if (Math.abs(row.fraction - expected) > 1e-6 * expected) fail(`${at}.fraction ${row.fraction} is not ${op} '${impl}' time over this row's (${expected})`);
@@ -213,7 +216,7 @@ export function chartGroups(run: BenchRun): ChartGroup[] {
       .filter(([k]) => k !== tokenDim)
       .map(([k, v]) => `${k}=${v}`)
       .join(' ');
-    const label = `${rest} · ${row.dtype}`;
+    const label = `${rest} · ${row.dtype}${row.variant ? ` · ${row.variant}` : ''}`;
     const key = `${row.op}\u0000${label}`;
     let group = groups.get(key);
     if (!group) {

@@ -1,9 +1,11 @@
+import { isFp8 } from '../tensor.js';
 import type { BitsOf, DType, TensorData } from '../tensor.js';
-import { encodeHalves } from './halfFloats.js';
+import { decodeFp8s, encodeFp8s } from './fp8.js';
+import { decodeHalves, encodeHalves } from './halfFloats.js';
 import { HI, LO } from './hostEndian.js';
 
-/** A tensor's elements on the host, laid out as every backend stores them: f32 values, f16/bf16 bits, i32, i64 (two words, low first). */
-export type HostStorage = Float32Array | Uint16Array | Int32Array | BigInt64Array;
+/** A tensor's elements on the host, laid out as every backend stores them: f32 values, f16/bf16 bits, fp8 bytes, i32, i64 (two words, low first). */
+export type HostStorage = Float32Array | Uint16Array | Uint8Array | Int32Array | BigInt64Array;
 
 /** The first `length` elements of `buffer` as `dtype`'s host storage (for a mapped or pinned buffer). */
 export function storageView(dtype: DType, buffer: ArrayBuffer, length: number): HostStorage {
@@ -13,6 +15,9 @@ export function storageView(dtype: DType, buffer: ArrayBuffer, length: number): 
     case 'f16':
     case 'bf16':
       return new Uint16Array(buffer, 0, length);
+    case 'fp8e4m3':
+    case 'fp8e5m2':
+      return new Uint8Array(buffer, 0, length);
     case 'i32':
       return new Int32Array(buffer, 0, length);
     case 'i64':
@@ -23,6 +28,11 @@ export function storageView(dtype: DType, buffer: ArrayBuffer, length: number): 
 /** The first `length` elements of `buffer` as `readBits` returns them: storageView's arrays, f32 as its bits. */
 export function bitsView(dtype: DType, buffer: ArrayBuffer, length: number): BitsOf<DType> {
   return dtype === 'f32' ? new Uint32Array(buffer, 0, length) : (storageView(dtype, buffer, length) as BitsOf<DType>);
+}
+
+/** The exact f32 values of `length` stored f16, bf16 or fp8 elements at the start of `buffer`, as `read()` returns them. */
+export function decodeNarrowFloats(dtype: 'f16' | 'bf16' | 'fp8e4m3' | 'fp8e5m2', buffer: ArrayBuffer, length: number): Float32Array {
+  return isFp8(dtype) ? decodeFp8s(dtype, new Uint8Array(buffer, 0, length)) : decodeHalves(dtype, new Uint16Array(buffer, 0, length));
 }
 
 const TWO_32 = 2 ** 32;
@@ -43,6 +53,10 @@ export function encodeTensorData(dtype: DType, data: TensorData, into: HostStora
     case 'f16':
     case 'bf16':
       encodeHalves(dtype, data as ArrayLike<number>, into as Uint16Array);
+      return;
+    case 'fp8e4m3':
+    case 'fp8e5m2':
+      encodeFp8s(dtype, data as ArrayLike<number>, into as Uint8Array);
       return;
     case 'i32':
       writeI32(data, into as Int32Array);

@@ -5,6 +5,7 @@
  */
 export type {
   CreateKvMaterializerChecked,
+  DequantizeKvChecked,
   FusedNormRopeStackedChecked,
   KvMaterializerMaterializeChecked,
   KvMaterializerMaterializeIntoChecked,
@@ -49,5 +50,7 @@ export type { ValueBounds } from './valueRules.js';
 export { DroppedTensors } from './droppedTensors.js';
 export { grownCapacity, Workspace } from './workspace.js';
 export type { WorkspaceMemory } from './workspace.js';
+export * from './fp8.js';
+export * from './kvPoolLayout.js';
 export * from './halfFloats.js';
 export * from './hostData.js';

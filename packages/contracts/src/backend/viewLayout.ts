@@ -7,9 +7,9 @@ export interface ViewLayout {
   readonly strides: readonly number[];
 }
 
-/** Bytes one element takes in storage on every backend (f16/bf16 as consecutive 16-bit values, i64 as 8 bytes). */
+/** Bytes one element takes in storage on every backend (fp8 as bytes, f16/bf16 as consecutive 16-bit values, i64 as 8 bytes). */
 export function storageBytes(dtype: DType): number {
-  return dtype === 'f16' || dtype === 'bf16' ? 2 : dtype === 'i64' ? 8 : 4;
+  return dtype === 'fp8e4m3' || dtype === 'fp8e5m2' ? 1 : dtype === 'f16' || dtype === 'bf16' ? 2 : dtype === 'i64' ? 8 : 4;
 }
 
 /** Row-major strides of a shape: what every tensor kvkit allocates has. */

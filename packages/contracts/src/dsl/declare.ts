@@ -43,8 +43,26 @@ export interface TensorArg {
   readonly flattenable?: boolean;
   /** Also accept a plain number (e.g. one eps for every layer), checked as `number` is. */
   readonly orNumber?: NumberRule;
+  /** Other shapes accepted besides `shape` (a scale given per tensor `[1]` or per head `[H]`); every dim they name is bound before. */
+  readonly orShapes?: readonly (readonly DimExpr[])[];
+  /** The shape depends on a choice argument declared before (a pool layout): its options whose shape is not `shape`. */
+  readonly byChoice?: ShapeByChoice;
   /** Several position streams (mRoPE): `[count, ...shape]` exactly when the `by` argument is given. */
   readonly streams?: StreamsRule;
+}
+
+/** Shapes keyed by the value of a choice argument; values not listed take the tensor's own `shape`, `code` and `rankCode`. */
+export interface ShapeByChoice {
+  readonly choice: string;
+  readonly options: Readonly<Record<string, ChoiceShape>>;
+}
+
+export interface ChoiceShape {
+  readonly shape: readonly DimExpr[];
+  readonly code: string;
+  readonly rankCode?: string;
+  /** Dims this shape implies, bound once it has passed (a paged pool's slot count `S = numPages*pageSize`). */
+  readonly binds?: Readonly<Record<string, DimExpr>>;
 }
 
 /**
@@ -224,8 +242,23 @@ export interface TaggedArg {
   readonly comboCode: string;
 }
 
+/**
+ * Optional tensors that go with a dtype of another tensor (the scales of an
+ * fp8 pool): all given when its dtype is one of `dtypes`, none otherwise.
+ */
+export interface GivenForDtypeRule {
+  readonly kind: 'givenForDtype';
+  readonly names: readonly string[];
+  readonly tensor: string;
+  readonly dtypes: readonly DType[];
+  /** One of `names` is missing while the tensor's dtype needs them. */
+  readonly missingCode: string;
+  /** One of `names` is given while the tensor's dtype takes none. */
+  readonly refusedCode: string;
+}
+
 export type Arg = TensorArg | IntArg | NumberArg | ChoiceArg | CallbackArg | IntListArg | TaggedArg;
-export type Rule = ExactlyOneRule | DistinctRule | ContiguousRule | ValueRule | RequiresRule;
+export type Rule = ExactlyOneRule | DistinctRule | ContiguousRule | ValueRule | RequiresRule | GivenForDtypeRule;
 export type Step = Arg | Rule;
 
 export interface OutputDecl {
@@ -306,10 +339,12 @@ export const exactlyOne = (names: readonly string[], code: string): ExactlyOneRu
 export const distinct = (names: readonly [string, string], code: string): DistinctRule => ({ kind: 'distinct', names, code });
 export const contiguous = (names: readonly string[], code: string): ContiguousRule => ({ kind: 'contiguous', names, code });
 export const values = (name: string, spec: Omit<ValueRule, 'kind' | 'name'>): ValueRule => ({ kind: 'values', name, ...spec });
+export const givenForDtype = (names: readonly string[], spec: Omit<GivenForDtypeRule, 'kind' | 'names'>): GivenForDtypeRule => ({ kind: 'givenForDtype', names, ...spec });
 
 export const FLOAT = { oneOf: ['f32', 'f16', 'bf16'] } as const satisfies DTypeRule;
 export const INDEX = { oneOf: ['i32', 'i64'] } as const satisfies DTypeRule;
 export const F32 = { oneOf: ['f32'] } as const satisfies DTypeRule;
+export const FP8 = ['fp8e4m3', 'fp8e5m2'] as const satisfies readonly DType[];
 export const sameAs = (name: string, ...or: DType[]): DTypeRule => ({ sameAs: name, or });
 
 /** Keeps the literal codes of an error table while checking its form. */

@@ -29,6 +29,7 @@ export const gatherStridedCuda = cudaKernel({
   launches: { default: { threads: 256, doc: 'grid-stride over the elements, 64-bit indices' } },
   // One entry per element width: the copy moves bits, so the dtype matters only through its size.
   entries: [
+    { name: 'gather_strided_b8', launch: 'default' },
     { name: 'gather_strided_b16', launch: 'default' },
     { name: 'gather_strided_b32', launch: 'default' },
     { name: 'gather_strided_b64', launch: 'default' },

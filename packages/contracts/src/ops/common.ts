@@ -39,7 +39,7 @@ export const commonErrors = errors({
     message: '{arg} has dtype {actual}; expected one of {expected}',
     fixes: [
       "Create index tensors as `'i32'` or `'i64'`: `backend.tensor('i32', [T], positions)`.",
-      "Use kvkit's dtype names exactly: `'f32'`, `'f16'`, `'bf16'`, `'i32'`, `'i64'`.",
+      "Use kvkit's dtype names exactly: `'f32'`, `'f16'`, `'bf16'`, `'i32'`, `'i64'`, and for KV pools `'fp8e4m3'`, `'fp8e5m2'`.",
       'Keep `eps` as an `f32` tensor `[L]` (or pass a number to `createKvMaterializer`).',
       'Dequantize integer weights before uploading them as `f16`/`bf16`/`f32`.',
     ],
@@ -139,7 +139,7 @@ export const tensorErrors = errors({
       'Pass a function: `m.materialize({ ctxHidden, positions, writeLayerKv: (layer, k, v) => { ... } })`, and do the per-layer work inside it.',
       'To write every layer straight into `[L, S, H, D]` pools, use `m.materializeInto({ ctxHidden, positions, kPool, vPool, slots })`, which needs no callback.',
       'If you need the data on the host, start `backend.read(k)` inside the callback and await the promises afterwards: `writeLayerKv` must be synchronous, so an `async` one is refused.',
-      "Give `backend.tensorFromBits` the typed array the dtype's bits are stored in: a `Uint16Array` for `f16` and `bf16`, a `Uint32Array` (or `Float32Array`) for `f32`, an `Int32Array` or `BigInt64Array` for the index dtypes. Values go to `backend.tensor` instead.",
+      "Give `backend.tensorFromBits` the typed array the dtype's bits are stored in: a `Uint8Array` for `fp8e4m3` and `fp8e5m2`, a `Uint16Array` for `f16` and `bf16`, a `Uint32Array` (or `Float32Array`) for `f32`, an `Int32Array` or `BigInt64Array` for the index dtypes. Values go to `backend.tensor` instead.",
       'Pass an op\'s arguments as one object named as the message lists them.',
       "For CUDA's `wrapDeviceMemory` and `createCudaBackend({ stream })`: pass the `CUdeviceptr` or `CUstream` as a bigint, with memory from the backend's device and context (`streamOf(backend)`'s), its allocation holding the whole shape from that address.",
     ],

@@ -3,6 +3,7 @@ import type { CallDecl, ContractFile, ErrorDecl, OpDecl, StatefulDecl } from '..
 import { commonErrors, deviceErrors, tensorCalls, tensorErrors, viewErrors } from './common.js';
 import { fusedNormRopeStacked } from './fusedNormRopeStacked.js';
 import { kvMaterializer } from './kvMaterializer.js';
+import { kvPools } from './kvPools.js';
 import { ropePoolFused } from './ropePoolFused.js';
 import { ropeScaling } from './ropeScaling.js';
 
@@ -13,6 +14,7 @@ export const contractFiles: readonly { file: string; contract: ContractFile }[] 
   { file: 'src/ops/kvMaterializer.ts', contract: kvMaterializer },
   { file: 'src/ops/ropePoolFused.ts', contract: ropePoolFused },
   { file: 'src/ops/ropeScaling.ts', contract: ropeScaling },
+  { file: 'src/ops/kvPools.ts', contract: kvPools },
 ];
 
 /** Ops in declaration order; a stateful op gives its constructor and then its methods (`KvMaterializer.materialize`). */

@@ -1,6 +1,7 @@
 import { callback, contiguous, distinct, errors, exactlyOne, F32, FLOAT, INDEX, int, number, sameAs, stateful, tensor, values } from '../dsl/declare.js';
 import type { ContractFile } from '../dsl/declare.js';
 import { epsValues, ropeParams } from './fusedNormRopeStacked.js';
+import { layoutChoice, poolSteps } from './kvPools.js';
 import { ropeScalingSteps } from './ropeScaling.js';
 
 export const kvMaterializerErrors = errors({
@@ -97,7 +98,7 @@ export const MAX_POSITION_BELOW = 2 ** 31;
 
 const positionValues = values('positions', { min: 0, below: 'P', ceiling: { below: MAX_POSITION_BELOW, code: 'KV028' }, code: 'KV017' });
 
-const dims = { T: 'tokens', L: 'layers', H: 'KV heads', D: 'head dim', R: 'rotary dim', P: 'rows of the cos/sin cache', S: 'slots of a KV pool', hidden: 'model width' };
+const dims = { T: 'tokens', L: 'layers', H: 'KV heads', D: 'head dim', R: 'rotary dim', P: 'rows of the cos/sin cache', S: 'slots of a KV pool', hidden: 'model width', numPages: 'pages of an HND pool', pageSize: 'rows per page' };
 
 export const kvMaterializer: ContractFile = {
   errors: kvMaterializerErrors,
@@ -140,13 +141,13 @@ export const kvMaterializer: ContractFile = {
         },
         {
           name: 'materializeInto',
-          summary: 'Like materialize, but writes K and V of every layer straight into [L, S, H, D] pools at the given slots.',
+          summary: 'Like materialize, but writes K and V of every layer straight into pools at the given slots: [L, S, H, D] (NHD) or [L, numPages, H, pageSize, D] (HND), model dtype or fp8.',
           errors: kvMaterializerErrors,
           steps: [
             tensor('ctxHidden', { dtype: sameAs('kvWeight'), shape: ['T', 'hidden'], code: 'KV022', doc: 'Hidden states of the context tokens.' }),
             tensor('positions', { dtype: INDEX, shape: ['T'], flattenable: true, rankCode: 'KV026', code: 'KV023', doc: 'Position of each token, in [0, 2^31) and below P with a cache; [T, 1] and [1, T] are flattened.' }),
-            tensor('kPool', { dtype: sameAs('kvWeight'), shape: ['L', 'S', 'H', 'D'], code: 'KV024', doc: 'K pool of every layer, written in place.' }),
-            tensor('vPool', { dtype: sameAs('kvWeight'), shape: ['L', 'S', 'H', 'D'], code: 'KV024', doc: 'V pool of every layer, written in place.' }),
+            layoutChoice,
+            ...poolSteps({ modelDtype: 'kvWeight', leading: ['L'], nhd: { code: 'KV024' }, doc: ' of every layer' }),
             distinct(['kPool', 'vPool'], 'KV039'),
             contiguous(['kPool', 'vPool'], 'KV048'),
             tensor('slots', { dtype: INDEX, shape: ['T'], code: 'KV025', doc: 'Pool slot of each token; negative means skip. Tokens naming one slot: the last of them writes it (its K and V rows, every head), the others nothing.' }),

@@ -1,6 +1,7 @@
 import { contiguous, distinct, errors, FLOAT, INDEX, int, number, sameAs, tensor, values } from '../dsl/declare.js';
 import type { ContractFile } from '../dsl/declare.js';
 import { ropeParams } from './fusedNormRopeStacked.js';
+import { layoutChoice, poolSteps } from './kvPools.js';
 import { mropeErrors, mropePositions, mropeSection } from './mrope.js';
 import { qkNormErrors, qkNormSteps } from './qkNorm.js';
 import { ropeScalingSteps } from './ropeScaling.js';
@@ -105,8 +106,8 @@ export const ropePoolFused: ContractFile = {
   ops: [
     {
       name: 'ropePoolFused',
-      summary: 'RoPE on Q and K from ropeBase, and K and V scattered into a KV pool at the given slots.',
-      dims: { N: 'tokens', Hq: 'query heads', H: 'KV heads', D: 'head dim', R: 'rotary dim', S: 'slots of the KV pool' },
+      summary: 'RoPE on Q and K from ropeBase, and K and V scattered into a KV pool (NHD or HND, model dtype or fp8) at the given slots.',
+      dims: { N: 'tokens', Hq: 'query heads', H: 'KV heads', D: 'head dim', R: 'rotary dim', S: 'slots of the KV pool', numPages: 'pages of an HND pool', pageSize: 'rows per page' },
       errors: { ...ropePoolFusedErrors, ...mropeErrors, ...qkNormErrors },
       steps: [
         numKvHeads!,
@@ -123,8 +124,8 @@ export const ropePoolFused: ContractFile = {
         ...qkNormSteps(),
         mropePositions(tensor('positions', { dtype: INDEX, shape: ['N'], rankCode: 'KV033', code: 'KV034', doc: 'Position of each token.' })),
         tensor('slots', { dtype: INDEX, shape: ['N'], rankCode: 'KV033', code: 'KV034', doc: 'Pool slot of each token; negative means skip. Tokens naming one slot: the last of them writes it (its K and V rows, every head), the others nothing.' }),
-        tensor('kPool', { dtype: sameAs('q'), shape: ['S', 'H', 'D'], rankCode: 'KV035', code: 'KV036', doc: 'K pool, written in place.' }),
-        tensor('vPool', { dtype: sameAs('q'), shape: ['S', 'H', 'D'], rankCode: 'KV035', code: 'KV036', doc: 'V pool, written in place.' }),
+        layoutChoice,
+        ...poolSteps({ modelDtype: 'q', leading: [], nhd: { rankCode: 'KV035', code: 'KV036' }, doc: '' }),
         distinct(['kPool', 'vPool'], 'KV039'),
         contiguous(['kPool', 'vPool'], 'KV048'),
         // A pool that is also an input would be read while it is written (possible when N == S).

@@ -1,6 +1,6 @@
 import { breaksValueRule, valueBounds, valueRuleError } from '../backend/valueRules.js';
 import type { ValueBounds } from '../backend/valueRules.js';
-import type { DimExpr, DTypeRule, DuplicateRule, TaggedArg, TaggedField } from '../dsl/declare.js';
+import type { ChoiceShape, DimExpr, DTypeRule, DuplicateRule, TaggedArg, TaggedField } from '../dsl/declare.js';
 import { evalDim, isDimName } from '../dsl/dims.js';
 import { isContiguous, layoutOf, storageOverlaps } from '../backend/viewLayout.js';
 import { ContractError } from '../errors/contractError.js';
@@ -254,6 +254,32 @@ export class Call {
     spec.forEach((expr, axis) => {
       const want = evalDim(expr, this.dims);
       if (want !== undefined && want !== shape[axis]) this.fail(code, { arg: name, actual: t.shape, expected: this.expected(full), count: numel(t.shape) });
+    });
+  }
+
+  /** `shape` for the shape a choice picks: that option's spec and codes, then the dims it implies. */
+  shapeFor(name: string, t: OwnedTensor | undefined, picked: string, options: Readonly<Record<string, ChoiceShape>>, fallback: ChoiceShape): void {
+    const spec = options[picked] ?? fallback;
+    this.shape(name, t, spec.shape, spec.code, { rankCode: spec.rankCode });
+    if (t === undefined) return;
+    for (const [dim, expr] of Object.entries(spec.binds ?? {})) this.dims[dim] ??= evalDim(expr, this.dims)!;
+  }
+
+  /** A shape that is one of `specs`, every dim of them already bound (a scale `[1]` or `[H]`). */
+  shapeIn(name: string, t: OwnedTensor | undefined, specs: readonly (readonly DimExpr[])[], code: string): void {
+    if (t === undefined) return;
+    const fits = (spec: readonly DimExpr[]) => spec.length === t.shape.length && spec.every((e, axis) => evalDim(e, this.dims) === t.shape[axis]);
+    if (!specs.some(fits)) this.fail(code, { arg: name, actual: t.shape, expected: specs.map((s) => this.expected(s)).join(' or '), count: numel(t.shape) });
+  }
+
+  /** The tensors `names` are given exactly when `tensor`'s dtype is one of `dtypes`. */
+  givenForDtype(names: readonly string[], given: readonly unknown[], tensor: string, dtypes: readonly DType[], missingCode: string, refusedCode: string): void {
+    const dtype = this.dtypes[tensor];
+    if (dtype === undefined) return;
+    const needed = dtypes.includes(dtype);
+    names.forEach((name, i) => {
+      if (needed && given[i] === undefined) this.fail(missingCode, { arg: name, other: tensor, actual: dtype });
+      if (!needed && given[i] !== undefined) this.fail(refusedCode, { arg: name, other: tensor, actual: dtype });
     });
   }
 

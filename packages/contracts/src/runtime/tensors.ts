@@ -24,7 +24,7 @@ export function validateTensorCreation(ctx: ValidationContext, op: string, dtype
   return v;
 }
 
-type BitsArray = Uint16Array | Uint32Array | Float32Array | Int32Array | BigInt64Array;
+type BitsArray = Uint8Array | Uint16Array | Uint32Array | Float32Array | Int32Array | BigInt64Array;
 
 /** The typed arrays `tensorFromBits` takes per dtype: the layout the bits are stored in (f32 bits in a Float32Array too). */
 const BITS_ARRAYS: Readonly<Record<DType, readonly (new (length: number) => BitsArray)[]>> = {
@@ -33,6 +33,8 @@ const BITS_ARRAYS: Readonly<Record<DType, readonly (new (length: number) => Bits
   bf16: [Uint16Array],
   i32: [Int32Array],
   i64: [BigInt64Array],
+  fp8e4m3: [Uint8Array],
+  fp8e5m2: [Uint8Array],
 };
 
 /**

@@ -239,6 +239,16 @@ backend.ropePoolFused({ ...rope, k: backend.tensor('f16', [5, 2, 8]) });
 backend.ropePoolFused({ ...rope, kPool: backend.empty('f16', [2, 100, 2, 8]) });
 // @ts-expect-error KV036
 backend.ropePoolFused({ ...rope, vPool: backend.empty('f16', [100, 4, 8]) });
+// HND pools [numPages, H, pageSize, D] with layout 'HND'; an NHD pool there is KV073, an HND one without it KV035.
+backend.ropePoolFused({ ...rope, layout: 'HND', kPool: backend.empty('f16', [25, 2, 4, 8]), vPool: backend.empty('f16', [25, 2, 4, 8]) });
+// @ts-expect-error KV073
+backend.ropePoolFused({ ...rope, layout: 'HND' });
+// @ts-expect-error KV035
+backend.ropePoolFused({ ...rope, kPool: backend.empty('f16', [25, 2, 4, 8]), vPool: backend.empty('f16', [25, 2, 4, 8]) });
+// fp8 pools take the model dtype's place; a scale is [1] or [H] (KV072).
+backend.ropePoolFused({ ...rope, kPool: backend.empty('fp8e4m3', [100, 2, 8]), vPool: backend.empty('fp8e4m3', [100, 2, 8]), kScale: backend.empty('f32', [1]), vScale: backend.empty('f32', [2]) });
+// @ts-expect-error KV072
+backend.ropePoolFused({ ...rope, kPool: backend.empty('fp8e4m3', [100, 2, 8]), vPool: backend.empty('fp8e4m3', [100, 2, 8]), kScale: backend.empty('f32', [8]), vScale: backend.empty('f32', [1]) });
 // KV037: numQoHeads not a multiple of numKvHeads.
 // @ts-expect-error KV037
 backend.ropePoolFused({ ...rope, numQoHeads: 7, q: backend.tensor('f16', [4, 7, 8]) });

@@ -9,6 +9,7 @@ import type { Storage } from '../runtime/cpuTensor.js';
 import { floatAccess, indexAt } from '../runtime/floatAccess.js';
 import type { SlotScatter } from '../runtime/scatterOrder.js';
 import { normRopeStacked } from './fusedNormRopeStacked.js';
+import { poolTarget, storePoolRows } from './poolStore.js';
 import type { CosSinRow } from './fusedNormRopeStacked.js';
 
 /** Past this many table entries (32 MiB of f64) rows are computed per call instead: same values, bounded memory. */
@@ -108,9 +109,22 @@ class CpuKvMaterializer implements MaterializerKernels {
     this.#life.call('KvMaterializer.materializeInto', (call) => {
       const { T, S } = args.dims;
       if (T === 0) return;
-      const kPool = this.#backend.own(args.kPool);
-      const vPool = this.#backend.own(args.vPool);
-      this.#run(args, call.take(this.#proj, T), kPool.data, vPool.data, S, { values: this.#backend.own(args.slots).data, duplicates: args.duplicates.slots });
+      const slots = { values: this.#backend.own(args.slots).data, duplicates: args.duplicates.slots };
+      if (args.layout === 'NHD' && args.kScale === undefined) {
+        this.#run(args, call.take(this.#proj, T), this.#backend.own(args.kPool).data, this.#backend.own(args.vPool).data, S, slots);
+        return;
+      }
+      // Paged or fp8 pools: K and V of every layer in the model dtype first (as materialize leaves them), then stored per layer.
+      const k = call.take(this.#k, T);
+      const v = call.take(this.#v, T);
+      this.#run(args, call.take(this.#proj, T), k, v, T, undefined);
+      const kPool = poolTarget(this.#backend, args.kPool, args.kScale, args.layout, args.dims);
+      const vPool = poolTarget(this.#backend, args.vPool, args.vScale, args.layout, args.dims);
+      const perLayer = T * this.#H * this.#D;
+      for (let l = 0; l < this.#L; l++) {
+        storePoolRows(kPool, l, floatAccess(this.#dtype, k), l * perLayer, slots, T);
+        storePoolRows(vPool, l, floatAccess(this.#dtype, v), l * perLayer, slots, T);
+      }
     });
   }
 

@@ -7,8 +7,8 @@ import type { RopeStyle } from '../math/rope.js';
 import type { CpuKernels } from '../runtime/cpuKernels.js';
 import { floatAccess, indexAt } from '../runtime/floatAccess.js';
 import type { FloatAccess } from '../runtime/floatAccess.js';
-import { scatterOrder } from '../runtime/scatterOrder.js';
 import { cosSinScratch, headScratch } from '../runtime/scratch.js';
+import { poolTarget, storePoolRows } from './poolStore.js';
 
 /** SEMANTICS §3: RoPE on q and k (angles from ropeBase and ropeScaling, reduced exactly, in f64; Q/K-norm first where given), then k and v scattered into the pools. */
 export function ropePoolFused(backend: CpuKernels, args: RopePoolFusedChecked) {
@@ -41,21 +41,10 @@ export function ropePoolFused(backend: CpuKernels, args: RopePoolFusedChecked) {
     rotateHeads(kIn, kOut, n * H * D, H, kRope);
   }
 
-  const rowLength = H * D;
-  const kPool = backend.floats(args.kPool).bits;
-  const vPool = backend.floats(args.vPool).bits;
-  const slots = backend.own(args.slots).data;
   // The contract (KV039) keeps q, k and v apart from the pools, so the scatter never reads its own writes.
-  const vBits = backend.floats(args.v).bits;
-  const kBits = kOut.bits;
-  for (const n of scatterOrder(N, args.duplicates.slots)) {
-    const slot = indexAt(slots, n);
-    if (slot < 0) continue;
-    for (let i = 0; i < rowLength; i++) {
-      kPool[slot * rowLength + i] = kBits[n * rowLength + i]!;
-      vPool[slot * rowLength + i] = vBits[n * rowLength + i]!;
-    }
-  }
+  const slots = { values: backend.own(args.slots).data, duplicates: args.duplicates.slots };
+  storePoolRows(poolTarget(backend, args.kPool, args.kScale, args.layout, args.dims), 0, kOut, 0, slots, N);
+  storePoolRows(poolTarget(backend, args.vPool, args.vScale, args.layout, args.dims), 0, backend.floats(args.v), 0, slots, N);
   return { qRot, kRot };
 }
 

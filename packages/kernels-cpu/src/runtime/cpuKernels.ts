@@ -1,9 +1,10 @@
 import { numel } from '@kvkit/contracts';
 import type { DType, Shape, TensorData } from '@kvkit/contracts';
 import { encodeTensorData, layoutOf } from '@kvkit/contracts/backend';
-import type { BackendKernels, ViewLayout, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
+import type { BackendKernels, ViewLayout, CreateKvMaterializerChecked, DequantizeKvChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';
+import { poolTarget, readPoolRows } from '../ops/poolStore.js';
 import { ropePoolFused } from '../ops/ropePoolFused.js';
 import { allocateStorage, CpuTensor } from './cpuTensor.js';
 import type { Storage } from './cpuTensor.js';
@@ -81,7 +82,7 @@ export class CpuKernels implements BackendKernels {
   /** Every tensor lives on the host: value rules are checked before anything is written. */
   hostValues(t: OwnedTensor): ArrayLike<number | bigint> {
     const own = this.own(t);
-    return own.dtype === 'f16' || own.dtype === 'bf16' ? decodeToF32(own.dtype, own.data) : own.data;
+    return own.dtype === 'i32' || own.dtype === 'i64' || own.dtype === 'f32' ? own.data : decodeToF32(own.dtype, own.data);
   }
 
   tensor(dtype: DType, shape: Shape, data: TensorData | undefined): OwnedTensor {
@@ -124,6 +125,10 @@ export class CpuKernels implements BackendKernels {
 
   ropePoolFused(args: RopePoolFusedChecked): { qRot: OwnedTensor; kRot: OwnedTensor } {
     return ropePoolFused(this, args);
+  }
+
+  dequantizeKv(args: DequantizeKvChecked): void {
+    readPoolRows(poolTarget(this, args.pool, args.scale, args.layout, args.dims), this.own(args.slots).data, this.floats(args.rows));
   }
 
   /** Nothing is deferred on the CPU: every op has finished when it returns. */

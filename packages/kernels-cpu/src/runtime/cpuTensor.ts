@@ -2,8 +2,8 @@ import { contiguousStrides, isContiguous, LAYER_VIEW, storageOffsets, TENSOR_LAY
 import type { DType, Shape } from '@kvkit/contracts';
 import type { OwnedTensor, StorageLayout } from '@kvkit/contracts/backend';
 
-/** f32 as Float32Array, f16 and bf16 as their bit patterns, i32 and i64 as themselves. */
-export type Storage = Float32Array | Uint16Array | Int32Array | BigInt64Array;
+/** f32 as Float32Array, f16 and bf16 as their bit patterns, fp8 as bytes, i32 and i64 as themselves. */
+export type Storage = Float32Array | Uint16Array | Uint8Array | Int32Array | BigInt64Array;
 
 /** What a tensor asks of the backend that made it. */
 export interface TensorOwner {
@@ -89,6 +89,9 @@ export function allocateStorage(dtype: DType, length: number): Storage {
     case 'f16':
     case 'bf16':
       return new Uint16Array(length);
+    case 'fp8e4m3':
+    case 'fp8e5m2':
+      return new Uint8Array(length);
     case 'i32':
       return new Int32Array(length);
     case 'i64':

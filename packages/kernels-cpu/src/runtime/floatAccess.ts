@@ -1,5 +1,5 @@
 import type { DType, FloatDType } from '@kvkit/contracts';
-import { decodeBf16, decodeF16, decodeHalves, encodeBf16, encodeF16 } from '@kvkit/contracts/backend';
+import { decodeBf16, decodeF16, decodeFp8s, decodeHalves, encodeBf16, encodeF16 } from '@kvkit/contracts/backend';
 import type { Storage } from './cpuTensor.js';
 
 /** Element access to float storage in f64: reads decode exactly, writes round once to the storage dtype (RNE). */
@@ -48,13 +48,14 @@ export function floatAccess(dtype: DType, data: Storage): FloatAccess {
   }
 }
 
-/** Exact f32 copy of float storage: every f16 and bf16 value is an f32 value. */
+/** Exact f32 copy of float storage: every f16, bf16 and fp8 value is an f32 value. */
 export function decodeToF32(dtype: DType, data: Storage, into?: Float32Array): Float32Array {
   if (dtype === 'f32') {
     const out = into ?? new Float32Array(data.length);
     out.set(data as Float32Array);
     return out;
   }
+  if (dtype === 'fp8e4m3' || dtype === 'fp8e5m2') return decodeFp8s(dtype, data as Uint8Array, into);
   return decodeHalves(dtype as 'f16' | 'bf16', data as Uint16Array, into);
 }
 

@@ -20,6 +20,7 @@ __device__ __forceinline__ void gatherStrided(const GatherStridedParams& p) {
 #define KVKIT_GATHER_ENTRY(bits, Bits) \
   extern "C" __global__ void __launch_bounds__(kvkit::GatherStridedLaunch::kThreads) gather_strided_b##bits(const kvkit::GatherStridedParams p) { kvkit::gatherStrided<Bits>(p); }
 
+KVKIT_GATHER_ENTRY(8, unsigned char)
 KVKIT_GATHER_ENTRY(16, unsigned short)
 KVKIT_GATHER_ENTRY(32, unsigned int)
 KVKIT_GATHER_ENTRY(64, unsigned long long)

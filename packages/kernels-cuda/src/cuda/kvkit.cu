@@ -5,4 +5,5 @@
 #include "gemm.cu"
 #include "halves.cu"
 #include "profiling.cu"
+#include "pool_store.cu"
 #include "rope_pool.cu"

@@ -1,5 +1,5 @@
 import type { FloatDType } from '@kvkit/contracts';
-import type { CreateKvMaterializerChecked, DeviceCheck, KvMaterializerMaterializeChecked, KvMaterializerMaterializeIntoChecked, MaterializerKernels } from '@kvkit/contracts/backend';
+import type { CreateKvMaterializerChecked, DeviceCheck, OpCall, KvMaterializerMaterializeChecked, KvMaterializerMaterializeIntoChecked, MaterializerKernels } from '@kvkit/contracts/backend';
 import { contiguousStrides, MAX_POSITION_BELOW, OpLifecycle, Workspace } from '@kvkit/contracts/backend';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
 import { CudaTensor, ELEMENT_BYTES } from '../runtime/cudaTensor.js';
@@ -9,6 +9,7 @@ import type { SlotClaims } from '../runtime/slotOwners.js';
 import { boundCheck, claimSlots, launchNormRope, layerMajorLayout, normRopeVectorPath, valueCheck } from './normRope.js';
 import type { PoolSlots } from './normRope.js';
 import type { Angles, BoundCheck } from './normRope.js';
+import { poolScales, storePoolRows } from './kvPools.js';
 import { Projection } from './projection.js';
 
 export function createKvMaterializer(kernels: CudaKernels, args: CreateKvMaterializerChecked): MaterializerKernels {
@@ -143,6 +144,10 @@ class CudaKvMaterializer implements MaterializerKernels {
       const kernels = this.#kernels;
       kernels.cx.makeCurrent();
       const kv = call.take(this.#kv, T);
+      if (args.layout !== 'NHD' || args.kScale !== undefined) {
+        this.#intoPools(args, kv, call);
+        return;
+      }
       const slotTensor = kernels.own(args.slots);
       const inputs = this.#inputs(args, [slotTensor], call.op);
       const positionRule = this.#positionRule(args);
@@ -153,6 +158,32 @@ class CudaKvMaterializer implements MaterializerKernels {
       this.#projection.run(inputs.ctxHidden, this.#kvWeight, kv.ptr, T, call.op);
       this.#normRope(args, kv.ptr, inputs.positions, positionRule, { kOut: kernels.own(args.kPool).ptr, vOut: kernels.own(args.vPool).ptr, outLayerStride: S * this.#H * this.#D, slots, claims });
     });
+  }
+
+  /** Paged or fp8 pools: every layer's K and V as materialize leaves them ([L, 2, T, H, D] in the projection), then stored. */
+  #intoPools(args: KvMaterializerMaterializeIntoChecked, kv: DeviceBuffer, call: OpCall): void {
+    const kernels = this.#kernels;
+    const { T } = args.dims;
+    const { L, H, D } = this;
+    const perLayer = T * H * D;
+    const es = ELEMENT_BYTES[this.#dtype];
+    const slots = kernels.own(args.slots);
+    const scales = [args.kScale, args.vScale].map((s) => (s ? kernels.own(s) : undefined));
+    // Slots and scales are read by index: views of them gathered with the call's other inputs.
+    const inputs = this.#inputs(args, [slots, ...scales.filter((s) => s !== undefined)], call.op);
+    const [slotsAt, ...scalesAt] = inputs.more;
+    const [kScale, vScale] = poolScales(scales, scalesAt);
+    const inPlace = normRopeVectorPath(this.#dtype, D, this.#R, this.#gptj, [kv.ptr, this.#kNormWeight], { tokens: T, headRows: L * H });
+    const k = inPlace ? kv : call.take(this.#k, T);
+    const rules = this.#positionRule(args);
+    this.#projection.run(inputs.ctxHidden, this.#kvWeight, kv.ptr, T, call.op);
+    this.#normRope(args, kv.ptr, inputs.positions, rules, { kOut: k.ptr, vOut: 0, outLayerStride: (inPlace ? 2 : 1) * perLayer });
+    const job = { sourceType: this.#dtype, layers: L, tokens: T, layout: args.layout, dims: args.dims, slots: { ptr: slotsAt!, areI64: slots.dtype === 'i64' }, duplicates: args.duplicates.slots, deviceChecks: args.deviceChecks, callDims: args.dims, op: call.op };
+    const rows = { token: H * D, head: D, element: 1 };
+    storePoolRows(kernels, job, [
+      { source: k.ptr, sourceLayerElements: (inPlace ? 2 : 1) * perLayer, sourceRows: rows, pool: kernels.own(args.kPool), scale: kScale },
+      { source: kv.ptr + perLayer * es, sourceLayerElements: 2 * perLayer, sourceRows: rows, pool: kernels.own(args.vPool), scale: vScale },
+    ]);
   }
 
   get L(): number {

@@ -1,9 +1,10 @@
-import { numel } from '@kvkit/contracts';
+import { isFp8, numel } from '@kvkit/contracts';
 import type { DType, FloatDType, Shape, TensorData } from '@kvkit/contracts';
-import type { BackendKernels, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, RopeSpec, TensorLimit, ViewLayout } from '@kvkit/contracts/backend';
-import { decodeHalves, encodeTensorData, layoutOf, ropeAngles, ropeAngleTable, storageView } from '@kvkit/contracts/backend';
+import type { BackendKernels, CreateKvMaterializerChecked, DequantizeKvChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, RopeSpec, TensorLimit, ViewLayout } from '@kvkit/contracts/backend';
+import { decodeHalves, decodeNarrowFloats, encodeTensorData, layoutOf, ropeAngles, ropeAngleTable, storageView } from '@kvkit/contracts/backend';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';
+import { dequantizeKv } from '../ops/kvPools.js';
 import { ropePoolFused } from '../ops/ropePoolFused.js';
 import { BadValues } from './badValues.js';
 import type { CudaContext } from './context.js';
@@ -39,6 +40,8 @@ export class CudaKernels implements BackendKernels {
     spin: new ParamBlock('SpinParams'),
     fill: new ParamBlock('FillParams'),
     claimSlots: new ParamBlock('ClaimSlotsParams'),
+    poolStore: new ParamBlock('PoolStoreParams'),
+    poolRead: new ParamBlock('PoolReadParams'),
     halves: new ParamBlock('HalvesParams'),
     gatherStrided: new ParamBlock('GatherStridedParams'),
   };
@@ -140,6 +143,8 @@ export class CudaKernels implements BackendKernels {
         wide.release();
       }
     }
+    // fp8 codes are decoded on the host (not halves: they never take the device conversion).
+    if (isFp8(own.dtype)) return decodeNarrowFloats(own.dtype, await this.#download(from, own.byteLength, 'read'), count);
     const copy = await this.#download(from, own.byteLength, 'read');
     return own.dtype === 'f32' ? new Float32Array(copy) : own.dtype === 'i32' ? new Int32Array(copy) : new BigInt64Array(copy);
   }
@@ -184,6 +189,10 @@ export class CudaKernels implements BackendKernels {
 
   fusedNormRopeStacked(args: FusedNormRopeStackedChecked): { kOut: OwnedTensor; vOut: OwnedTensor } {
     return fusedNormRopeStacked(this, args);
+  }
+
+  dequantizeKv(args: DequantizeKvChecked): void {
+    dequantizeKv(this, args);
   }
 
   createKvMaterializer(args: CreateKvMaterializerChecked): MaterializerKernels {

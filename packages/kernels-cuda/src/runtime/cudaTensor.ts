@@ -14,7 +14,7 @@ const dropped = new DroppedTensors<{ readonly buffer: DeviceBuffer; readonly own
 });
 
 /** Bytes per element of each dtype. */
-export const ELEMENT_BYTES: Readonly<Record<DType, number>> = { f32: 4, f16: 2, bf16: 2, i32: 4, i64: 8 };
+export const ELEMENT_BYTES: Readonly<Record<DType, number>> = { f32: 4, f16: 2, bf16: 2, i32: 4, i64: 8, fp8e4m3: 1, fp8e5m2: 1 };
 
 /** Where a window's elements sit in the storage it shows (TENSOR_LAYOUT), and what it follows. */
 export interface CudaPlacement extends StorageLayout {

@@ -67,7 +67,7 @@ export function aligned(tensor: CudaTensor, alignment: number, copy = false): Al
 /** More grid than this only adds scheduling: blocks per multiprocessor. */
 const BLOCKS_PER_SM = 16;
 
-const ENTRY = { 2: 'gather_strided_b16', 4: 'gather_strided_b32', 8: 'gather_strided_b64' } as const;
+const ENTRY = { 1: 'gather_strided_b8', 2: 'gather_strided_b16', 4: 'gather_strided_b32', 8: 'gather_strided_b64' } as const;
 
 /**
  * Contiguous copies of strided views, for inputs a kernel does not read

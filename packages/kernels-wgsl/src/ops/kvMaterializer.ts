@@ -8,6 +8,7 @@ import type { BufferRange, DeviceStorage } from '../runtime/gpuRuntime.js';
 import { bytesPerElement, GpuTensor } from '../runtime/gpuTensor.js';
 import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
 import type { RopeSource } from '../shaders/plan.js';
+import { storePoolRows } from './kvPools.js';
 import { launchGemm, launchNormRope, launchRopeTable } from './launch.js';
 import { angleTableRange } from './ropePoolFused.js';
 
@@ -131,9 +132,27 @@ class WgslKvMaterializer implements MaterializerKernels {
     this.#life.call(op, (call) => {
       const { T, S } = args.dims;
       if (T === 0) return;
-      const poolLayerBytes = S * this.#H * this.#D * bytesPerElement(this.#dtype);
-      const slots = { tensor: this.#k.own(args.slots), duplicates: args.duplicates.slots };
-      this.#k.runtime.scoped(() => this.#run(args, { kDst: this.#k.own(args.kPool).range, vDst: this.#k.own(args.vPool).range }, poolLayerBytes, slots, call));
+      const k = this.#k;
+      const slots = { tensor: k.own(args.slots), duplicates: args.duplicates.slots };
+      if (args.layout === 'NHD' && args.kScale === undefined) {
+        const poolLayerBytes = S * this.#H * this.#D * bytesPerElement(this.#dtype);
+        k.runtime.scoped(() => this.#run(args, { kDst: k.own(args.kPool).range, vDst: k.own(args.vPool).range }, poolLayerBytes, slots, call));
+        return;
+      }
+      // Paged or fp8 pools: every layer's K and V into the workspaces first (as materialize leaves them), then stored.
+      const L = this.#L;
+      const perLayer = layerBytes(T, this.#H * this.#D * bytesPerElement(this.#dtype));
+      k.runtime.scoped(() => {
+        const kOut = call.take(this.#kOut, T).range(0, perLayer * L);
+        const vOut = call.take(this.#vOut, T).range(0, perLayer * L);
+        this.#run(args, { kDst: kOut, vDst: vOut }, perLayer, undefined, call);
+        const job = { sourceType: this.#dtype, layers: L, tokens: T, sourceLayerElements: perLayer / bytesPerElement(this.#dtype), layout: args.layout, dims: args.dims, slots: slots.tensor, duplicates: slots.duplicates, slotRule: args.deviceChecks.find((c) => c.arg === 'slots'), op };
+        const rows = { offset: 0, tokenStride: this.#H * this.#D, headStride: this.#D };
+        storePoolRows(k, job, [
+          { source: kOut, rows, pool: k.own(args.kPool), scale: args.kScale ? k.own(args.kScale) : undefined },
+          { source: vOut, rows, pool: k.own(args.vPool), scale: args.vScale ? k.own(args.vScale) : undefined },
+        ]);
+      });
     });
   }
 

@@ -62,3 +62,26 @@ export function ropeNormPool(k: WebGpuKernels, args: RopePoolFusedChecked, at: R
   launchRopeNormRows(k, { ...request, queryWeight: undefined, queries: false, keys: true, values: false }, ranges, { ...uniforms, rows: N * H });
   launchRopeNormRows(k, { ...request, queryWeight: undefined, keyWeight: undefined, queries: false, keys: false, values: true }, ranges, { ...uniforms, rows: N * H });
 }
+
+/**
+ * The Q/K-norm for paged or fp8 pools: q rows, then k rows, normed and
+ * rotated as dense rows by the queries-only part (each tensor taken as the
+ * query rows, its own weight as the query weight); the pool store pass then
+ * takes kRot into the pool.
+ */
+export function ropeNormDense(k: WebGpuKernels, args: RopePoolFusedChecked, at: Pick<RopeNormPoolInputs, 'table' | 'qRot' | 'kRot' | 'inputs'>): void {
+  const { N, Hq, H, D, R, S } = args.dims;
+  const dtype = k.own(args.q).dtype as FloatDType;
+  const { params, ranges } = at.inputs;
+  const uniforms = { keyHeads: H, slotBelow: S, slotFlag: 0, eps: args.eps ?? 0, ...params };
+  const parts = [
+    { src: ranges.q, weight: args.qNormWeight, dst: at.qRot, heads: Hq, strides: {} },
+    { src: ranges.k, weight: args.kNormWeight, dst: at.kRot, heads: H, strides: { qOffset: params.kOffset, qTokenStride: params.kTokenStride, qHeadStride: params.kHeadStride } },
+  ];
+  for (const part of parts) {
+    const weight = part.weight && k.own(part.weight);
+    const request = { dtype, D, R, style: args.ropeStyle, queryWeight: weight?.dtype as FloatDType | undefined, keyWeight: undefined, slotType: undefined, queries: true, keys: false, values: false };
+    const partRanges = { q: part.src, cosSin: at.table, ...(weight ? { qWeight: weight.range } : {}), qRot: part.dst };
+    launchRopeNormRows(k, request, partRanges, { ...uniforms, ...part.strides, queryHeads: part.heads, rows: N * part.heads });
+  }
+}

@@ -6,8 +6,9 @@ import type { BufferRange, DeviceStorage } from '../runtime/gpuRuntime.js';
 import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
 import { ROPE_ALL_BINDINGS, rowLayout } from '../shaders/plan.js';
 import { rowStrides } from '../runtime/views.js';
+import { storePoolRows } from './kvPools.js';
 import { launchRopeRows, launchRopeTable } from './launch.js';
-import { ropeNormPool } from './ropeNormPool.js';
+import { ropeNormDense, ropeNormPool } from './ropeNormPool.js';
 
 /** Angle tables (backend/rope.ts ropeAngleTable), per backend, by spec: made once, kept for the backend's life. */
 const angleTables = new WeakMap<WebGpuKernels, Map<string, DeviceStorage>>();
@@ -80,9 +81,27 @@ export function ropePoolFused(k: WebGpuKernels, args: RopePoolFusedChecked) {
     const table = k.scratch('ropePoolFused cos/sin', N * R * 4).range(0, N * R * 4);
     launchRopeTable(k, positions.dtype as IndexDType, { positions: positions.range, angleTable: angleTableRange(k, { ropeBase: args.ropeBase, rotaryDim: R, ropeScaling: args.ropeScaling, angles: args.angles }), table }, N, R, args.mropeSection);
     const rope = { dtype, D, R, style: args.ropeStyle, slotType: slots.dtype as IndexDType };
+    const inputs = stridedInputs(k, args, dtype);
+    if (args.layout !== 'NHD' || args.kScale !== undefined) {
+      // Paged or fp8 pools: rotate (and norm) q and k as dense rows (the query kernel, run once per tensor, reading their strides), then store K and V.
+      if (args.qNormWeight || args.kNormWeight) ropeNormDense(k, args, { table, qRot: qRot.range, kRot: kRot.range, inputs });
+      else {
+        const queries = { ...rope, kind: 'q' as const, slotType: undefined };
+        const at = { keyHeads: H, slotBelow: S, slotFlag: 0, ...inputs.params };
+        const { kOffset, kTokenStride, kHeadStride } = inputs.params;
+        launchRopeRows(k, queries, { q: inputs.ranges.q, cosSin: table, qRot: qRot.range }, { ...at, queryHeads: Hq, rows: N * Hq });
+        launchRopeRows(k, queries, { q: inputs.ranges.k, cosSin: table, qRot: kRot.range }, { ...at, qOffset: kOffset, qTokenStride: kTokenStride, qHeadStride: kHeadStride, queryHeads: H, rows: N * H });
+      }
+      const v = rowStrides(k, args.v, 1)!;
+      const job = { sourceType: dtype, layers: 1, tokens: N, sourceLayerElements: 0, layout: args.layout, dims: args.dims, slots, duplicates: args.duplicates.slots, slotRule: args.deviceChecks.find((c) => c.arg === 'slots'), op: 'ropePoolFused' };
+      storePoolRows(k, job, [
+        { source: kRot.range, rows: { offset: 0, tokenStride: H * D, headStride: D }, pool: k.own(args.kPool), scale: args.kScale ? k.own(args.kScale) : undefined },
+        { source: v.range, rows: { offset: v.offset, tokenStride: v.tokenStride, headStride: v.headStride }, pool: k.own(args.vPool), scale: args.vScale ? k.own(args.vScale) : undefined },
+      ]);
+      return { qRot, kRot };
+    }
     const { flags, words } = k.checks.reserve([args.deviceChecks.find((c) => c.arg === 'slots')], args.dims);
     const owned = k.slotOwners.resolve(slots, N, S, args.duplicates.slots, 'ropePoolFused');
-    const inputs = stridedInputs(k, args, dtype);
     const keys = { k: inputs.ranges.k, v: inputs.ranges.v, slots: owned, kRot: kRot.range, kPool: k.own(args.kPool).range, vPool: k.own(args.vPool).range, flags };
     const at = { queryHeads: Hq, keyHeads: H, slotBelow: S, slotFlag: words[0]!, ...inputs.params };
     if (args.qNormWeight || args.kNormWeight) {

@@ -3,7 +3,7 @@ import type { DType, Shape } from '@kvkit/contracts';
 import type { OwnedTensor, StorageLayout, ViewLayout } from '@kvkit/contracts/backend';
 import type { BufferRange, DeviceStorage } from './gpuRuntime.js';
 
-/** Bytes per element on the device: f16/bf16 pack two per u32 word, i64 is two words (low first). */
+/** Bytes per element on the device: fp8 packs four per u32 word, f16/bf16 two, i64 is two words (low first). */
 export const bytesPerElement: (dtype: DType) => number = storageBytes;
 
 /** Storage of owned tensors collected undisposed goes back as dispose() would give it. */

@@ -65,15 +65,15 @@ export function copyStrided(k: WebGpuKernels, src: GpuTensor, dst: BufferRange, 
   const wide = src.dtype === 'i64';
   const scale = wide ? 2 : 1;
   const dims = mergedDims(wide ? [...src.shape, 2] : src.shape, wide ? [...layout.strides.map((s) => 2 * s), 1] : layout.strides);
-  const halves = bytesPerElement(src.dtype) === 2;
-  copyDims(k, halves, range, dst, [...dims.sizes], [...dims.strides], before * scale, dstOffset * scale);
+  const lanes = wide ? 1 : ((4 / bytesPerElement(src.dtype)) as 1 | 2 | 4);
+  copyDims(k, lanes, range, dst, [...dims.sizes], [...dims.strides], before * scale, dstOffset * scale);
 }
 
-function copyDims(k: WebGpuKernels, halves: boolean, src: BufferRange, dst: BufferRange, sizes: number[], strides: number[], srcOffset: number, dstOffset: number): void {
+function copyDims(k: WebGpuKernels, lanes: 1 | 2 | 4, src: BufferRange, dst: BufferRange, sizes: number[], strides: number[], srcOffset: number, dstOffset: number): void {
   if (sizes.length > STRIDED_COPY_DIMS) {
     // More dims than one dispatch walks: one dispatch per index of the outermost.
     const inner = sizes.slice(1).reduce((n, d) => n * d, 1);
-    for (let i = 0; i < sizes[0]!; i++) copyDims(k, halves, src, dst, sizes.slice(1), strides.slice(1), srcOffset + i * strides[0]!, dstOffset + i * inner);
+    for (let i = 0; i < sizes[0]!; i++) copyDims(k, lanes, src, dst, sizes.slice(1), strides.slice(1), srcOffset + i * strides[0]!, dstOffset + i * inner);
     return;
   }
   const count = sizes.reduce((n, d) => n * d, 1);
@@ -83,9 +83,9 @@ function copyDims(k: WebGpuKernels, halves: boolean, src: BufferRange, dst: Buff
     params[`size${d}`] = d < pad ? 1 : sizes[d - pad]!;
     params[`stride${d}`] = d < pad ? 0 : strides[d - pad]!;
   }
-  const firstWord = halves ? dstOffset >> 1 : dstOffset;
-  const words = (halves ? (dstOffset + count + 1) >> 1 : dstOffset + count) - firstWord;
-  const plan = planStridedCopy(k.runtime.caps, halves);
+  const firstWord = Math.floor(dstOffset / lanes);
+  const words = Math.ceil((dstOffset + count) / lanes) - firstWord;
+  const plan = planStridedCopy(k.runtime.caps, lanes);
   const kernel = k.runtime.kernel(plan, () => stridedCopyShader(plan));
   k.gathers += 1;
   k.runtime.dispatch(kernel, { src, dst }, { ...params, words, firstWord } as unknown as StridedCopyParams, Math.ceil(words / plan.workgroupSize));

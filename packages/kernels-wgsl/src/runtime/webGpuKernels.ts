@@ -1,9 +1,10 @@
 import type { DType, Shape, TensorData } from '@kvkit/contracts';
-import type { BackendKernels, CreateKvMaterializerChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, StorageLayout, TensorLimit, ViewLayout } from '@kvkit/contracts/backend';
-import { decodeHalves, encodeTensorData, isContiguous, layoutOf, storageView, Workspace, writtenInPlace } from '@kvkit/contracts/backend';
+import type { BackendKernels, CreateKvMaterializerChecked, DequantizeKvChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, StorageLayout, TensorLimit, ViewLayout } from '@kvkit/contracts/backend';
+import { decodeNarrowFloats, encodeTensorData, isContiguous, layoutOf, storageView, Workspace, writtenInPlace } from '@kvkit/contracts/backend';
 import { ContractError } from '@kvkit/contracts';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';
+import { dequantizeKv } from '../ops/kvPools.js';
 import { readsStrided, ropePoolFused } from '../ops/ropePoolFused.js';
 import { DeviceChecks } from './deviceChecks.js';
 import { DeviceStorage } from './gpuRuntime.js';
@@ -246,7 +247,7 @@ export class WebGpuKernels implements BackendKernels {
       case 'i64':
         return new BigInt64Array(bytes);
       default:
-        return decodeHalves(own.dtype, new Uint16Array(bytes, 0, own.numel));
+        return decodeNarrowFloats(own.dtype, bytes, own.numel);
     }
   }
 
@@ -292,6 +293,12 @@ export class WebGpuKernels implements BackendKernels {
       materializeInto: (a) => withBindableViews(this, 'KvMaterializer.materializeInto', a, writtenInPlace['KvMaterializer.materializeInto']!, (b) => made.materializeInto(b)),
       dispose: () => made.dispose(),
     };
+  }
+
+  dequantizeKv(args: DequantizeKvChecked): void {
+    this.assertLive('dequantizeKv');
+    const op = 'dequantizeKv';
+    this.runtime.scoped(() => withBindableViews(this, op, args, writtenInPlace[op]!, (a) => dequantizeKv(this, a)));
   }
 
   ropePoolFused(args: RopePoolFusedChecked): { qRot: OwnedTensor; kRot: OwnedTensor } {

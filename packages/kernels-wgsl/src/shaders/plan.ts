@@ -8,6 +8,7 @@ import type { FloatDType, IndexDType } from '@kvkit/contracts';
 import type { DuplicateRule } from '@kvkit/contracts/backend';
 import { ROPE_ROWS } from '../generated/params.js';
 import { elementBytes } from './common.wgsl.js';
+import type { PoolReadPlan, PoolStorePlan } from './poolStore.wgsl.js';
 
 /** What the device offers that changes how kernels are built. */
 export interface DeviceCaps {
@@ -287,18 +288,19 @@ export function planFma(caps: DeviceCaps): FmaPlan {
   return { kernel: 'fma', workgroupSize: Math.min(256, caps.maxInvocationsPerWorkgroup), steps: 1024 };
 }
 
-/** The copy behind views: 32-bit elements a word, or two 16-bit ones (stridedCopy.wgsl.ts). */
+/** The copy behind views: one 32-bit element a word, or two 16-bit ones, or four fp8 bytes (stridedCopy.wgsl.ts). */
 export interface StridedCopyPlan {
   readonly kernel: 'stridedCopy';
-  readonly halves: boolean;
+  /** Elements per 32-bit word. */
+  readonly lanes: 1 | 2 | 4;
   readonly workgroupSize: number;
 }
 
-export function planStridedCopy(caps: DeviceCaps, halves: boolean): StridedCopyPlan {
-  return { kernel: 'stridedCopy', halves, workgroupSize: Math.min(tuning.rowWorkgroup, caps.maxInvocationsPerWorkgroup) };
+export function planStridedCopy(caps: DeviceCaps, lanes: 1 | 2 | 4): StridedCopyPlan {
+  return { kernel: 'stridedCopy', lanes, workgroupSize: Math.min(tuning.rowWorkgroup, caps.maxInvocationsPerWorkgroup) };
 }
 
-export type KernelPlan = NormRopePlan | RopeRowsPlan | RopeNormRowsPlan | RopeTablePlan | SlotOwnersPlan | GemmPlan | GemmReducePlan | CopyPlan | FmaPlan | StridedCopyPlan;
+export type KernelPlan = NormRopePlan | RopeRowsPlan | RopeNormRowsPlan | RopeTablePlan | SlotOwnersPlan | PoolStorePlan | PoolReadPlan | GemmPlan | GemmReducePlan | CopyPlan | FmaPlan | StridedCopyPlan;
 
 /** The pipeline cache key of a plan: every field that shapes the generated WGSL. */
 export function planKey(plan: KernelPlan): string {

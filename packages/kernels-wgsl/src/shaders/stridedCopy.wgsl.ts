@@ -1,8 +1,8 @@
 /**
  * The strided copy behind views (runtime/views.ts): one invocation per
- * destination word, which it writes whole. A word of 16-bit elements may
- * hold a half outside the copy (an odd offset, an odd count): that half keeps
- * its bits, and no other invocation writes the word.
+ * destination word, which it writes whole. A word of 16-bit or 8-bit
+ * elements may hold elements outside the copy (an offset or a count off the
+ * word): those keep their bits, and no other invocation writes the word.
  */
 import { STRIDED_COPY } from '../generated/params.js';
 import type { StridedCopyParams, StridedCopyRanges } from '../generated/params.js';
@@ -20,18 +20,21 @@ export function stridedCopyShader(plan: StridedCopyPlan): KernelSource<StridedCo
   const walk = Array.from({ length: STRIDED_COPY_DIMS }, (_, i) => STRIDED_COPY_DIMS - 1 - i)
     .map((d) => `at += (rest % params.size${d}) * params.stride${d};\n  rest /= params.size${d};`)
     .join('\n  ');
-  const body = plan.halves
-    ? `var word = dst[w];
-  for (var h = 0u; h < 2u; h++) {
-    let p = 2u * w + h;
+  const bits = 32 / plan.lanes;
+  const mask = `0x${(2 ** bits - 1).toString(16)}u`;
+  const body =
+    plan.lanes > 1
+      ? `var word = dst[w];
+  for (var h = 0u; h < ${plan.lanes}u; h++) {
+    let p = ${plan.lanes}u * w + h;
     if (p >= params.dstOffset && p - params.dstOffset < params.count) {
       let s = sourceElement(p - params.dstOffset);
-      let bits = (src[s >> 1u] >> ((s & 1u) * 16u)) & 0xffffu;
-      word = (word & ~(0xffffu << (h * 16u))) | (bits << (h * 16u));
+      let bits = (src[s / ${plan.lanes}u] >> ((s % ${plan.lanes}u) * ${bits}u)) & ${mask};
+      word = (word & ~(${mask} << (h * ${bits}u))) | (bits << (h * ${bits}u));
     }
   }
   dst[w] = word;`
-    : 'dst[w] = src[sourceElement(w - params.dstOffset)];';
+      : 'dst[w] = src[sourceElement(w - params.dstOffset)];';
   const code = `${STRIDED_COPY.uniformsWgsl}
 ${bindings.wgsl}
 

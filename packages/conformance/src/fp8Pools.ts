@@ -1,0 +1,391 @@
+/**
+ * fp8 and paged pools (ops/kvPools.ts) against the CPU reference: ropePoolFused
+ * and materializeInto into NHD and HND pools of fp8e4m3, fp8e5m2 and bf16,
+ * with per-tensor and per-head scales, values past the format's largest,
+ * NaN, negative and contested slots; the pools' bytes must be identical
+ * (readBits), and so must the rows dequantizeKv reads back. A slot past the
+ * pool raises KV038 on every backend. With a Q/K-norm and mRoPE, the same
+ * into an fp8e4m3 HND pool.
+ */
+import { isContractError, isFp8 } from '@kvkit/contracts';
+import type { Backend, DType, IndexDType, PoolDType, Tensor } from '@kvkit/contracts';
+import { decodeFp8s, encodeFp8, fp8Max } from '@kvkit/contracts/backend';
+import { describe, it } from 'vitest';
+import { randomPositive, randomValues, Rng, seedOf, slotPermutation } from './data.js';
+import { materializerOn } from './invariants.js';
+import { Scope, untyped } from './tensors.js';
+import { Checks } from './tolerances.js';
+
+export interface PoolCase {
+  readonly layout: 'NHD' | 'HND';
+  readonly poolType: PoolDType;
+  readonly perHead: boolean;
+  /** Scales so small that most values pass the format's largest and saturate. */
+  readonly saturating: boolean;
+  readonly H: number;
+  readonly D: number;
+  readonly slotType: IndexDType;
+}
+
+const PAGE_SIZE = 4;
+const PAGES = 5;
+const SLOTS = PAGE_SIZE * PAGES;
+
+export const POOL_CASES: readonly PoolCase[] = [
+  ...(['fp8e4m3', 'fp8e5m2', 'bf16'] as const).flatMap((poolType) =>
+    (['NHD', 'HND'] as const).flatMap((layout) => [
+      { layout, poolType, perHead: false, saturating: false, H: 2, D: 8, slotType: 'i32' as const },
+      { layout, poolType, perHead: true, saturating: isFp8(poolType), H: 3, D: 6, slotType: 'i64' as const },
+    ]),
+  ),
+  // Odd head dims: rows that share words between slots (HND) or between tokens.
+  { layout: 'HND', poolType: 'fp8e4m3', perHead: true, saturating: false, H: 3, D: 5, slotType: 'i32' },
+  { layout: 'NHD', poolType: 'fp8e5m2', perHead: false, saturating: false, H: 1, D: 7, slotType: 'i64' },
+  { layout: 'HND', poolType: 'bf16', perHead: false, saturating: false, H: 2, D: 3, slotType: 'i32' },
+];
+
+const label = (c: PoolCase) => `${c.layout} ${c.poolType}${isFp8(c.poolType) ? `, ${c.perHead ? 'per-head' : 'per-tensor'} scale${c.saturating ? ', saturating' : ''}` : ''}, H=${c.H} D=${c.D}, slots ${c.slotType}`;
+
+/** The pool shape of a case, with `[L]` in front for materializeInto. */
+function poolShape(c: PoolCase, leading: readonly number[] = []): number[] {
+  return c.layout === 'NHD' ? [...leading, SLOTS, c.H, c.D] : [...leading, PAGES, c.H, PAGE_SIZE, c.D];
+}
+
+/** What one backend builds for a case: the same values on each, from one seed. */
+function poolArgs(s: Scope, c: PoolCase, seed: string, leading: readonly number[] = []) {
+  const rng = new Rng(seedOf(seed));
+  const shape = poolShape(c, leading);
+  const count = shape.reduce((a, b) => a * b, 1);
+  const scales = (n: number) =>
+    c.saturating ? Float32Array.from({ length: n }, () => (0.5 / fp8Max(c.poolType as 'fp8e4m3')) * (1 + rng.next())) : randomPositive(rng, n, 0.25, 2);
+  const fp8 = isFp8(c.poolType);
+  const groups = c.perHead ? c.H : 1;
+  return {
+    layout: c.layout,
+    kPool: s.float(c.poolType, shape, randomValues(rng, count)),
+    vPool: s.float(c.poolType, shape, randomValues(rng, count)),
+    ...(fp8 ? { kScale: s.float('f32', [groups], scales(groups)), vScale: s.float('f32', [groups], scales(groups)) } : {}),
+  };
+}
+
+/** Slots of N tokens: distinct ones, two negative, and the last token repeating the first token's slot (contested). */
+function slotsOf(rng: Rng, N: number): number[] {
+  const slots = slotPermutation(rng, N - 1, SLOTS, 2);
+  const first = slots.find((x) => x >= 0)!;
+  return [...slots, first];
+}
+
+async function sameBytes(checks: Checks, what: string, backend: Backend, reference: Backend, actual: Tensor, expected: Tensor): Promise<void> {
+  const [a, e] = await Promise.all([backend.readBits(actual), reference.readBits(expected)]);
+  const bytes = (x: ArrayBufferView) => new Uint8Array(x.buffer, x.byteOffset, x.byteLength);
+  const [ab, eb] = [bytes(a), bytes(e)];
+  checks.that(ab.length === eb.length, `${what}: ${ab.length} bytes, expected ${eb.length}`);
+  const at = ab.findIndex((x, i) => x !== eb[i]);
+  checks.that(at < 0, `${what}: byte ${at} is 0x${ab[at]?.toString(16)}, expected 0x${eb[at]?.toString(16)}`);
+}
+
+/** Every slot of the pool (one negative) read back with dequantizeKv on both backends: identical f32 rows. */
+async function checkReadBack(checks: Checks, both: readonly [Scope, Scope], c: PoolCase, pools: readonly Record<string, unknown>[], which: 'k' | 'v'): Promise<void> {
+  const rows: Tensor[] = [];
+  for (const [i, s] of both.entries()) {
+    const slots = s.index(c.slotType, [SLOTS + 1], [...Array.from({ length: SLOTS }, (_, x) => SLOTS - 1 - x), -1]);
+    const out = s.float('f32', [SLOTS + 1, c.H, c.D], new Float32Array((SLOTS + 1) * c.H * c.D).fill(7));
+    const p = pools[i]!;
+    s.backend.dequantizeKv({ pool: p[`${which}Pool`] as Tensor, slots, rows: out, layout: c.layout, ...(p[`${which}Scale`] ? { scale: p[`${which}Scale`] as Tensor } : {}) } as never);
+    rows.push(out);
+  }
+  await sameBytes(checks, `dequantizeKv of ${which}Pool`, both[0].backend, both[1].backend, rows[0]!, rows[1]!);
+}
+
+export async function checkRopePoolIntoPools(backend: Backend, reference: Backend, c: PoolCase): Promise<void> {
+  const checks = new Checks(`ropePoolFused into ${label(c)}`);
+  const scopes = [new Scope(backend), new Scope(reference)] as const;
+  try {
+    const N = 9;
+    const Hq = 2 * c.H;
+    const made = scopes.map((s) => {
+      const rng = new Rng(seedOf(`fp8 rope ${label(c)}`));
+      const v = randomValues(rng, N * c.H * c.D);
+      v[3] = Number.NaN; // NaN stays NaN in every format
+      v[c.H * c.D + 1] = 40000; // past e4m3's largest at any scale here
+      const args = {
+        q: s.float('bf16', [N, Hq, c.D], randomValues(rng, N * Hq * c.D)),
+        k: s.float('bf16', [N, c.H, c.D], randomValues(rng, N * c.H * c.D)),
+        v: s.float('bf16', [N, c.H, c.D], v),
+        positions: s.index('i32', [N], Array.from({ length: N }, (_, n) => 3 * n + 1)),
+        slots: s.index(c.slotType, [N], slotsOf(rng, N)),
+        ...poolArgs(s, c, `fp8 pools ${label(c)}`),
+        headDim: c.D,
+        rotaryDim: c.D - (c.D % 2),
+        numQoHeads: Hq,
+        numKvHeads: c.H,
+        ropeBase: 10000,
+      };
+      untyped(s.backend).ropePoolFused(args);
+      return args;
+    });
+    await backend.sync();
+    for (const pool of ['kPool', 'vPool'] as const) await sameBytes(checks, pool, backend, reference, made[0][pool], made[1][pool]);
+    await checkReadBack(checks, scopes, c, made, 'k');
+    await checkReadBack(checks, scopes, c, made, 'v');
+  } finally {
+    for (const s of scopes) s.dispose();
+  }
+  checks.done();
+}
+
+export async function checkMaterializeIntoPools(backend: Backend, reference: Backend, c: PoolCase): Promise<void> {
+  const checks = new Checks(`materializeInto ${label(c)}`);
+  const scopes = [new Scope(backend), new Scope(reference)] as const;
+  try {
+    const [L, T, hidden] = [2, 7, 16];
+    const made = scopes.map((s) => {
+      const rng = new Rng(seedOf(`fp8 materialize ${label(c)}`));
+      const m = s.owned(materializerOn(s, 'bf16', { L, H: c.H, D: c.D, R: c.D - (c.D % 2), hidden }, { ropeBase: 10000 }, 1e-5, `fp8 weights ${label(c)}`));
+      const args = {
+        ctxHidden: s.float('bf16', [T, hidden], randomValues(rng, T * hidden)),
+        positions: s.index('i64', [T], Array.from({ length: T }, (_, t) => 2 * t)),
+        slots: s.index(c.slotType, [T], slotsOf(rng, T)),
+        ...poolArgs(s, c, `fp8 layer pools ${label(c)}`, [L]),
+      };
+      m.materializeInto(args);
+      return args;
+    });
+    await backend.sync();
+    for (const pool of ['kPool', 'vPool'] as const) await sameBytes(checks, pool, backend, reference, made[0][pool], made[1][pool]);
+  } finally {
+    for (const s of scopes) s.dispose();
+  }
+  checks.done();
+}
+
+/** Elements of a view of `values` (row-major, host side): what an owned copy of the view holds. */
+function gathered(values: ArrayLike<number>, shape: readonly number[], strides: readonly number[], offset: number): Float32Array {
+  const n = shape.reduce((a, d) => a * d, 1);
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) {
+    let rest = i;
+    let at = offset;
+    for (let d = shape.length - 1; d >= 0; d--) {
+      at += (rest % shape[d]!) * strides[d]!;
+      rest = Math.floor(rest / shape[d]!);
+    }
+    out[i] = values[at]!;
+  }
+  return out;
+}
+
+/**
+ * ropePoolFused into an fp8e4m3 HND pool with q, k and v as splitQkv views of
+ * one padded fused projection, the pools as views at odd byte offsets of one
+ * buffer and per-head scales as strided views; then dequantizeKv of the pool
+ * views. Bit for bit the same as the same calls on owned contiguous copies
+ * (and those as the reference's), and the buffer's bytes around the pools
+ * are left as they were.
+ */
+export async function checkFusedQkvIntoFp8Pool(backend: Backend, reference: Backend): Promise<void> {
+  const checks = new Checks('ropePoolFused from splitQkv views into fp8 HND pool views');
+  const scopes = [new Scope(backend), new Scope(reference)] as const;
+  try {
+    const [N, Hq, H, D] = [7, 6, 3, 6];
+    // Four spare elements per token and four before the first: row starts on whole 32-bit words, which WebGPU reads in place.
+    const row = (Hq + 2 * H) * D + 4;
+    const rng = new Rng(seedOf('fp8 pools from fused qkv'));
+    const fused = randomValues(rng, N * row + 4);
+    const shape = [PAGES, H, PAGE_SIZE, D];
+    const n = PAGES * H * PAGE_SIZE * D;
+    const [kAt, vAt] = [3, 3 + n + 1]; // odd byte offsets, a byte between the pools
+    const around = randomValues(rng, 2 * n + 6);
+    const scales = randomPositive(rng, 2 * H, 0.25, 2);
+    const slots = slotsOf(rng, N);
+    const common = { positions: Array.from({ length: N }, (_, t) => 2 * t + 1), headDim: D, rotaryDim: D, numQoHeads: Hq, numKvHeads: H, ropeBase: 10000, layout: 'HND' };
+    const call = (s: Scope, x: Record<string, Tensor>) => untyped(s.backend).ropePoolFused({ ...common, ...x, positions: s.index('i32', [N], common.positions), slots: s.index('i64', [N], slots) }) as { qRot: Tensor; kRot: Tensor };
+    const copies = (s: Scope) => {
+      const part = (heads: number, first: number) => s.float('bf16', [N, heads, D], gathered(fused, [N, heads, D], [row, D, 1], 4 + first * D));
+      return {
+        q: part(Hq, 0),
+        k: part(H, Hq),
+        v: part(H, Hq + H),
+        kPool: s.float('fp8e4m3', shape, around.subarray(kAt, kAt + n)),
+        vPool: s.float('fp8e4m3', shape, around.subarray(vAt, vAt + n)),
+        kScale: s.float('f32', [H], gathered(scales, [H], [2], 0)),
+        vScale: s.float('f32', [H], gathered(scales, [H], [2], 1)),
+      };
+    };
+    const [s, r] = scopes;
+    const b = s.backend;
+    const base = b.view(s.float('bf16', [N * row + 4], fused), [N, (Hq + 2 * H) * D], { strides: [row, 1], offset: 4 });
+    const split = b.splitQkv(base, { numQoHeads: Hq, numKvHeads: H, headDim: D });
+    const buffer = s.float('fp8e4m3', [2 * n + 6], around);
+    const scaleBase = s.float('f32', [2 * H], scales);
+    const views = {
+      ...split,
+      kPool: b.view(buffer, shape, { offset: kAt }),
+      vPool: b.view(buffer, shape, { offset: vAt }),
+      kScale: b.view(scaleBase, [H], { strides: [2] }),
+      vScale: b.view(scaleBase, [H], { strides: [2], offset: 1 }),
+    };
+    const owned = copies(s);
+    const expected = copies(r);
+    const outs = [call(s, views), call(s, owned), call(r, expected)];
+    await backend.sync();
+    for (const [name, a, e] of [['qRot', outs[0]!.qRot, outs[1]!.qRot], ['kRot', outs[0]!.kRot, outs[1]!.kRot], ['kPool', views.kPool, owned.kPool], ['vPool', views.vPool, owned.vPool]] as const) {
+      await sameBytes(checks, `${name} from views vs owned copies`, backend, backend, a, e);
+    }
+    for (const pool of ['kPool', 'vPool'] as const) await sameBytes(checks, `${pool} vs the reference`, backend, reference, owned[pool], expected[pool]);
+    // The bytes of the buffer outside the two pools are as they were.
+    const bytes = (await backend.readBits(buffer)) as Uint8Array;
+    const before = Uint8Array.from(around, (x) => encodeFp8('fp8e4m3', x));
+    const outside = [0, 1, 2, kAt + n, 2 * n + 4, 2 * n + 5];
+    checks.that(
+      outside.every((i) => bytes[i] === before[i]),
+      `a byte outside the pool views changed: ${outside.map((i) => `${i}: 0x${bytes[i]?.toString(16)} (was 0x${before[i]?.toString(16)})`).join(', ')}`,
+    );
+    // dequantizeKv reads the pool views (and a strided scale) as it reads the owned pools.
+    const read = (pool: Tensor, scale: Tensor) => {
+      const rows = s.float('f32', [SLOTS, H, D], new Float32Array(SLOTS * H * D).fill(7));
+      b.dequantizeKv({ pool, scale, slots: s.index('i32', [SLOTS], Array.from({ length: SLOTS }, (_, x) => (5 * x) % SLOTS)), rows, layout: 'HND' } as never);
+      return rows;
+    };
+    await sameBytes(checks, 'dequantizeKv of a pool view', backend, backend, read(views.vPool, views.vScale), read(owned.vPool, owned.vScale));
+  } finally {
+    for (const x of scopes) x.dispose();
+  }
+  checks.done();
+}
+
+export interface NormedMropeCase {
+  readonly Hq: number;
+  readonly H: number;
+  readonly D: number;
+  readonly R: number;
+  readonly ropeStyle: 'neox' | 'gptj';
+  readonly mropeSection: readonly [number, number, number];
+}
+
+/** Vector rows (Qwen2-VL's split at a smaller head dim), and odd rows with partial rotary read element by element. */
+export const NORMED_MROPE_CASES: readonly NormedMropeCase[] = [
+  { Hq: 6, H: 3, D: 64, R: 64, ropeStyle: 'neox', mropeSection: [8, 12, 12] },
+  { Hq: 4, H: 2, D: 10, R: 8, ropeStyle: 'gptj', mropeSection: [1, 2, 1] },
+];
+
+const normedLabel = (c: NormedMropeCase) => `Hq=${c.Hq} H=${c.H} D=${c.D} R=${c.R} ${c.ropeStyle} mrope=[${c.mropeSection.join(',')}]`;
+
+/**
+ * ropePoolFused with a Q/K-norm (q's weight bf16, k's f32) and mRoPE (three
+ * distinct position streams) into an fp8e4m3 HND pool with per-head scales,
+ * contested and negative slots: the pools' bytes as the reference's, and
+ * the rows dequantizeKv reads back.
+ */
+export async function checkNormedMropeIntoFp8Pool(backend: Backend, reference: Backend, c: NormedMropeCase): Promise<void> {
+  const checks = new Checks(`ropePoolFused with Q/K-norm and mRoPE into fp8e4m3 HND, ${normedLabel(c)}`);
+  const scopes = [new Scope(backend), new Scope(reference)] as const;
+  const pool: PoolCase = { layout: 'HND', poolType: 'fp8e4m3', perHead: true, saturating: false, H: c.H, D: c.D, slotType: 'i64' };
+  try {
+    const N = 9;
+    const streams = [(n: number) => 3 * n + 1, (n: number) => 2 * (n % 4), (n: number) => 5 + n];
+    const made = scopes.map((s) => {
+      const rng = new Rng(seedOf(`fp8 normed mrope ${normedLabel(c)}`));
+      const args = {
+        q: s.float('bf16', [N, c.Hq, c.D], randomValues(rng, N * c.Hq * c.D)),
+        k: s.float('bf16', [N, c.H, c.D], randomValues(rng, N * c.H * c.D)),
+        v: s.float('bf16', [N, c.H, c.D], randomValues(rng, N * c.H * c.D)),
+        qNormWeight: s.float('bf16', [c.D], randomPositive(rng, c.D, 0.5, 1.5)),
+        kNormWeight: s.float('f32', [c.D], randomPositive(rng, c.D, 0.5, 1.5)),
+        eps: 1e-6,
+        positions: s.index('i64', [3, N], streams.flatMap((at) => Array.from({ length: N }, (_, n) => at(n)))),
+        mropeSection: c.mropeSection,
+        slots: s.index('i64', [N], slotsOf(rng, N)),
+        ...poolArgs(s, pool, `fp8 normed mrope pools ${normedLabel(c)}`),
+        headDim: c.D,
+        rotaryDim: c.R,
+        ropeStyle: c.ropeStyle,
+        numQoHeads: c.Hq,
+        numKvHeads: c.H,
+        ropeBase: 10000,
+      };
+      untyped(s.backend).ropePoolFused(args);
+      return args;
+    });
+    await backend.sync();
+    for (const name of ['kPool', 'vPool'] as const) await sameBytes(checks, name, backend, reference, made[0][name], made[1][name]);
+    await checkReadBack(checks, scopes, pool, made, 'k');
+  } finally {
+    for (const s of scopes) s.dispose();
+  }
+  checks.done();
+}
+
+/** A slot at the pool's end raises KV038, found on the host (CPU) or recorded on the device and thrown by sync. */
+export async function checkSlotPastPool(backend: Backend, c: PoolCase): Promise<void> {
+  const checks = new Checks(`a slot past ${label(c)}`);
+  const s = new Scope(backend);
+  try {
+    const rng = new Rng(seedOf(`fp8 bad slot ${label(c)}`));
+    const N = 3;
+    let code: string | undefined;
+    try {
+      untyped(backend).ropePoolFused({
+        q: s.float('f32', [N, c.H, c.D], randomValues(rng, N * c.H * c.D)),
+        k: s.float('f32', [N, c.H, c.D], randomValues(rng, N * c.H * c.D)),
+        v: s.float('f32', [N, c.H, c.D], randomValues(rng, N * c.H * c.D)),
+        positions: s.index('i32', [N], [0, 1, 2]),
+        slots: s.index(c.slotType, [N], [1, SLOTS, -1]),
+        ...poolArgs(s, { ...c, poolType: isFp8(c.poolType) ? c.poolType : 'f32' }, `fp8 bad pools ${label(c)}`),
+        headDim: c.D,
+        rotaryDim: c.D - (c.D % 2),
+        numQoHeads: c.H,
+        numKvHeads: c.H,
+        ropeBase: 10000,
+      });
+      await backend.sync();
+    } catch (e) {
+      code = isContractError(e) ? e.code : String(e);
+    }
+    checks.that(code === 'KV038', `expected KV038, got ${code ?? 'no error'}`);
+  } finally {
+    s.dispose();
+  }
+  checks.done();
+}
+
+/** tensor() encodes values to fp8 as the codec does, read() decodes them, and bytes go in and out unchanged. */
+export async function checkFp8Tensors(backend: Backend, dtype: 'fp8e4m3' | 'fp8e5m2'): Promise<void> {
+  const checks = new Checks(`fp8 tensors [${dtype}]`);
+  const s = new Scope(backend);
+  try {
+    const rng = new Rng(seedOf(`fp8 tensors ${dtype}`));
+    const values = randomValues(rng, 37, 1e-3, 600);
+    values[0] = Number.NaN;
+    values[1] = -0;
+    values[2] = 1e6;
+    const t = s.float(dtype, [37], values);
+    const bits = (await backend.readBits(t)) as Uint8Array;
+    const expected = Uint8Array.from(values, (x) => encodeFp8(dtype, x));
+    checks.that(bits instanceof Uint8Array && bits.every((b, i) => b === expected[i]), `readBits of tensor() differs from the codec's encoding`);
+    const all = Uint8Array.from({ length: 256 }, (_, i) => i);
+    const fromBits = s.track(backend.tensorFromBits(dtype as DType, [256], all as never));
+    const back = (await backend.readBits(fromBits)) as Uint8Array;
+    checks.that(back.every((b, i) => b === i), 'tensorFromBits then readBits changed a byte');
+    const decoded = await backend.read(fromBits);
+    const want = decodeFp8s(dtype, all);
+    checks.that(decoded.every((x, i) => Object.is(x, want[i]) || (Number.isNaN(x) && Number.isNaN(want[i]!))), 'read() of every code differs from the codec');
+  } finally {
+    s.dispose();
+  }
+  checks.done();
+}
+
+/** The suite's part for these pools: one `describe` the conformance suite calls with its backends. */
+export function describeFp8Pools(both: () => [Backend, Backend], timeout: number): void {
+  describe('fp8 and paged pools, bytes identical to the reference', () => {
+    for (const dtype of ['fp8e4m3', 'fp8e5m2'] as const) it(`fp8 tensors round trip [${dtype}]`, () => checkFp8Tensors(both()[0], dtype), timeout);
+    for (const c of POOL_CASES) {
+      it(`ropePoolFused into ${label(c)}`, () => checkRopePoolIntoPools(...both(), c), timeout);
+      it(`materializeInto ${label(c)}`, () => checkMaterializeIntoPools(...both(), c), timeout);
+    }
+    it('ropePoolFused from splitQkv views into fp8 HND pool views, as from owned copies', () => checkFusedQkvIntoFp8Pool(...both()), timeout);
+    for (const c of NORMED_MROPE_CASES) it(`ropePoolFused with Q/K-norm and mRoPE into fp8e4m3 HND, per-head scales, ${normedLabel(c)}`, () => checkNormedMropeIntoFp8Pool(...both(), c), timeout);
+    for (const c of POOL_CASES.filter((x) => !x.perHead)) it(`a slot past ${label(c)} raises KV038`, () => checkSlotPastPool(both()[0], c), timeout);
+  });
+}

@@ -1,0 +1,121 @@
+/** The kernels that store head rows into KV pools of any layout and dtype (fp8 with scales), and read them back. */
+import { cudaKernel, i64, input, output, read, readWrite, u32, wgslKernel } from './declare.js';
+
+const poolStoreUniforms = {
+  units: u32('invocations of the dispatch: layers × tokens × segments × units per segment'),
+  tokens: u32('T: rows of the source per layer'),
+  heads: u32('H'),
+  headDim: u32('D'),
+  segments: u32('destination runs per token: 1 (NHD, a whole [H, D] row) or H (HND, one per head)'),
+  segmentUnits: u32('invocations per run: words (aligned) or elements'),
+  slotBelow: u32('S'),
+  pageSize: u32('rows per page (HND); S for NHD'),
+  pages: u32('numPages (HND); 1 for NHD'),
+  sourceLayerElements: u32('elements between layers of the source'),
+  // The source may be a view whose rows are contiguous (v of a fused qkv): where it starts and its strides, in elements.
+  sourceOffset: u32('elements of the source binding before element 0'),
+  sourceTokenStride: u32('elements between tokens of the source'),
+  sourceHeadStride: u32('elements between heads of the source'),
+  slotFlag: u32('flag word of the slot rule'),
+  perHeadScale: u32('1: scale [H], 0: scale [1]'),
+};
+
+export const poolStoreWgsl = wgslKernel({
+  kernel: 'poolStore',
+  doc: 'Head rows [L, T, H, D] of the model dtype into a pool at the slots, NHD or HND, copied or quantised to fp8 (poolStore.wgsl.ts).',
+  uniforms: poolStoreUniforms,
+  types: { Dst: 'u32 where each invocation stores whole words, atomic<u32> where runs share words' },
+  variants: { scaled: 'the pool is fp8 and reads its scale' },
+  bindings: {
+    source: read('u32', '[L, T, H, D] model dtype'),
+    slots: read('u32', '[T] i32 or i64 (two words), non-owners skipped'),
+    scale: read('u32', '[1] or [H] f32 bits', 'scaled'),
+    pool: readWrite('Dst', '[L, S, H, D] or [L, numPages, H, pageSize, D]'),
+    flags: readWrite('atomic<u32>', 'device-check flag words'),
+  },
+});
+
+export const poolReadWgsl = wgslKernel({
+  kernel: 'poolRead',
+  doc: 'dequantizeKv: rows of a pool at the slots into [N, H, D] rows of a float dtype (poolStore.wgsl.ts).',
+  uniforms: {
+    units: u32('invocations: N × H × units per row'),
+    heads: u32('H'),
+    headDim: u32('D'),
+    rowUnits: u32('invocations per head row of the destination: words or elements'),
+    slotBelow: u32('S'),
+    pageSize: u32('rows per page (HND); S for NHD'),
+    slotFlag: u32('flag word of the slot rule'),
+    perHeadScale: u32('1: scale [H], 0: scale [1]'),
+  },
+  types: { Dst: 'u32 where each invocation stores whole words, atomic<u32> for 16-bit rows of odd D' },
+  variants: { scaled: 'the pool is fp8 and reads its scale' },
+  bindings: {
+    pool: read('u32', 'the pool, either layout'),
+    slots: read('u32', '[N] i32 or i64 (two words)'),
+    scale: read('u32', '[1] or [H] f32 bits', 'scaled'),
+    rows: readWrite('Dst', '[N, H, D]'),
+    flags: readWrite('atomic<u32>', 'device-check flag words'),
+  },
+});
+
+export const poolStoreCuda = cudaKernel({
+  kernel: 'poolStore',
+  struct: 'PoolStoreParams',
+  doc: 'Head rows [L, T, H, D] of the model dtype into a pool at the slots, NHD or HND, copied or quantised to fp8 (pool_store.cu).',
+  params: {
+    source: input('void', '[L, T, H, D], element 0 of layer 0'),
+    slots: input('void', '[T]'),
+    scale: input('float', '[1] or [H], or null for a pool of the model dtype'),
+    pool: output('void', '[L, S, H, D] or [L, numPages, H, pageSize, D]'),
+    badValue: output('BadValueRecord', 'where a slot out of range is recorded'),
+    slotOwners: input('SlotOwner', 'winners of duplicate slots, or null'),
+    layers: i64('L'),
+    tokens: i64('T'),
+    heads: i64('H'),
+    headDim: i64('D'),
+    slotBelow: i64('S'),
+    pageSize: i64('rows per page (HND); S for NHD'),
+    headMajor: i64('1: HND, 0: NHD'),
+    sourceLayerElements: i64('elements between layers of the source'),
+    // The source may be a view (v of a fused qkv): its offset is in the pointer, its strides here.
+    sourceTokenStride: i64('elements between tokens of the source'),
+    sourceHeadStride: i64('elements between heads of the source'),
+    sourceElementStride: i64('elements between the elements of a source row'),
+    sourceDType: i64('FloatCode of the source'),
+    poolDType: i64('0: the source dtype (bits copied), 1: fp8e4m3, 2: fp8e5m2'),
+    perHeadScale: i64('1: scale [H], 0: scale [1]'),
+    slotsAreI64: i64('1: slots are i64, 0: i32'),
+    slotCheck: i64('check number of the slot rule'),
+    slotOwnersMask: i64('slot-owner table capacity - 1'),
+    generation: i64("this call's generation in the slot-owner table"),
+  },
+  launches: { default: { threads: 256, doc: 'one thread per destination element, grid-stride' } },
+  entries: [{ name: 'pool_store', launch: 'default' }],
+});
+
+export const poolReadCuda = cudaKernel({
+  kernel: 'poolRead',
+  struct: 'PoolReadParams',
+  doc: 'dequantizeKv: rows of a pool at the slots into [N, H, D] rows of a float dtype (pool_store.cu).',
+  params: {
+    pool: input('void', 'the pool, either layout'),
+    slots: input('void', '[N]'),
+    scale: input('float', '[1] or [H], or null'),
+    rows: output('void', '[N, H, D]'),
+    badValue: output('BadValueRecord', 'where a slot out of range is recorded'),
+    count: i64('N'),
+    heads: i64('H'),
+    headDim: i64('D'),
+    slotBelow: i64('S'),
+    pageSize: i64('rows per page (HND); S for NHD'),
+    headMajor: i64('1: HND, 0: NHD'),
+    poolDType: i64('FloatCode for a pool of a float dtype, 3: fp8e4m3, 4: fp8e5m2'),
+    rowsDType: i64('FloatCode of rows'),
+    perHeadScale: i64('1: scale [H], 0: scale [1]'),
+    slotsAreI64: i64('1: slots are i64, 0: i32'),
+    slotCheck: i64('check number of the slot rule'),
+  },
+  launches: { default: { threads: 256, doc: 'one thread per row element, grid-stride' } },
+  entries: [{ name: 'pool_read', launch: 'default' }],
+});

@@ -1,0 +1,125 @@
+import type { FloatDType, IndexDType } from '@kvkit/contracts';
+import { isFp8 } from '@kvkit/contracts';
+import type { DequantizeKvChecked, DeviceCheck, DuplicateRule, PoolLayoutName } from '@kvkit/contracts/backend';
+import type { BufferRange } from '../runtime/gpuRuntime.js';
+import type { GpuTensor } from '../runtime/gpuTensor.js';
+import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
+import { tuning } from '../shaders/plan.js';
+import { poolReadShader, poolStoreShader, storedBytes } from '../shaders/poolStore.wgsl.js';
+import type { PoolReadPlan, PoolStorePlan } from '../shaders/poolStore.wgsl.js';
+
+/** Where a source's rows lie in its binding, in elements: element 0, and the steps between tokens and between heads (rows contiguous). */
+export interface SourceRows {
+  readonly offset: number;
+  readonly tokenStride: number;
+  readonly headStride: number;
+}
+
+/** Rows `[L, T, H, D]` of the model dtype bound as `source`, for one pool (and its scale, where fp8). */
+export interface PoolRows {
+  readonly source: BufferRange;
+  readonly rows: SourceRows;
+  readonly pool: GpuTensor;
+  readonly scale: GpuTensor | undefined;
+}
+
+export interface PoolStoreJob {
+  readonly sourceType: FloatDType;
+  readonly layers: number;
+  readonly tokens: number;
+  /** Elements between layers of the sources (layer views may be padded). */
+  readonly sourceLayerElements: number;
+  readonly layout: PoolLayoutName;
+  readonly dims: { readonly S: number; readonly H: number; readonly D: number; readonly pageSize?: number };
+  readonly slots: GpuTensor;
+  readonly duplicates: DuplicateRule;
+  /** The slot rule where the device checks it (undefined where the host did). */
+  readonly slotRule: DeviceCheck | undefined;
+  readonly op: string;
+}
+
+/**
+ * K and V rows into pools of any layout and dtype: the ownership pass (one
+ * token per contested slot), then one dispatch per pool; slots past the pool
+ * are recorded once, by the first, and skipped by both.
+ */
+export function storePoolRows(k: WebGpuKernels, job: PoolStoreJob, pools: readonly PoolRows[]): void {
+  const { S, H, D } = job.dims;
+  const pageSize = job.layout === 'HND' ? job.dims.pageSize! : S;
+  const { flags, words } = k.checks.reserve([job.slotRule], job.dims);
+  const owned = k.slotOwners.resolve(job.slots, job.tokens, S, job.duplicates, job.op);
+  const segments = job.layout === 'NHD' ? 1 : H;
+  const run = (H * D) / segments;
+  for (const { source, rows, pool, scale } of pools) {
+    const poolType = pool.dtype as PoolStorePlan['poolType'];
+    const bytes = storedBytes(poolType);
+    const wholeWords = (run * bytes) % 4 === 0;
+    const plan: PoolStorePlan = {
+      kernel: 'poolStore',
+      sourceType: job.sourceType,
+      poolType,
+      slotType: job.slots.dtype as IndexDType,
+      layout: job.layout,
+      wholeWords,
+      workgroupSize: Math.min(tuning.rowWorkgroup, k.runtime.caps.maxInvocationsPerWorkgroup),
+    };
+    const kernel = k.runtime.kernel(plan, () => poolStoreShader(plan));
+    const segmentUnits = wholeWords ? (run * bytes) / 4 : run;
+    const units = job.layers * job.tokens * segments * segmentUnits;
+    const params = {
+      units,
+      tokens: job.tokens,
+      heads: H,
+      headDim: D,
+      segments,
+      segmentUnits,
+      slotBelow: S,
+      pageSize,
+      pages: S / pageSize,
+      sourceLayerElements: job.sourceLayerElements,
+      sourceOffset: rows.offset,
+      sourceTokenStride: rows.tokenStride,
+      sourceHeadStride: rows.headStride,
+      slotFlag: words[0]!,
+      perHeadScale: scale && scale.numel > 1 ? 1 : 0,
+    };
+    k.runtime.dispatch(kernel, { source, slots: owned, ...(scale ? { scale: scale.range } : {}), pool: pool.range, flags }, params, Math.ceil(units / plan.workgroupSize));
+  }
+}
+
+/** dequantizeKv: one dispatch over the rows' words (or elements, for 16-bit rows of odd D). */
+export function dequantizeKv(k: WebGpuKernels, args: DequantizeKvChecked): void {
+  const { N, S, H, D } = args.dims;
+  if (N === 0) return;
+  const pool = k.own(args.pool);
+  const rows = k.own(args.rows);
+  const slots = k.own(args.slots);
+  const rowsType = rows.dtype as FloatDType;
+  const bytes = storedBytes(rowsType);
+  const wholeWords = (D * bytes) % 4 === 0;
+  const plan: PoolReadPlan = {
+    kernel: 'poolRead',
+    poolType: pool.dtype as PoolReadPlan['poolType'],
+    rowsType,
+    slotType: slots.dtype as IndexDType,
+    layout: args.layout,
+    wholeWords,
+    workgroupSize: Math.min(tuning.rowWorkgroup, k.runtime.caps.maxInvocationsPerWorkgroup),
+  };
+  const kernel = k.runtime.kernel(plan, () => poolReadShader(plan));
+  const { flags, words } = k.checks.reserve([args.deviceChecks.find((c) => c.arg === 'slots')], args.dims);
+  const rowUnits = wholeWords ? (D * bytes) / 4 : D;
+  const units = N * H * rowUnits;
+  const scale = args.scale ? k.own(args.scale) : undefined;
+  const params = {
+    units,
+    heads: H,
+    headDim: D,
+    rowUnits,
+    slotBelow: S,
+    pageSize: args.layout === 'HND' ? args.dims.pageSize! : S,
+    slotFlag: words[0]!,
+    perHeadScale: scale && scale.numel > 1 ? 1 : 0,
+  };
+  k.runtime.dispatch(kernel, { pool: pool.range, slots: slots.range, ...(scale && isFp8(pool.dtype) ? { scale: scale.range } : {}), rows: rows.range, flags }, params, Math.ceil(units / plan.workgroupSize));
+}

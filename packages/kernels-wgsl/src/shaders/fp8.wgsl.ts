@@ -1,0 +1,98 @@
+/**
+ * fp8 in WGSL, with integer operations only (no native fp8, and f32
+ * arithmetic there may flush subnormals and divides to 2.5 ulp): the exact
+ * f32 quotient x / scale, its rounding to fp8 (nearest, ties to even,
+ * saturating, NaN to the canonical NaN) and the exact decoding, as the
+ * host codec (contracts/src/backend/fp8.ts) defines them.
+ */
+import type { Fp8DType } from '@kvkit/contracts';
+
+/** Per format: fraction bits, smallest normal exponent, largest finite code, canonical NaN. */
+const FORMAT: Readonly<Record<Fp8DType, { fraction: number; minExponent: number; maxCode: number; nan: number }>> = {
+  fp8e4m3: { fraction: 3, minExponent: -6, maxCode: 0x7e, nan: 0x7f },
+  fp8e5m2: { fraction: 2, minExponent: -14, maxCode: 0x7b, nan: 0x7e },
+};
+
+export const FP8_WGSL = /* wgsl */ `
+// The bits of x / s rounded once to f32 (nearest even), from the significands by long division.
+// Quotients below the normal f32 range come out as signed zero: every fp8 format rounds them to zero too.
+fn quotientBits(x: u32, s: u32) -> u32 {
+  let sign = (x ^ s) & 0x80000000u;
+  let ax = x & 0x7fffffffu;
+  let as_ = s & 0x7fffffffu;
+  if (ax > 0x7f800000u || as_ > 0x7f800000u) { return 0x7fc00000u; }
+  if (ax == 0x7f800000u) { return select(sign | 0x7f800000u, 0x7fc00000u, as_ == 0x7f800000u); }
+  if (as_ == 0x7f800000u) { return sign; }
+  if (as_ == 0u) { return select(sign | 0x7f800000u, 0x7fc00000u, ax == 0u); }
+  if (ax == 0u) { return sign; }
+  var mx = ax & 0x7fffffu;
+  var ex = i32(ax >> 23u);
+  if (ex == 0) { let z = countLeadingZeros(mx) - 8u; mx = mx << z; ex = 1 - i32(z); } else { mx = mx | 0x800000u; }
+  var ms = as_ & 0x7fffffu;
+  var es = i32(as_ >> 23u);
+  if (es == 0) { let z = countLeadingZeros(ms) - 8u; ms = ms << z; es = 1 - i32(z); } else { ms = ms | 0x800000u; }
+  var e = ex - es;
+  if (mx < ms) { mx = mx << 1u; e = e - 1; }
+  var r = mx;
+  var q = 0u;
+  for (var i = 0u; i < 26u; i = i + 1u) {
+    q = q << 1u;
+    if (r >= ms) { r = r - ms; q = q | 1u; }
+    r = r << 1u;
+  }
+  var m = q >> 2u;
+  let guard = (q >> 1u) & 1u;
+  let rest = (q & 1u) | select(0u, 1u, r != 0u);
+  if (guard == 1u && (rest == 1u || (m & 1u) == 1u)) { m = m + 1u; }
+  if (m == 0x1000000u) { m = 0x800000u; e = e + 1; }
+  let biased = e + 127;
+  if (biased >= 255) { return sign | 0x7f800000u; }
+  if (biased <= 0) { return sign; }
+  return sign | (u32(biased) << 23u) | (m & 0x7fffffu);
+}
+
+// The fp8 code of f32 bits b: on the grid of b's binade (at least the smallest normal one), rounded to nearest even.
+fn fp8OfBits(b: u32, fraction: u32, minExponent: i32, maxCode: u32, nan: u32) -> u32 {
+  let a = b & 0x7fffffffu;
+  if (a > 0x7f800000u) { return nan; }
+  let sign = (b >> 24u) & 0x80u;
+  if (a < 0x00800000u) { return sign; }
+  let e = i32(a >> 23u) - 127;
+  let binade = max(e, minExponent);
+  let m = (a & 0x7fffffu) | 0x800000u;
+  let shift = u32(23 - i32(fraction) + binade - e);
+  var steps = 0u;
+  if (shift < 25u) { steps = (m + (1u << (shift - 1u)) - 1u + ((m >> shift) & 1u)) >> shift; }
+  return sign | min((u32(binade - minExponent) << fraction) + steps, maxCode);
+}
+
+// The exact value of an fp8 code as f32 bits.
+fn bitsOfFp8(code: u32, fraction: u32, minExponent: i32, ieeeTop: bool) -> u32 {
+  let sign = (code & 0x80u) << 24u;
+  let magnitude = code & 0x7fu;
+  let exponent = magnitude >> fraction;
+  let mantissa = magnitude & ((1u << fraction) - 1u);
+  let top = (0x7fu >> fraction);
+  if (ieeeTop && exponent == top) { return select(0x7fc00000u, sign | 0x7f800000u, mantissa == 0u); }
+  if (!ieeeTop && magnitude == 0x7fu) { return 0x7fc00000u; }
+  if (exponent == 0u) {
+    if (mantissa == 0u) { return sign; }
+    let z = countLeadingZeros(mantissa) - (32u - fraction);
+    let normalized = (mantissa << (z + 1u)) & ((1u << fraction) - 1u);
+    return sign | (u32(minExponent - i32(z) - 1 + 127) << 23u) | (normalized << (23u - fraction));
+  }
+  return sign | (u32(i32(exponent) - 1 + minExponent + 127) << 23u) | (mantissa << (23u - fraction));
+}
+`;
+
+/** WGSL expression: the fp8 code of f32 bits `bits` in `dtype`. */
+export function fp8Encode(dtype: Fp8DType, bits: string): string {
+  const f = FORMAT[dtype];
+  return `fp8OfBits(${bits}, ${f.fraction}u, ${f.minExponent}, ${f.maxCode}u, ${f.nan}u)`;
+}
+
+/** WGSL expression: the f32 bits of fp8 code `code` in `dtype`. */
+export function fp8Decode(dtype: Fp8DType, code: string): string {
+  const f = FORMAT[dtype];
+  return `bitsOfFp8(${code}, ${f.fraction}u, ${f.minExponent}, ${dtype === 'fp8e5m2'})`;
+}
