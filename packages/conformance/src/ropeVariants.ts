@@ -11,11 +11,31 @@ import { ropeCosSinCache } from '@kvkit/contracts';
 import type { Backend, FloatDType, RopeAngleMode, Tensor } from '@kvkit/contracts';
 import { exactTurns, float32Angle, ropeAngles } from '@kvkit/contracts/backend';
 import type { RopeScaling } from '@kvkit/contracts/backend';
-import { expect, it } from 'vitest';
+import { it } from 'vitest';
 import type { RopeStyle } from './cases.js';
 import { roundToDType, Rng, seedOf } from './data.js';
 import { ropePair } from './oracle.js';
 import { readFloats, untyped } from './tensors.js';
+
+/** Plain assertions: these cases also run bundled under node:test on the GPU host, where Vitest's expect is absent. */
+function expect(actual: unknown, what = '') {
+  const fail = (message: string): never => {
+    throw new Error(`${what ? `${what}: ` : ''}${message}`);
+  };
+  return {
+    toBe(want: unknown): void {
+      if (!Object.is(actual, want)) fail(`expected ${String(want)}, got ${String(actual)}`);
+    },
+    toBeLessThanOrEqual(bound: number): void {
+      if (!((actual as number) <= bound)) fail(`expected at most ${bound}, got ${String(actual)}`);
+    },
+    toEqual(want: readonly unknown[]): void {
+      const got = actual as readonly unknown[];
+      const at = got.length === want.length ? got.findIndex((x, i) => !Object.is(x, want[i])) : 0;
+      if (at >= 0) fail(`first difference at ${at}: expected ${String(want[at])}, got ${String(got[at])} (lengths ${want.length}, ${got.length})`);
+    },
+  };
+}
 
 /** One config per scaling type, at sizes real checkpoints use for their bases. */
 export const ROPE_VARIANTS: readonly { readonly name: string; readonly ropeBase: number; readonly ropeScaling?: RopeScaling }[] = [
