@@ -15,6 +15,7 @@ import { randomPositive, randomValues, Rng, seedOf, slotPermutation } from './da
 import { materializerOn } from './invariants.js';
 import { Scope, untyped } from './tensors.js';
 import { Checks } from './tolerances.js';
+import { gather } from './views.js';
 
 export interface PoolCase {
   readonly layout: 'NHD' | 'HND';
@@ -159,21 +160,6 @@ export async function checkMaterializeIntoPools(backend: Backend, reference: Bac
   checks.done();
 }
 
-/** Elements of a view of `values` (row-major, host side): what an owned copy of the view holds. */
-function gathered(values: ArrayLike<number>, shape: readonly number[], strides: readonly number[], offset: number): Float32Array {
-  const n = shape.reduce((a, d) => a * d, 1);
-  const out = new Float32Array(n);
-  for (let i = 0; i < n; i++) {
-    let rest = i;
-    let at = offset;
-    for (let d = shape.length - 1; d >= 0; d--) {
-      at += (rest % shape[d]!) * strides[d]!;
-      rest = Math.floor(rest / shape[d]!);
-    }
-    out[i] = values[at]!;
-  }
-  return out;
-}
 
 /**
  * ropePoolFused into an fp8e4m3 HND pool with q, k and v as splitQkv views of
@@ -201,15 +187,15 @@ export async function checkFusedQkvIntoFp8Pool(backend: Backend, reference: Back
     const common = { positions: Array.from({ length: N }, (_, t) => 2 * t + 1), headDim: D, rotaryDim: D, numQoHeads: Hq, numKvHeads: H, ropeBase: 10000, layout: 'HND' };
     const call = (s: Scope, x: Record<string, Tensor>) => untyped(s.backend).ropePoolFused({ ...common, ...x, positions: s.index('i32', [N], common.positions), slots: s.index('i64', [N], slots) }) as { qRot: Tensor; kRot: Tensor };
     const copies = (s: Scope) => {
-      const part = (heads: number, first: number) => s.float('bf16', [N, heads, D], gathered(fused, [N, heads, D], [row, D, 1], 4 + first * D));
+      const part = (heads: number, first: number) => s.float('bf16', [N, heads, D], gather(fused, [N, heads, D], [row, D, 1], 4 + first * D));
       return {
         q: part(Hq, 0),
         k: part(H, Hq),
         v: part(H, Hq + H),
         kPool: s.float('fp8e4m3', shape, around.subarray(kAt, kAt + n)),
         vPool: s.float('fp8e4m3', shape, around.subarray(vAt, vAt + n)),
-        kScale: s.float('f32', [H], gathered(scales, [H], [2], 0)),
-        vScale: s.float('f32', [H], gathered(scales, [H], [2], 1)),
+        kScale: s.float('f32', [H], gather(scales, [H], [2], 0)),
+        vScale: s.float('f32', [H], gather(scales, [H], [2], 1)),
       };
     };
     const [s, r] = scopes;

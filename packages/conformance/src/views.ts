@@ -12,7 +12,7 @@ import { describe, it } from 'vitest';
 import { Checks } from './tolerances.js';
 import { Scope, untyped } from './tensors.js';
 
-type Bits = Uint16Array | Uint32Array | Int32Array;
+type Bits = Uint16Array | Uint32Array | Int32Array | Float32Array;
 
 export function bitsOf(dtype: FloatDType, values: Float32Array): Uint16Array | Uint32Array {
   if (dtype === 'f32') return new Uint32Array(values.buffer.slice(0));

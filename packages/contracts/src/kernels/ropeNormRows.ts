@@ -1,5 +1,6 @@
 /** The WebGPU kernel behind ropePoolFused with a Q/K-norm: RMSNorm of each head row, then RoPE, with the pool scatter. */
 import { f32, read, readWrite, u32, wgslKernel } from './declare.js';
+import { qkvRowStrides } from './ropePoolFused.js';
 
 export const ropeNormRowsWgsl = wgslKernel({
   kernel: 'ropeNormRows',
@@ -11,16 +12,7 @@ export const ropeNormRowsWgsl = wgslKernel({
     slotBelow: u32('S'),
     slotFlag: u32('flag word of the slot rule'),
     eps: f32('RMSNorm epsilon'),
-    // q, k and v may be views whose head rows are contiguous: where each row starts, in row vectors of their binding.
-    qOffset: u32('row vectors before q[0, 0] in its binding'),
-    qTokenStride: u32('row vectors from q[n, h] to q[n + 1, h]'),
-    qHeadStride: u32('row vectors from q[n, h] to q[n, h + 1]'),
-    kOffset: u32('row vectors before k[0, 0] in its binding'),
-    kTokenStride: u32('row vectors from k[n, h] to k[n + 1, h]'),
-    kHeadStride: u32('row vectors from k[n, h] to k[n, h + 1]'),
-    vOffset: u32('row vectors before v[0, 0] in its binding'),
-    vTokenStride: u32('row vectors from v[n, h] to v[n + 1, h]'),
-    vHeadStride: u32('row vectors from v[n, h] to v[n, h + 1]'),
+    ...qkvRowStrides,
   },
   types: {
     Row: 'a row vector: u32 (element access), vec2<u32> or vec4<u32>',

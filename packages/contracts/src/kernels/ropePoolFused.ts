@@ -80,6 +80,22 @@ export const claimSlotsCuda = cudaKernel({
   entries: [{ name: 'claim_slots', launch: 'default' }],
 });
 
+/**
+ * Where each head row of q, k and v starts, for kernels that read them as views whose head rows are
+ * contiguous: offsets and strides in row vectors of their bindings.
+ */
+export const qkvRowStrides = {
+  qOffset: u32('row vectors before q[0, 0] in its binding'),
+  qTokenStride: u32('row vectors from q[n, h] to q[n + 1, h]'),
+  qHeadStride: u32('row vectors from q[n, h] to q[n, h + 1]'),
+  kOffset: u32('row vectors before k[0, 0] in its binding'),
+  kTokenStride: u32('row vectors from k[n, h] to k[n + 1, h]'),
+  kHeadStride: u32('row vectors from k[n, h] to k[n, h + 1]'),
+  vOffset: u32('row vectors before v[0, 0] in its binding'),
+  vTokenStride: u32('row vectors from v[n, h] to v[n + 1, h]'),
+  vHeadStride: u32('row vectors from v[n, h] to v[n, h + 1]'),
+} as const;
+
 export const ropeRowsWgsl = wgslKernel({
   kernel: 'ropeRows',
   doc: 'RoPE of head rows without a norm, keys also into the pools (ropePoolFused.wgsl.ts); kind all, q or kv.',
@@ -89,16 +105,7 @@ export const ropeRowsWgsl = wgslKernel({
     keyHeads: u32('H'),
     slotBelow: u32('S'),
     slotFlag: u32('flag word of the slot rule'),
-    // Inputs may be views whose head rows are contiguous: where each row starts, in row vectors of their binding.
-    qOffset: u32('row vectors before q[0, 0] in its binding'),
-    qTokenStride: u32('row vectors from q[n, h] to q[n + 1, h]'),
-    qHeadStride: u32('row vectors from q[n, h] to q[n, h + 1]'),
-    kOffset: u32('row vectors before k[0, 0] in its binding'),
-    kTokenStride: u32('row vectors from k[n, h] to k[n + 1, h]'),
-    kHeadStride: u32('row vectors from k[n, h] to k[n, h + 1]'),
-    vOffset: u32('row vectors before v[0, 0] in its binding'),
-    vTokenStride: u32('row vectors from v[n, h] to v[n + 1, h]'),
-    vHeadStride: u32('row vectors from v[n, h] to v[n, h + 1]'),
+    ...qkvRowStrides,
   },
   types: {
     Row: 'a row vector: u32 (element access), vec2<u32> or vec4<u32>',
