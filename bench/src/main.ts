@@ -2,7 +2,7 @@
  * `pnpm bench`: every GPU backend found on this machine, each against the
  * ceilings measured in the same run, plus the peers' figures when a peers
  * file from the same device session is given:
- *   pnpm bench [--backends cuda,webgpu] [--dtypes bf16,f16,f32] [--peers peers.json] [--out dir] [--host-io-elements N]
+ *   pnpm bench [--backends cuda,webgpu] [--dtypes bf16,f16,f32] [--only regex] [--peers peers.json] [--out dir] [--host-io-elements N]
  * Every row is timed three times; host I/O (tensor() and read() per dtype) is
  * measured on each backend after its rows. Writes
  * bench/results/<date>-<gpu>.json and .md (and the same into --out).
@@ -30,6 +30,7 @@ const { values } = parseArgs({
     out: { type: 'string' },
     results: { type: 'string' },
     dtypes: { type: 'string', default: 'bf16,f16,f32' },
+    only: { type: 'string' },
     'host-io-elements': { type: 'string', default: String(16 * 1024 * 1024) },
   },
 });
@@ -91,7 +92,7 @@ const save = (): BenchResults => {
 for (const { name, make } of found) {
   const profiler = await make();
   try {
-    const run = await runBackend(profiler, log, { dtypes });
+    const run = await runBackend(profiler, log, { dtypes, ...(values.only ? { only: new RegExp(values.only) } : {}) });
     ceilings.unshift(...run.ceilings);
     rows.unshift(...run.rows);
     notes.push(...run.notes);

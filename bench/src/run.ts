@@ -91,11 +91,14 @@ export interface BackendRun {
 export interface RunOptions {
   /** The dtypes of the memory-bound rows (the projection and materialize rows are bf16). */
   readonly dtypes?: readonly FloatDType[];
+  /** Only the rows whose label (`op dtype dims (variant)`, as logged) matches; the ceilings and checks still run. */
+  readonly only?: RegExp;
 }
 
 export async function runBackend(p: Profiler, log: (line: string) => void, opts: RunOptions = {}): Promise<BackendRun> {
   const targets = TARGETS[p.impl] ?? { bandwidth: 0 };
   const dtypes = opts.dtypes ?? (['bf16', 'f16', 'f32'] as const);
+  const wanted = (label: string) => !opts.only || opts.only.test(label);
   const measured = await p.ceilings();
   const best = bestCopy(measured);
   if (!best) throw new Error(`${p.impl}: no copy ceiling was measured`);
@@ -128,6 +131,7 @@ export async function runBackend(p: Profiler, log: (line: string) => void, opts:
   /** Times one memory-bound op on one shape and dtype, as a fraction of the best copy. */
   const measureBandwidth = async (op: 'fusedNormRopeStacked' | 'ropePoolFused', dtype: FloatDType, shape: Readonly<Record<string, number>>, bytes: number, make: () => Workload, extra: Partial<ResultRow>) => {
     const dims = `${Object.entries(shape).map(([k, v]) => `${k}=${v}`).join(' ')}${extra.variant ? ` (${extra.variant})` : ''}`;
+    if (!wanted(`${op} ${dtype} ${dims}`)) return;
     let w: Workload;
     try {
       w = make();
@@ -187,6 +191,7 @@ export async function runBackend(p: Profiler, log: (line: string) => void, opts:
 
   const materializeError = await checkSmall('materialize', 'bf16', (b) => materializeWorkload(b, { L: 2, H: 8, D: 128, R: 128, T: 16, hidden: 1024 } as MaterializeShape, 1));
   for (const s of materializeShapes) {
+    if (!wanted(`materialize bf16 ${Object.entries(s).map(([k, v]) => `${k}=${v}`).join(' ')}`)) continue;
     const flops = projectionFlops(s);
     const gemmShape = { T: s.T, K: s.hidden, N: s.L * 2 * s.H * s.D, dtype: 'bf16' as const };
     const gemm = await gemmRepeated(() => p.gemm(gemmShape));
