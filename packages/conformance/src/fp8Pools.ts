@@ -1,14 +1,14 @@
 /**
  * fp8 and paged pools (ops/kvPools.ts) against the CPU reference: ropePoolFused
- * and materializeInto into NHD and HND pools of fp8e4m3, fp8e5m2 and bf16,
- * with per-tensor and per-head scales, values past the format's largest,
- * NaN, negative and contested slots; the pools' bytes must be identical
- * (readBits), and so must the rows dequantizeKv reads back. A slot past the
- * pool raises KV038 on every backend. With a Q/K-norm and mRoPE, the same
- * into an fp8e4m3 HND pool.
+ * and materializeInto into NHD and HND pools of fp8e4m3, fp8e5m2 and bf16
+ * (fp8 also from f16 and f32), with per-tensor and per-head scales, values
+ * past the format's largest, NaN, negative and contested slots; the pools'
+ * bytes must be identical (readBits), and so must the rows dequantizeKv reads
+ * back. A slot past the pool raises KV038 on every backend. With a Q/K-norm
+ * and mRoPE, the same into an fp8e4m3 HND pool.
  */
 import { isContractError, isFp8 } from '@kvkit/contracts';
-import type { Backend, DType, IndexDType, PoolDType, Tensor } from '@kvkit/contracts';
+import type { Backend, DType, FloatDType, IndexDType, PoolDType, Tensor } from '@kvkit/contracts';
 import { decodeFp8s, encodeFp8, fp8Max } from '@kvkit/contracts/backend';
 import { describe, it } from 'vitest';
 import { randomPositive, randomValues, Rng, seedOf, slotPermutation } from './data.js';
@@ -26,6 +26,8 @@ export interface PoolCase {
   readonly H: number;
   readonly D: number;
   readonly slotType: IndexDType;
+  /** The dtype of q, k, v and the materializer's weights, for fp8 pools (bf16 where not given). */
+  readonly modelType?: FloatDType;
 }
 
 const PAGE_SIZE = 4;
@@ -43,9 +45,15 @@ export const POOL_CASES: readonly PoolCase[] = [
   { layout: 'HND', poolType: 'fp8e4m3', perHead: true, saturating: false, H: 3, D: 5, slotType: 'i32' },
   { layout: 'NHD', poolType: 'fp8e5m2', perHead: false, saturating: false, H: 1, D: 7, slotType: 'i64' },
   { layout: 'HND', poolType: 'bf16', perHead: false, saturating: false, H: 2, D: 3, slotType: 'i32' },
+  // Head dims that are whole words of fp8 codes, rows of one and of two words per vector, from each model dtype.
+  { layout: 'HND', poolType: 'fp8e4m3', perHead: true, saturating: true, H: 3, D: 16, slotType: 'i64' },
+  { layout: 'NHD', poolType: 'fp8e5m2', perHead: true, saturating: true, H: 2, D: 12, slotType: 'i32', modelType: 'f16' },
+  { layout: 'HND', poolType: 'fp8e4m3', perHead: true, saturating: true, H: 2, D: 8, slotType: 'i32', modelType: 'f32' },
 ];
 
-const label = (c: PoolCase) => `${c.layout} ${c.poolType}${isFp8(c.poolType) ? `, ${c.perHead ? 'per-head' : 'per-tensor'} scale${c.saturating ? ', saturating' : ''}` : ''}, H=${c.H} D=${c.D}, slots ${c.slotType}`;
+const modelType = (c: PoolCase): FloatDType => c.modelType ?? 'bf16';
+const label = (c: PoolCase) =>
+  `${c.layout} ${c.poolType}${isFp8(c.poolType) ? `, ${c.perHead ? 'per-head' : 'per-tensor'} scale${c.saturating ? ', saturating' : ''}` : ''}, H=${c.H} D=${c.D}, slots ${c.slotType}${c.modelType ? `, from ${c.modelType}` : ''}`;
 
 /** The pool shape of a case, with `[L]` in front for materializeInto. */
 function poolShape(c: PoolCase, leading: readonly number[] = []): number[] {
@@ -110,9 +118,9 @@ export async function checkRopePoolIntoPools(backend: Backend, reference: Backen
       v[3] = Number.NaN; // NaN stays NaN in every format
       v[c.H * c.D + 1] = 40000; // past e4m3's largest at any scale here
       const args = {
-        q: s.float('bf16', [N, Hq, c.D], randomValues(rng, N * Hq * c.D)),
-        k: s.float('bf16', [N, c.H, c.D], randomValues(rng, N * c.H * c.D)),
-        v: s.float('bf16', [N, c.H, c.D], v),
+        q: s.float(modelType(c), [N, Hq, c.D], randomValues(rng, N * Hq * c.D)),
+        k: s.float(modelType(c), [N, c.H, c.D], randomValues(rng, N * c.H * c.D)),
+        v: s.float(modelType(c), [N, c.H, c.D], v),
         positions: s.index('i32', [N], Array.from({ length: N }, (_, n) => 3 * n + 1)),
         slots: s.index(c.slotType, [N], slotsOf(rng, N)),
         ...poolArgs(s, c, `fp8 pools ${label(c)}`),
@@ -142,9 +150,9 @@ export async function checkMaterializeIntoPools(backend: Backend, reference: Bac
     const [L, T, hidden] = [2, 7, 16];
     const made = scopes.map((s) => {
       const rng = new Rng(seedOf(`fp8 materialize ${label(c)}`));
-      const m = s.owned(materializerOn(s, 'bf16', { L, H: c.H, D: c.D, R: c.D - (c.D % 2), hidden }, { ropeBase: 10000 }, 1e-5, `fp8 weights ${label(c)}`));
+      const m = s.owned(materializerOn(s, modelType(c), { L, H: c.H, D: c.D, R: c.D - (c.D % 2), hidden }, { ropeBase: 10000 }, 1e-5, `fp8 weights ${label(c)}`));
       const args = {
-        ctxHidden: s.float('bf16', [T, hidden], randomValues(rng, T * hidden)),
+        ctxHidden: s.float(modelType(c), [T, hidden], randomValues(rng, T * hidden)),
         positions: s.index('i64', [T], Array.from({ length: T }, (_, t) => 2 * t)),
         slots: s.index(c.slotType, [T], slotsOf(rng, T)),
         ...poolArgs(s, c, `fp8 layer pools ${label(c)}`, [L]),

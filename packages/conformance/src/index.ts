@@ -15,6 +15,8 @@ export {
 export { fusedNormRopeStackedOracle, normedK, projectionOracle, ropePoolFusedOracle } from './oracle.js';
 export { defineConformanceSuite } from './suite.js';
 export { checkMropeQkNormOnViews, mropeQkNormCases, runMropeQkNormCase } from './mropeQkNorm.js';
+export { checkMaterializeIntoPools, checkNormedMropeIntoFp8Pool, checkRopePoolIntoPools, NORMED_MROPE_CASES, POOL_CASES } from './fp8Pools.js';
+export type { PoolCase } from './fp8Pools.js';
 export { defineResourceSuite } from './resources.js';
 export type { ResourceOptions } from './resources.js';
 export type { ConformanceOptions } from './suite.js';

@@ -1,6 +1,7 @@
 /** The kernels behind fusedNormRopeStacked (and the materializer's norm + RoPE pass). */
 import { FLOAT_DTYPES } from '../tensor.js';
 import { cudaKernel, entryGrid, i64, input, output, read, readWrite, u32, wgslKernel } from './declare.js';
+import { poolWriteUniforms } from './kvPools.js';
 
 export const fusedNormRopeCuda = cudaKernel({
   kernel: 'fusedNormRope',
@@ -71,10 +72,11 @@ export const normRopeWgsl = wgslKernel({
     epsFlag: u32('flag word of the eps rule (finite and >= 0; a bad layer writes nothing)'),
     epsWordOffset: u32('where eps starts in the weights buffer (eps packed after the weights)'),
     destLayerStride: u32('vectors between layers of the destination (layer views may be padded)'),
+    ...poolWriteUniforms,
   },
   types: {
     KvRow: 'a row vector: u32 (element access), vec2<u32> or vec4<u32>',
-    KvDst: 'KvRow, or atomic<u32> where half-words are stored one at a time',
+    KvDst: 'KvRow, or atomic<u32> where half-words are stored one at a time, or the fp8 codes of a row vector (u32 or vec2<u32>) for fp8 pools',
   },
   variants: {
     separateEps: 'eps is its own buffer (not packed after the weights)',
@@ -82,7 +84,7 @@ export const normRopeWgsl = wgslKernel({
   },
   bindings: {
     kv: read('KvRow', '[T, L, 2*H*D]: K heads then V heads of each (token, layer)'),
-    weights: read('u32', '[L, D] norm weights (halves two per word), eps after them where packed'),
+    weights: read('u32', '[L, D] norm weights (halves two per word), eps after them where packed, then the fp8 scales (f32 bits)'),
     eps: read('f32', '[L]', 'separateEps'),
     cosSin: read('u32', '[P, R] cos then sin per position, or one row per token'),
     positions: read('u32', '[T] i32 or i64 (two words)'),

@@ -1,6 +1,19 @@
 /** The kernels that store head rows into KV pools of any layout and dtype (fp8 with scales), and read them back. */
 import { cudaKernel, i64, input, output, read, readWrite, u32, wgslKernel } from './declare.js';
 
+/**
+ * What a row kernel that writes pools itself (ropeRows, ropeNormRows, normRope) needs of
+ * them: the page size of HND pools, and where the fp8 scales lie in a buffer it already
+ * binds (copied after its cos/sin rows or its eps words, so no binding is added).
+ */
+export const poolWriteUniforms = {
+  pageSize: u32('rows per page (HND); unused for NHD'),
+  kScaleAt: u32('word of kScale[0] in the buffer that holds the scales (fp8 pools)'),
+  kScaleStep: u32('1: kScale [H], 0: kScale [1]'),
+  vScaleAt: u32('word of vScale[0] there'),
+  vScaleStep: u32('1: vScale [H], 0: vScale [1]'),
+};
+
 const poolStoreUniforms = {
   units: u32('invocations of the dispatch: layers × tokens × segments × units per segment'),
   tokens: u32('T: rows of the source per layer'),

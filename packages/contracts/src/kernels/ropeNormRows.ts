@@ -1,5 +1,6 @@
 /** The WebGPU kernel behind ropePoolFused with a Q/K-norm: RMSNorm of each head row, then RoPE, with the pool scatter. */
 import { f32, read, readWrite, u32, wgslKernel } from './declare.js';
+import { poolWriteUniforms } from './kvPools.js';
 import { qkvRowStrides } from './ropePoolFused.js';
 
 export const ropeNormRowsWgsl = wgslKernel({
@@ -13,10 +14,12 @@ export const ropeNormRowsWgsl = wgslKernel({
     slotFlag: u32('flag word of the slot rule'),
     eps: f32('RMSNorm epsilon'),
     ...qkvRowStrides,
+    ...poolWriteUniforms,
   },
   types: {
     Row: 'a row vector: u32 (element access), vec2<u32> or vec4<u32>',
     Dst: 'Row, or atomic<u32> where half-words are stored one at a time',
+    Pool: 'Dst for pools of the model dtype; the fp8 codes of a row vector (u32 or vec2<u32>, four a word) for fp8 pools',
   },
   variants: {
     queries: 'query rows are rotated (into qRot)',
@@ -24,21 +27,21 @@ export const ropeNormRowsWgsl = wgslKernel({
     keys: 'key rows are rotated (into kRot and kPool)',
     keyNorm: 'key rows are normed first (kNormWeight)',
     values: 'value rows are copied into vPool',
-    rotates: 'queries or keys: the cos/sin table is read',
+    rotates: 'queries or keys, or values into an fp8 pool: the cos/sin table (and the scales after it) is read',
     pool: 'keys or values: slots are read',
   },
   bindings: {
     q: read('Row', '[N, Hq, D]', 'queries'),
     k: read('Row', '[N, H, D]', 'keys'),
     v: read('Row', '[N, H, D]', 'values'),
-    cosSin: read('f32', '[N, R] cos then sin per token', 'rotates'),
+    cosSin: read('f32', '[N, R] cos then sin per token, then the fp8 scales (f32 bits)', 'rotates'),
     qWeight: read('u32', "[D] q's dtype or f32 (halves two per word)", 'queryNorm'),
     kWeight: read('u32', "[D] q's dtype or f32 (halves two per word)", 'keyNorm'),
     slots: read('u32', '[N] owned slots, i32 or i64 (two words)', 'pool'),
     qRot: readWrite('Dst', '[N, Hq, D]', 'queries'),
     kRot: readWrite('Dst', '[N, H, D]', 'keys'),
-    kPool: readWrite('Dst', '[S, H, D]', 'keys'),
-    vPool: readWrite('Dst', '[S, H, D]', 'values'),
+    kPool: readWrite('Pool', '[S, H, D] or [numPages, H, pageSize, D]', 'keys'),
+    vPool: readWrite('Pool', 'as kPool', 'values'),
     flags: readWrite('atomic<u32>', 'device-check flag words', 'keys'),
   },
 });

@@ -1,6 +1,7 @@
 /** The kernels behind ropePoolFused, and the slot-claim pass before any pool write. */
 import { FLOAT_DTYPES } from '../tensor.js';
 import { cudaKernel, entryGrid, f64, i64, input, output, read, readWrite, u32, wgslKernel } from './declare.js';
+import { poolWriteUniforms } from './kvPools.js';
 
 export const ropePoolCuda = cudaKernel({
   kernel: 'ropePool',
@@ -106,22 +107,24 @@ export const ropeRowsWgsl = wgslKernel({
     slotBelow: u32('S'),
     slotFlag: u32('flag word of the slot rule'),
     ...qkvRowStrides,
+    ...poolWriteUniforms,
   },
   types: {
     Row: 'a row vector: u32 (element access), vec2<u32> or vec4<u32>',
     Dst: 'Row, or atomic<u32> where half-words are stored one at a time',
+    Pool: 'Dst for pools of the model dtype; the fp8 codes of a row vector (u32 or vec2<u32>, four a word) for fp8 pools',
   },
   variants: { queries: 'the query part runs (kind all or q)', keys: 'the key part runs (kind all or kv)' },
   bindings: {
     q: read('Row', '[N, Hq, D]', 'queries'),
     k: read('Row', '[N, H, D]', 'keys'),
     v: read('Row', '[N, H, D]', 'keys'),
-    cosSin: read('f32', '[N, R] cos then sin per token'),
+    cosSin: read('f32', '[N, R] cos then sin per token, then the fp8 scales (f32 bits)'),
     slots: read('u32', '[N] i32 or i64 (two words)', 'keys'),
     qRot: readWrite('Dst', '[N, Hq, D]', 'queries'),
     kRot: readWrite('Dst', '[N, H, D]', 'keys'),
-    kPool: readWrite('Dst', '[S, H, D]', 'keys'),
-    vPool: readWrite('Dst', '[S, H, D]', 'keys'),
+    kPool: readWrite('Pool', '[S, H, D] or [numPages, H, pageSize, D]', 'keys'),
+    vPool: readWrite('Pool', 'as kPool', 'keys'),
     flags: readWrite('atomic<u32>', 'device-check flag words', 'keys'),
   },
 });

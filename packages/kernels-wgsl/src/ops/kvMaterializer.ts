@@ -7,9 +7,12 @@ import { align } from '../runtime/gpuRuntime.js';
 import type { BufferRange, DeviceStorage } from '../runtime/gpuRuntime.js';
 import { bytesPerElement, GpuTensor } from '../runtime/gpuTensor.js';
 import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
+import type { PoolFormat } from '../shaders/kvPoolRows.wgsl.js';
 import type { RopeSource } from '../shaders/plan.js';
 import { storePoolRows } from './kvPools.js';
 import { launchGemm, launchNormRope, launchRopeTable } from './launch.js';
+import { poolWrites, rowKernelsWrite } from './poolWrites.js';
+import type { PoolWriteParams } from './poolWrites.js';
 import { angleTableRange } from './ropePoolFused.js';
 
 /** Layer views must start where a binding may start. */
@@ -22,9 +25,10 @@ export function createKvMaterializer(k: WebGpuKernels, args: CreateKvMaterialize
 /**
  * Holds device copies of the weights (the caller may dispose its tensors),
  * kNormWeight and eps together in one buffer (eps as f32 words after the
- * weights), the cos/sin cache or the RoPE angle table, and workspaces kept
- * between calls: the projection [T, L*2*H*D], and K and V as [L, T, H, D]
- * with each layer padded to 256 bytes so its view binds on its own.
+ * weights, then room for one call's fp8 scales, [H] each), the cos/sin cache
+ * or the RoPE angle table, and workspaces kept between calls: the projection
+ * [T, L*2*H*D], and K and V as [L, T, H, D] with each layer padded to 256
+ * bytes so its view binds on its own.
  */
 class WgslKvMaterializer implements MaterializerKernels {
   readonly #k: WebGpuKernels;
@@ -41,6 +45,8 @@ class WgslKvMaterializer implements MaterializerKernels {
   readonly #kvWeight: DeviceStorage;
   readonly #normWeights: DeviceStorage;
   readonly #epsWordOffset: number;
+  /** Where a materializeInto into fp8 pools copies its kScale and vScale, in words of the weights buffer. */
+  readonly #scaleWordOffset: number;
   /** The eps rule of an eps tensor, checked by every call's kernel on this materializer's copy (a number was checked at creation). */
   readonly #epsCheck: DeviceCheck | undefined;
   readonly #cosSin: DeviceStorage | undefined;
@@ -77,8 +83,9 @@ class WgslKvMaterializer implements MaterializerKernels {
     this.#weightType = normWeight.dtype as FloatDType;
     const weightBytes = align(normWeight.byteLength, 4);
     this.#epsWordOffset = weightBytes / 4;
+    this.#scaleWordOffset = weightBytes / 4 + L;
     const epsNumber = typeof args.eps === 'number' ? args.eps : undefined;
-    this.#normWeights = k.storage(weightBytes + L * 4, 'kvkit kNormWeight and eps', op, undefined, epsNumber !== undefined);
+    this.#normWeights = k.storage(weightBytes + (L + 2 * H) * 4, 'kvkit kNormWeight, eps and scales', op, undefined, epsNumber !== undefined);
     if (epsNumber !== undefined) {
       new Float32Array(this.#normWeights.buffer.getMappedRange(), weightBytes, L).fill(epsNumber); // rounded to f32, as an eps tensor holds it
       this.#normWeights.buffer.unmap();
@@ -134,12 +141,16 @@ class WgslKvMaterializer implements MaterializerKernels {
       if (T === 0) return;
       const k = this.#k;
       const slots = { tensor: k.own(args.slots), duplicates: args.duplicates.slots };
-      if (args.layout === 'NHD' && args.kScale === undefined) {
-        const poolLayerBytes = S * this.#H * this.#D * bytesPerElement(this.#dtype);
-        k.runtime.scoped(() => this.#run(args, { kDst: k.own(args.kPool).range, vDst: k.own(args.vPool).range }, poolLayerBytes, slots, call));
+      const kPool = k.own(args.kPool);
+      if (rowKernelsWrite(kPool.dtype, this.#D)) {
+        const poolLayerBytes = S * this.#H * this.#D * bytesPerElement(kPool.dtype);
+        k.runtime.scoped(() => {
+          const pools = poolWrites(k, args, this.#normWeights.buffer, this.#scaleWordOffset);
+          this.#run(args, { kDst: kPool.range, vDst: k.own(args.vPool).range }, poolLayerBytes, slots, call, pools);
+        });
         return;
       }
-      // Paged or fp8 pools: every layer's K and V into the workspaces first (as materialize leaves them), then stored.
+      // fp8 pools whose rows share words (D not a multiple of 4): every layer's K and V into the workspaces first (as materialize leaves them), then stored.
       const L = this.#L;
       const perLayer = layerBytes(T, this.#H * this.#D * bytesPerElement(this.#dtype));
       k.runtime.scoped(() => {
@@ -149,8 +160,8 @@ class WgslKvMaterializer implements MaterializerKernels {
         const job = { sourceType: this.#dtype, layers: L, tokens: T, sourceLayerElements: perLayer / bytesPerElement(this.#dtype), layout: args.layout, dims: args.dims, slots: slots.tensor, duplicates: slots.duplicates, slotRule: args.deviceChecks.find((c) => c.arg === 'slots'), op };
         const rows = { offset: 0, tokenStride: this.#H * this.#D, headStride: this.#D };
         storePoolRows(k, job, [
-          { source: kOut, rows, pool: k.own(args.kPool), scale: args.kScale ? k.own(args.kScale) : undefined },
-          { source: vOut, rows, pool: k.own(args.vPool), scale: args.vScale ? k.own(args.vScale) : undefined },
+          { source: kOut, rows, pool: kPool, scale: k.own(args.kScale!) },
+          { source: vOut, rows, pool: k.own(args.vPool), scale: k.own(args.vScale!) },
         ]);
       });
     });
@@ -164,13 +175,14 @@ class WgslKvMaterializer implements MaterializerKernels {
     for (const w of [this.#proj, this.#kOut, this.#vOut, this.#table]) w.release();
   }
 
-  /** The projection GEMM, the cos/sin table (ropeBase), then norm + RoPE into the destinations. */
+  /** The projection GEMM, the cos/sin table (ropeBase), then norm + RoPE into the destinations (pools of `pools`' format where given). */
   #run(
     args: KvMaterializerMaterializeChecked | KvMaterializerMaterializeIntoChecked,
     dst: { kDst: BufferRange; vDst: BufferRange },
     destLayerBytes: number,
     slots: { tensor: GpuTensor; duplicates: DuplicateRule } | undefined,
     call: OpCall,
+    pools?: { format: PoolFormat | undefined; params: PoolWriteParams },
   ): void {
     const k = this.#k;
     const { T } = args.dims;
@@ -208,6 +220,7 @@ class WgslKvMaterializer implements MaterializerKernels {
         style: this.#ropeStyle,
         ropeSource: this.#ropeSource,
         epsInWeights: true,
+        pool: pools?.format,
       },
       {
         kv: proj,
@@ -228,6 +241,7 @@ class WgslKvMaterializer implements MaterializerKernels {
         destLayerBytes,
         flagWords: words,
         epsWordOffset: this.#epsWordOffset,
+        pool: pools?.params,
       },
     );
   }

@@ -1,4 +1,4 @@
-import type { FloatDType, IndexDType } from '@kvkit/contracts';
+import type { FloatDType, Fp8DType, IndexDType } from '@kvkit/contracts';
 import { isFp8 } from '@kvkit/contracts';
 import type { DequantizeKvChecked, DeviceCheck, DuplicateRule, PoolLayoutName } from '@kvkit/contracts/backend';
 import type { BufferRange } from '../runtime/gpuRuntime.js';
@@ -15,12 +15,12 @@ export interface SourceRows {
   readonly headStride: number;
 }
 
-/** Rows `[L, T, H, D]` of the model dtype bound as `source`, for one pool (and its scale, where fp8). */
+/** Rows `[L, T, H, D]` of the model dtype bound as `source`, for one fp8 pool and its scale. */
 export interface PoolRows {
   readonly source: BufferRange;
   readonly rows: SourceRows;
   readonly pool: GpuTensor;
-  readonly scale: GpuTensor | undefined;
+  readonly scale: GpuTensor;
 }
 
 export interface PoolStoreJob {
@@ -39,9 +39,10 @@ export interface PoolStoreJob {
 }
 
 /**
- * K and V rows into pools of any layout and dtype: the ownership pass (one
- * token per contested slot), then one dispatch per pool; slots past the pool
- * are recorded once, by the first, and skipped by both.
+ * K and V rows into fp8 pools whose head dim is not a multiple of 4 (rows
+ * that share words, which the row kernels do not write): the ownership pass
+ * (one token per contested slot), then one dispatch per pool; slots past the
+ * pool are recorded once, by the first, and skipped by both.
  */
 export function storePoolRows(k: WebGpuKernels, job: PoolStoreJob, pools: readonly PoolRows[]): void {
   const { S, H, D } = job.dims;
@@ -51,20 +52,18 @@ export function storePoolRows(k: WebGpuKernels, job: PoolStoreJob, pools: readon
   const segments = job.layout === 'NHD' ? 1 : H;
   const run = (H * D) / segments;
   for (const { source, rows, pool, scale } of pools) {
-    const poolType = pool.dtype as PoolStorePlan['poolType'];
-    const bytes = storedBytes(poolType);
-    const wholeWords = (run * bytes) % 4 === 0;
+    const wholeWords = run % 4 === 0;
     const plan: PoolStorePlan = {
       kernel: 'poolStore',
       sourceType: job.sourceType,
-      poolType,
+      poolType: pool.dtype as Fp8DType,
       slotType: job.slots.dtype as IndexDType,
       layout: job.layout,
       wholeWords,
       workgroupSize: Math.min(tuning.rowWorkgroup, k.runtime.caps.maxInvocationsPerWorkgroup),
     };
     const kernel = k.runtime.kernel(plan, () => poolStoreShader(plan));
-    const segmentUnits = wholeWords ? (run * bytes) / 4 : run;
+    const segmentUnits = wholeWords ? run / 4 : run;
     const units = job.layers * job.tokens * segments * segmentUnits;
     const params = {
       units,
@@ -81,9 +80,9 @@ export function storePoolRows(k: WebGpuKernels, job: PoolStoreJob, pools: readon
       sourceTokenStride: rows.tokenStride,
       sourceHeadStride: rows.headStride,
       slotFlag: words[0]!,
-      perHeadScale: scale && scale.numel > 1 ? 1 : 0,
+      perHeadScale: scale.numel > 1 ? 1 : 0,
     };
-    k.runtime.dispatch(kernel, { source, slots: owned, ...(scale ? { scale: scale.range } : {}), pool: pool.range, flags }, params, Math.ceil(units / plan.workgroupSize));
+    k.runtime.dispatch(kernel, { source, slots: owned, scale: scale.range, pool: pool.range, flags }, params, Math.ceil(units / plan.workgroupSize));
   }
 }
 

@@ -8,12 +8,15 @@ import type { NormRopeRanges, RopeNormRowsParams, RopeNormRowsRanges, RopeRowsPa
 import type { BufferRange } from '../runtime/gpuRuntime.js';
 import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
 import { normRopeShader } from '../shaders/fusedNormRopeStacked.wgsl.js';
+import { poolVectorBytes } from '../shaders/kvPoolRows.wgsl.js';
 import { gemmSplits, planGemm, planGemmReduce, planNormRope, planRopeNormRows, planRopeRows, planRopeTable, ropeRowUnits } from '../shaders/plan.js';
 import type { NormRopeRequest, RopeNormRowsRequest, RopeRowsRequest } from '../shaders/plan.js';
 import { gemmReduceShader, projectionGemmShader } from '../shaders/projectionGemm.wgsl.js';
 import { ropeNormRowsShader } from '../shaders/ropeNormRows.wgsl.js';
 import { ropeRowsShader } from '../shaders/ropePoolFused.wgsl.js';
 import { ropeTableShader } from '../shaders/ropeTable.wgsl.js';
+import { NO_POOL_WRITES } from './poolWrites.js';
+import type { PoolWriteParams } from './poolWrites.js';
 
 export interface NormRopeLaunch {
   readonly tokens: number;
@@ -28,6 +31,8 @@ export interface NormRopeLaunch {
   /** Flag words of the position, slot and eps rules, in that order. */
   readonly flagWords: readonly number[];
   readonly epsWordOffset: number;
+  /** The pools' page size and fp8 scales, where the scatter writes pools that take them. */
+  readonly pool?: PoolWriteParams;
 }
 
 /** RMSNorm + RoPE of every K head and the V copy (fusedNormRopeStacked.wgsl.ts). */
@@ -35,7 +40,7 @@ export function launchNormRope(k: WebGpuKernels, request: NormRopeRequest, range
   const plan = planNormRope(k.runtime.caps, request);
   const kernel = k.runtime.kernel(plan, () => normRopeShader(plan));
   const rows = at.tokens * at.layers * at.heads;
-  const vectorBytes = plan.layout.access === 'element' ? (request.kvType === 'f32' ? 4 : 2) : plan.layout.vecWords * 4;
+  const vectorBytes = poolVectorBytes(plan.layout, request.kvType === 'f32' ? 4 : 2, plan.pool?.fp8);
   k.runtime.dispatch(
     kernel,
     ranges,
@@ -51,6 +56,7 @@ export function launchNormRope(k: WebGpuKernels, request: NormRopeRequest, range
       epsFlag: at.flagWords[2] ?? 0,
       epsWordOffset: at.epsWordOffset,
       destLayerStride: at.destLayerBytes / vectorBytes,
+      ...(at.pool ?? NO_POOL_WRITES),
     },
     Math.ceil(rows / (plan.workgroupSize / plan.lanesPerRow)),
   );

@@ -8,6 +8,7 @@ import { ROPE_ALL_BINDINGS, rowLayout } from '../shaders/plan.js';
 import { rowStrides } from '../runtime/views.js';
 import { storePoolRows } from './kvPools.js';
 import { launchRopeRows, launchRopeTable } from './launch.js';
+import { poolWrites, rowKernelsWrite, scaleWords } from './poolWrites.js';
 import { ropeNormDense, ropeNormPool } from './ropeNormPool.js';
 
 /** Angle tables (backend/rope.ts ropeAngleTable), per backend, by spec: made once, kept for the backend's life. */
@@ -64,8 +65,11 @@ export type StridedInputs = ReturnType<typeof stridedInputs>;
  * SEMANTICS §3: the cos/sin row of every token (from ropeBase and ropeScaling), the
  * ownership pass that leaves each shared slot to one token (the contract's
  * rule), then RoPE of the query and key heads with the pool scatter and the V
- * copy (slots checked on the device), in one dispatch where the device allows
- * ten storage bindings, else in two.
+ * copy (slots checked on the device; either layout, fp8 codes for fp8 pools,
+ * whose scales follow the cos/sin rows), in one dispatch where the device
+ * allows ten storage bindings, else in two. fp8 pools of a head dim that is
+ * not a multiple of 4 share words between rows: the rows are rotated dense
+ * and the pool pass stores them.
  */
 export function ropePoolFused(k: WebGpuKernels, args: RopePoolFusedChecked) {
   const { N, Hq, H, D, R, S } = args.dims;
@@ -78,39 +82,36 @@ export function ropePoolFused(k: WebGpuKernels, args: RopePoolFusedChecked) {
   try {
     const positions = k.own(args.positions);
     const slots = k.own(args.slots);
-    const table = k.scratch('ropePoolFused cos/sin', N * R * 4).range(0, N * R * 4);
+    const scratch = k.scratch('ropePoolFused cos/sin', (N * R + scaleWords(args)) * 4);
+    const table = scratch.range(0, N * R * 4);
     launchRopeTable(k, positions.dtype as IndexDType, { positions: positions.range, angleTable: angleTableRange(k, { ropeBase: args.ropeBase, rotaryDim: R, ropeScaling: args.ropeScaling, angles: args.angles }), table }, N, R, args.mropeSection);
     const rope = { dtype, D, R, style: args.ropeStyle, slotType: slots.dtype as IndexDType };
     const inputs = stridedInputs(k, args, dtype);
-    if (args.layout !== 'NHD' || args.kScale !== undefined) {
-      // Paged or fp8 pools: rotate (and norm) q and k as dense rows (the query kernel, run once per tensor, reading their strides), then store K and V.
-      if (args.qNormWeight || args.kNormWeight) ropeNormDense(k, args, { table, qRot: qRot.range, kRot: kRot.range, inputs });
-      else {
-        const queries = { ...rope, kind: 'q' as const, slotType: undefined };
-        const at = { keyHeads: H, slotBelow: S, slotFlag: 0, ...inputs.params };
-        const { kOffset, kTokenStride, kHeadStride } = inputs.params;
-        launchRopeRows(k, queries, { q: inputs.ranges.q, cosSin: table, qRot: qRot.range }, { ...at, queryHeads: Hq, rows: N * Hq });
-        launchRopeRows(k, queries, { q: inputs.ranges.k, cosSin: table, qRot: kRot.range }, { ...at, qOffset: kOffset, qTokenStride: kTokenStride, qHeadStride: kHeadStride, queryHeads: H, rows: N * H });
-      }
+    if (!rowKernelsWrite(args.kPool.dtype, D)) {
+      // fp8 rows that share words: q and k (normed where asked) as dense rows, then K and V through the pool pass.
+      ropeNormDense(k, args, { table, qRot: qRot.range, kRot: kRot.range, inputs });
       const v = rowStrides(k, args.v, 1)!;
       const job = { sourceType: dtype, layers: 1, tokens: N, sourceLayerElements: 0, layout: args.layout, dims: args.dims, slots, duplicates: args.duplicates.slots, slotRule: args.deviceChecks.find((c) => c.arg === 'slots'), op: 'ropePoolFused' };
       storePoolRows(k, job, [
-        { source: kRot.range, rows: { offset: 0, tokenStride: H * D, headStride: D }, pool: k.own(args.kPool), scale: args.kScale ? k.own(args.kScale) : undefined },
-        { source: v.range, rows: { offset: v.offset, tokenStride: v.tokenStride, headStride: v.headStride }, pool: k.own(args.vPool), scale: args.vScale ? k.own(args.vScale) : undefined },
+        { source: kRot.range, rows: { offset: 0, tokenStride: H * D, headStride: D }, pool: k.own(args.kPool), scale: k.own(args.kScale!) },
+        { source: v.range, rows: { offset: v.offset, tokenStride: v.tokenStride, headStride: v.headStride }, pool: k.own(args.vPool), scale: k.own(args.vScale!) },
       ]);
       return { qRot, kRot };
     }
+    const pools = poolWrites(k, args, scratch.buffer, N * R);
+    const withScales = scratch.range(0, (N * R + scaleWords(args)) * 4);
     const { flags, words } = k.checks.reserve([args.deviceChecks.find((c) => c.arg === 'slots')], args.dims);
     const owned = k.slotOwners.resolve(slots, N, S, args.duplicates.slots, 'ropePoolFused');
     const keys = { k: inputs.ranges.k, v: inputs.ranges.v, slots: owned, kRot: kRot.range, kPool: k.own(args.kPool).range, vPool: k.own(args.vPool).range, flags };
-    const at = { queryHeads: Hq, keyHeads: H, slotBelow: S, slotFlag: words[0]!, ...inputs.params };
+    const at = { queryHeads: Hq, keyHeads: H, slotBelow: S, slotFlag: words[0]!, ...inputs.params, ...pools.params };
+    const pooled = { ...rope, pool: pools.format };
     if (args.qNormWeight || args.kNormWeight) {
-      ropeNormPool(k, args, { table, owned, flags, slotFlag: words[0]!, qRot: qRot.range, kRot: kRot.range, inputs });
+      ropeNormPool(k, args, { table: withScales, owned, flags, slotFlag: words[0]!, qRot: qRot.range, kRot: kRot.range, inputs, pools });
     } else if (k.runtime.caps.maxStorageBuffersPerStage >= ROPE_ALL_BINDINGS) {
-      launchRopeRows(k, { ...rope, kind: 'all' }, { q: inputs.ranges.q, cosSin: table, qRot: qRot.range, ...keys }, { ...at, rows: N * (Hq + H) });
+      launchRopeRows(k, { ...pooled, kind: 'all' }, { q: inputs.ranges.q, cosSin: withScales, qRot: qRot.range, ...keys }, { ...at, rows: N * (Hq + H) });
     } else {
       launchRopeRows(k, { ...rope, kind: 'q', slotType: undefined }, { q: inputs.ranges.q, cosSin: table, qRot: qRot.range }, { ...at, rows: N * Hq });
-      launchRopeRows(k, { ...rope, kind: 'kv' }, { cosSin: table, ...keys }, { ...at, rows: N * H });
+      launchRopeRows(k, { ...pooled, kind: 'kv' }, { cosSin: withScales, ...keys }, { ...at, rows: N * H });
     }
   } catch (e) {
     // A kernel that failed to build (KV055) throws here: the outputs made for this call go with it.

@@ -55,6 +55,11 @@ export function wordValues(dtype: FloatDType, word: string): string[] {
   return [halfToF32(dtype, `${word}`), halfToF32(dtype, `(${word} >> 16u)`)];
 }
 
+/** WGSL expression: the f32 bits of an element of a float dtype whose stored bits are `b` (a half's in the low 16 bits, the rest ignored). */
+export function f32BitsOf(dtype: FloatDType, b: string): string {
+  return dtype === 'f32' ? b : dtype === 'f16' ? `bitcast<u32>(f16ToF32(${b}))` : `(${b} << 16u)`;
+}
+
 /** WGSL expression: one u32 word holding `values` (one f32, or two values rounded to the half dtype). */
 export function packWord(dtype: FloatDType, values: readonly string[]): string {
   if (dtype === 'f32') return `bitcast<u32>(${values[0]})`;

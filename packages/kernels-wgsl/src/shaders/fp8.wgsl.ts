@@ -66,6 +66,13 @@ fn fp8OfBits(b: u32, fraction: u32, minExponent: i32, maxCode: u32, nan: u32) ->
   return sign | min((u32(binade - minExponent) << fraction) + steps, maxCode);
 }
 
+// The codes of four f32 bits b over the scale of f32 bits s, lowest element in the lowest byte: one word of an fp8 row.
+fn fp8WordOf(b: vec4<u32>, s: u32, fraction: u32, minExponent: i32, maxCode: u32, nan: u32) -> u32 {
+  var word = 0u;
+  for (var i = 0u; i < 4u; i = i + 1u) { word = word | (fp8OfBits(quotientBits(b[i], s), fraction, minExponent, maxCode, nan) << (8u * i)); }
+  return word;
+}
+
 // The exact value of an fp8 code as f32 bits.
 fn bitsOfFp8(code: u32, fraction: u32, minExponent: i32, ieeeTop: bool) -> u32 {
   let sign = (code & 0x80u) << 24u;
@@ -89,6 +96,12 @@ fn bitsOfFp8(code: u32, fraction: u32, minExponent: i32, ieeeTop: bool) -> u32 {
 export function fp8Encode(dtype: Fp8DType, bits: string): string {
   const f = FORMAT[dtype];
   return `fp8OfBits(${bits}, ${f.fraction}u, ${f.minExponent}, ${f.maxCode}u, ${f.nan}u)`;
+}
+
+/** WGSL expression: the word of the fp8 codes in `dtype` of four f32 bits (`bits`, a vec4<u32>) over the scale whose f32 bits are `scale`. */
+export function fp8Word(dtype: Fp8DType, bits: string, scale: string): string {
+  const f = FORMAT[dtype];
+  return `fp8WordOf(${bits}, ${scale}, ${f.fraction}u, ${f.minExponent}, ${f.maxCode}u, ${f.nan}u)`;
 }
 
 /** WGSL expression: the f32 bits of fp8 code `code` in `dtype`. */

@@ -1,7 +1,9 @@
 /**
  * RMSNorm + RoPE of every K head and a bit-exact copy of every V head, for
  * all tokens and layers of a stacked `[T, L, 2*H*D]` input, into `[L, T, H, D]`
- * outputs or, at slots, into `[L, S, H, D]` pools (SEMANTICS.md §1 and §2).
+ * outputs or, at slots, into pools of either layout, as fp8 codes of x / scale
+ * for fp8 pools (whole words per lane: D is a multiple of 4 there), the scales
+ * after eps in the weights buffer (SEMANTICS.md §1 and §2).
  *
  * A group of `lanesPerRow` invocations owns one (token, layer, head): each
  * lane loads whole vectors of the K and V rows, the partial sums of squares
@@ -14,6 +16,8 @@
 import { NORM_ROPE } from '../generated/params.js';
 import type { NormRopeParams, NormRopeRanges } from '../generated/params.js';
 import { elementReader, ENTRY_BUILTINS, HALF_FLOAT_WGSL, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
+import { FP8_WGSL } from './fp8.wgsl.js';
+import { poolRowWgsl, poolVectorType, scaleBitsWgsl, storeRowVector } from './kvPoolRows.wgsl.js';
 import type { NormRopePlan } from './plan.js';
 import { halfStorer, laneSumCode, packVector, rotateVector, rowElementReader, storeElement, vectorType, vectorValues } from './rowCode.js';
 import { kernelSource } from './source.js';
@@ -26,7 +30,10 @@ export function normRopeShader(plan: NormRopePlan): KernelSource<NormRopeParams,
   const element = layout.access === 'element';
   const scatter = plan.slotType !== undefined;
   const rowType = element ? 'u32' : vectorType(layout);
-  const bindings = NORM_ROPE.bindings({ separateEps: !plan.epsInWeights, scatter, KvRow: rowType, KvDst: element && kvType !== 'f32' ? 'atomic<u32>' : rowType });
+  const fp8 = plan.pool?.fp8;
+  const bindings = NORM_ROPE.bindings({ separateEps: !plan.epsInWeights, scatter, KvRow: rowType, KvDst: poolVectorType(layout, element && kvType !== 'f32' ? 'atomic<u32>' : rowType, fp8) });
+  /** The statement storing row vector `vector` (kv's words) at `dst`: as it is, or as its fp8 codes. */
+  const toDst = (dst: 'kDst' | 'vDst', vector: string, v: number): string => storeRowVector(fp8, kvType, layout, `${dst}[dBase + c${v}]`, vector, `${dst[0]}ScaleBits`);
 
   const vecs = Array.from({ length: plan.vecsPerLane }, (_, v) => v);
   const loads = vecs
@@ -73,15 +80,17 @@ export function normRopeShader(plan: NormRopePlan): KernelSource<NormRopeParams,
       });
       const store = element
         ? [storeElement(kvType, 'kDst', 'storeK', `dBase + c${v}`, rotation.out[0]!), copyElement(kvType, v)]
-        : [`kDst[dBase + c${v}] = ${packVector(kvType, layout, rotation.out)};`, `vDst[dBase + c${v}] = v${v};`];
+        : [toDst('kDst', packVector(kvType, layout, rotation.out), v), toDst('vDst', `v${v}`, v)];
       return `if (ok && a${v}) {\n    ${[...lines, rotation.code, ...store].join('\n    ')}\n  }`;
     })
     .join('\n  ');
 
   const code = `${plan.reduction === 'subgroup' ? 'enable subgroups;\n' : ''}${HALF_FLOAT_WGSL}
 ${INDEX_RANGE_WGSL}
+${fp8 ? FP8_WGSL : ''}
 ${NORM_ROPE.uniformsWgsl}
 ${bindings.wgsl}
+${poolRowWgsl(plan.pool?.layout ?? 'NHD')}
 ${elementReader('weightAt', 'weights', plan.weightType)}
 ${elementReader('cosSinAt', 'cosSin', plan.cacheType)}
 ${indexReader('positionAt', 'positions', plan.positionType)}
@@ -127,7 +136,7 @@ fn main(${ENTRY_BUILTINS}) {
   let kElemBase = kRow * ${D}u;
   let kBase = kRow * ROW_VECS;
   let vBase = kBase + params.heads * ROW_VECS;
-  let dBase = l * params.destLayerStride + (destToken * params.heads + h) * ROW_VECS;
+  let dBase = l * params.destLayerStride + poolRow(destToken, h, params.heads, params.pageSize) * ROW_VECS;${fp8 ? `\n  ${scaleBitsWgsl(['k', 'v'], 'h', (i) => `weights[${i}]`)}` : ''}
   ${loads}
   var sumSquares = 0.0;
   ${squares}

@@ -8,6 +8,7 @@ import type { FloatDType, IndexDType } from '@kvkit/contracts';
 import type { DuplicateRule } from '@kvkit/contracts/backend';
 import { ROPE_ROWS } from '../generated/params.js';
 import { elementBytes } from './common.wgsl.js';
+import type { PoolFormat } from './kvPoolRows.wgsl.js';
 import type { PoolReadPlan, PoolStorePlan } from './poolStore.wgsl.js';
 
 /** What the device offers that changes how kernels are built. */
@@ -97,6 +98,8 @@ export interface NormRopeRequest {
   readonly ropeSource: RopeSource;
   /** eps words follow the weights in one buffer (the materializer's), freeing a binding. */
   readonly epsInWeights: boolean;
+  /** The pools a scatter writes, where not NHD of the model dtype (the fp8 scales then follow eps in the weights buffer). */
+  readonly pool?: PoolFormat;
 }
 
 export interface NormRopePlan extends NormRopeRequest {
@@ -135,6 +138,8 @@ export interface RopeRowsRequest {
   /** 'q': rotate into a dense output; 'kv': rotate K into kRot and the pool, copy V into the pool at slots; 'all': both in one dispatch. */
   readonly kind: 'q' | 'kv' | 'all';
   readonly slotType: IndexDType | undefined;
+  /** The pools the key part writes, where not NHD of the model dtype (the fp8 scales then follow the cos/sin rows). */
+  readonly pool?: PoolFormat;
 }
 
 export interface RopeRowsPlan extends RopeRowsRequest {
@@ -153,7 +158,7 @@ export function ropeRowUnits(plan: RopeRowsPlan): number {
 }
 
 /** Storage bindings of the one-dispatch RoPE + scatter kernel (its declared bindings with both parts on). */
-export const ROPE_ALL_BINDINGS = ROPE_ROWS.bindings({ queries: true, keys: true, Row: 'u32', Dst: 'u32' }).specs.length;
+export const ROPE_ALL_BINDINGS = ROPE_ROWS.bindings({ queries: true, keys: true, Row: 'u32', Dst: 'u32', Pool: 'u32' }).specs.length;
 
 export function planRopeRows(caps: DeviceCaps, r: RopeRowsRequest): RopeRowsPlan {
   const layout = rowLayout(r.dtype, r.D);
@@ -177,6 +182,8 @@ export interface RopeNormRowsRequest extends RopeNormParts {
   readonly queryWeight: FloatDType | undefined;
   readonly keyWeight: FloatDType | undefined;
   readonly slotType: IndexDType | undefined;
+  /** The pools key and value rows go to, where not NHD of the model dtype (the fp8 scales then follow the cos/sin rows). */
+  readonly pool?: PoolFormat;
 }
 
 export interface RopeNormRowsPlan extends RopeNormRowsRequest {

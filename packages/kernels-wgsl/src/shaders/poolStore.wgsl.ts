@@ -1,26 +1,28 @@
 /**
  * Head rows into KV pools and back (ops/kvPools.ts): `poolStore` writes rows
- * [L, T, H, D] of the model dtype into a pool at the slots, NHD or HND, the
- * bits as they are or fp8 codes of x / scale; `poolRead` (dequantizeKv)
+ * [L, T, H, D] of the model dtype into an fp8 pool at the slots, NHD or HND,
+ * as codes of x / scale, for head dims that are not a multiple of 4 (the
+ * row kernels write every other pool themselves); `poolRead` (dequantizeKv)
  * reads rows of a pool back into [N, H, D] rows of a float dtype. An
  * invocation builds whole u32 words where the destination's runs (a token's
  * [H, D] row in NHD, a head row in HND) are whole words, so no two
  * invocations share a word; otherwise each stores its element with two
  * atomics that leave the word's other bytes alone.
  */
-import type { FloatDType, IndexDType, PoolDType } from '@kvkit/contracts';
+import type { FloatDType, Fp8DType, IndexDType, PoolDType } from '@kvkit/contracts';
 import { isFp8 } from '@kvkit/contracts';
 import { POOL_READ, POOL_STORE } from '../generated/params.js';
 import type { PoolReadParams, PoolReadRanges, PoolStoreParams, PoolStoreRanges } from '../generated/params.js';
-import { ENTRY_BUILTINS, encodeHalf, HALF_FLOAT_WGSL, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
+import { ENTRY_BUILTINS, encodeHalf, f32BitsOf, HALF_FLOAT_WGSL, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
 import { FP8_WGSL, fp8Decode, fp8Encode } from './fp8.wgsl.js';
+import { poolRowWgsl } from './kvPoolRows.wgsl.js';
 import { kernelSource } from './source.js';
 import type { KernelSource } from './source.js';
 
 export interface PoolStorePlan {
   readonly kernel: 'poolStore';
   readonly sourceType: FloatDType;
-  readonly poolType: PoolDType;
+  readonly poolType: Fp8DType;
   readonly slotType: IndexDType;
   readonly layout: 'NHD' | 'HND';
   /** Every run of the destination is whole words: one invocation per word, plain stores. */
@@ -51,11 +53,6 @@ function bitsReader(name: string, array: string, dtype: PoolDType): string {
   return `fn ${name}(i: u32) -> u32 { return (${array}[(i * ${bytes}u) >> 2u] >> (((i * ${bytes}u) & 3u) * 8u)) & ${mask}; }`;
 }
 
-/** WGSL expression: the f32 bits of stored bits `b` of a float dtype. */
-function f32BitsOf(dtype: FloatDType, b: string): string {
-  return dtype === 'f32' ? b : dtype === 'f16' ? `bitcast<u32>(f16ToF32(${b}))` : `(${b} << 16u)`;
-}
-
 /** WGSL function `store_element(e, bits)`: one element's bits into an atomic word array, the other bytes kept. */
 function atomicStorer(array: string, bytes: 1 | 2): string {
   const mask = bytes === 2 ? '0xffffu' : '0xffu';
@@ -64,14 +61,6 @@ function atomicStorer(array: string, bytes: 1 | 2): string {
   atomicAnd(&${array}[(e * ${bytes}u) >> 2u], ~(${mask} << shift));
   atomicOr(&${array}[(e * ${bytes}u) >> 2u], (bits & ${mask}) << shift);
 }`;
-}
-
-/** Where element `u` of run `seg` of slot `slot` (layer `l`) starts in the pool, as WGSL statements defining `first`. */
-function runStart(layout: 'NHD' | 'HND', layer: string): string {
-  return layout === 'NHD'
-    ? `let first = ((${layer} * params.slotBelow + slot.x) * params.heads) * params.headDim;`
-    : `let page = slot.x / params.pageSize;
-  let first = (((${layer} * (params.slotBelow / params.pageSize) + page) * params.heads + seg) * params.pageSize + (slot.x - page * params.pageSize)) * params.headDim;`;
 }
 
 /** WGSL statements defining `head` and `i` (the source element) for element `e` of the run: the source is read through its head stride. */
@@ -83,32 +72,28 @@ function sourceIndex(e: string): string {
 }
 
 export function poolStoreShader(plan: PoolStorePlan): KernelSource<PoolStoreParams, PoolStoreRanges> {
-  const scaled = isFp8(plan.poolType);
-  const bytes = storedBytes(plan.poolType);
-  const bindings = POOL_STORE.bindings({ scaled, Dst: plan.wholeWords ? 'u32' : 'atomic<u32>' });
-  // The stored bits of source element i in the pool's dtype.
-  const stored = scaled
-    ? `${fp8Encode(plan.poolType as 'fp8e4m3', `quotientBits(${f32BitsOf(plan.sourceType, 'sourceBits(i)')}, scale[select(0u, head, params.perHeadScale == 1u)])`)}`
-    : 'sourceBits(i)';
-  const perWord = 4 / bytes;
+  const bindings = POOL_STORE.bindings({ scaled: true, Dst: plan.wholeWords ? 'u32' : 'atomic<u32>' });
+  // The fp8 code of source element i.
+  const stored = fp8Encode(plan.poolType, `quotientBits(${f32BitsOf(plan.sourceType, 'sourceBits(i)')}, scale[select(0u, head, params.perHeadScale == 1u)])`);
   const store = plan.wholeWords
     ? `var word = 0u;
-  for (var k = 0u; k < ${perWord}u; k = k + 1u) {
-    let e = u * ${perWord}u + k;
+  for (var k = 0u; k < 4u; k = k + 1u) {
+    let e = u * 4u + k;
     ${sourceIndex('e')}
-    word = word | (${stored} << (k * ${8 * bytes}u));
+    word = word | (${stored} << (k * 8u));
   }
-  pool[((first + u * ${perWord}u) * ${bytes}u) >> 2u] = word;`
+  pool[(first + u * 4u) >> 2u] = word;`
     : `${sourceIndex('u')}
   store_element(first + u, ${stored});`;
   const code = `${HALF_FLOAT_WGSL}
 ${INDEX_RANGE_WGSL}
-${scaled ? FP8_WGSL : ''}
+${FP8_WGSL}
 ${POOL_STORE.uniformsWgsl}
 ${bindings.wgsl}
 ${indexReader('slotAt', 'slots', plan.slotType)}
 ${bitsReader('sourceBits', 'source', plan.sourceType)}
-${plan.wholeWords ? '' : atomicStorer('pool', bytes as 1 | 2)}
+${poolRowWgsl(plan.layout)}
+${plan.wholeWords ? '' : atomicStorer('pool', 1)}
 
 @compute @workgroup_size(${plan.workgroupSize})
 fn main(${ENTRY_BUILTINS}) {
@@ -126,7 +111,7 @@ fn main(${ENTRY_BUILTINS}) {
   let inPool = indexBelow(slot, params.slotBelow);
   if (l == 0u && inToken == 0u && !indexIsNegative(slot) && !inPool) { atomicMax(&flags[params.slotFlag], 0xffffffffu - t); }
   if (!inPool) { return; }
-  ${runStart(plan.layout, 'l')}
+  let first = (l * params.slotBelow * params.heads + poolRow(slot.x, seg, params.heads, params.pageSize)) * params.headDim;
   let source0 = params.sourceOffset + l * params.sourceLayerElements + t * params.sourceTokenStride;
   ${store}
 }
@@ -159,6 +144,7 @@ ${POOL_READ.uniformsWgsl}
 ${bindings.wgsl}
 ${indexReader('slotAt', 'slots', plan.slotType)}
 ${bitsReader('poolBits', 'pool', plan.poolType)}
+${poolRowWgsl(plan.layout)}
 ${plan.wholeWords ? '' : atomicStorer('rows', rowBytes as 1 | 2)}
 
 @compute @workgroup_size(${plan.workgroupSize})
@@ -169,13 +155,12 @@ fn main(${ENTRY_BUILTINS}) {
   let perSlot = params.heads * params.rowUnits;
   let n = id / perSlot;
   let h = (id % perSlot) / params.rowUnits;
-  let seg = h;
   let u = id % params.rowUnits;
   let slot = slotAt(n);
   let inPool = indexBelow(slot, params.slotBelow);
   if (h == 0u && u == 0u && !indexIsNegative(slot) && !inPool) { atomicMax(&flags[params.slotFlag], 0xffffffffu - n); }
   if (!inPool) { return; }
-  ${plan.layout === 'NHD' ? 'let first = (slot.x * params.heads + h) * params.headDim;' : runStart('HND', '0u')}
+  let first = poolRow(slot.x, h, params.heads, params.pageSize) * params.headDim;
   let row0 = (n * params.heads + h) * params.headDim;
   ${store}
 }

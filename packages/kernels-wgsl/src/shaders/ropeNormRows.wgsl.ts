@@ -2,10 +2,12 @@
  * ropePoolFused with a Q/K-norm (SEMANTICS.md §3): RMSNorm of each query and
  * key head row over D (x · inv · weight, where that part has a weight), then
  * RoPE, the keys also into kPool and the values copied into vPool at their
- * slots. A group of `lanesPerRow` invocations owns one head row, as in the
- * norm + RoPE kernel: each lane loads whole vectors once, the partial sums of
- * squares meet through subgroup shuffles or workgroup memory, and each lane
- * norms, rotates and writes its own vectors. cos/sin come from the per-token
+ * slots (either pool layout; fp8 codes of x / scale for fp8 pools, whole
+ * words per lane since D is a multiple of 4 there, the scales after the
+ * cos/sin rows). A group of `lanesPerRow` invocations owns one head row, as
+ * in the norm + RoPE kernel: each lane loads whole vectors once, the partial
+ * sums of squares meet through subgroup shuffles or workgroup memory, and
+ * each lane norms, rotates and writes its own vectors. cos/sin come from the per-token
  * table (ropeTable.wgsl.ts). Negative slots skip a token; a slot at or past
  * the pool is recorded in the flag words and not written. q, k and v may be
  * views: each row is found through their offsets and token and head strides.
@@ -16,6 +18,8 @@
 import { ROPE_NORM_ROWS } from '../generated/params.js';
 import type { RopeNormRowsParams, RopeNormRowsRanges } from '../generated/params.js';
 import { elementReader, ENTRY_BUILTINS, HALF_FLOAT_WGSL, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
+import { FP8_WGSL } from './fp8.wgsl.js';
+import { poolRowWgsl, poolVectorType, scaleBitsWgsl, storeRowVector } from './kvPoolRows.wgsl.js';
 import type { RopeNormRowsPlan } from './plan.js';
 import { halfStorer, laneSumCode, packVector, rotateVector, rowElementReader, storeElement, vectorType, vectorValues } from './rowCode.js';
 import { kernelSource } from './source.js';
@@ -31,7 +35,14 @@ export function ropeNormRowsShader(plan: RopeNormRowsPlan): KernelSource<RopeNor
   const queryNorm = queries && plan.queryWeight !== undefined;
   const keyNorm = keys && plan.keyWeight !== undefined;
   const pool = keys || values;
-  const bindings = ROPE_NORM_ROWS.bindings({ queries, queryNorm, keys, keyNorm, values, rotates: queries || keys, pool, Row: rowType, Dst: halves ? 'atomic<u32>' : rowType });
+  const fp8 = plan.pool?.fp8;
+  const dstType = halves ? 'atomic<u32>' : rowType;
+  // The fp8 scales follow the cos/sin rows: a value-only part reads that binding for them.
+  const rotates = queries || keys || (values && fp8 !== undefined);
+  const bindings = ROPE_NORM_ROWS.bindings({ queries, queryNorm, keys, keyNorm, values, rotates, pool, Row: rowType, Dst: dstType, Pool: poolVectorType(layout, dstType, fp8) });
+  /** The statement storing row vector `vector` (the model dtype's words) into a pool at the slot: as it is, or as its fp8 codes. */
+  const toPool = (name: 'kPool' | 'vPool', index: string, vector: string): string => `if (slotOk) { ${storeRowVector(fp8, dtype, layout, `${name}[${index}]`, vector, `${name[0]}ScaleBits`)} }`;
+  const poolParts = [...(keys ? ['k' as const] : []), ...(values ? ['v' as const] : [])];
   const vecs = Array.from({ length: plan.vecsPerLane }, (_, v) => v);
   const zero = element ? '0.0' : `${rowType}()`;
   // A row is a query row where queries run and the unit is below Hq; else a key (or value) row.
@@ -80,13 +91,13 @@ export function ropeNormRowsShader(plan: RopeNormRowsPlan): KernelSource<RopeNor
       if (isKey) lines.push(`if (slotOk) { ${storeElement(dtype, 'kPool', 'store_kPool', `poolBase + c${v}`, rotation.out[0]!)} }`);
     } else {
       lines.push(`let ${p}packed = ${packVector(dtype, layout, rotation.out)};`, `${dst}[base + c${v}] = ${p}packed;`);
-      if (isKey) lines.push(`if (slotOk) { kPool[poolBase + c${v}] = ${p}packed; }`);
+      if (isKey) lines.push(toPool('kPool', `poolBase + c${v}`, `${p}packed`));
     }
     return lines.join('\n    ');
   };
   /** The value row's vector v, copied bit for bit into vPool at the slot. */
   const copied = (v: number): string => {
-    if (!element || dtype === 'f32') return `if (slotOk) { vPool[poolBase + c${v}] = v[vBase + c${v}]; }`;
+    if (!element || dtype === 'f32') return toPool('vPool', `poolBase + c${v}`, `v[vBase + c${v}]`);
     const e = `(vBase + c${v})`;
     return `if (slotOk) { store_vPool(poolBase + c${v}, v[${e} >> 1u] >> ((${e} & 1u) * 16u)); }`;
   };
@@ -103,7 +114,7 @@ export function ropeNormRowsShader(plan: RopeNormRowsPlan): KernelSource<RopeNor
     ? `let slot = slotAt(n);
   let slotOk = !isQuery && indexBelow(slot, params.slotBelow);
   ${keys ? 'if (live && !isQuery && h == 0u && laneInRow == 0u && !indexIsNegative(slot) && !indexBelow(slot, params.slotBelow)) { atomicMax(&flags[params.slotFlag], 0xffffffffu - n); }' : ''}
-  let poolBase = (select(0u, slot.x, slotOk) * params.keyHeads + h) * ROW_VECS;`
+  let poolBase = poolRow(select(0u, slot.x, slotOk), h, params.keyHeads, params.pageSize) * ROW_VECS;${fp8 ? `\n  ${scaleBitsWgsl(poolParts, 'select(0u, h, slotOk)', (i) => `bitcast<u32>(cosSin[${i}])`)}` : ''}`
     : '';
   const storers = halves ? [...(queries ? ['qRot'] : []), ...(keys ? ['kRot', 'kPool'] : []), ...(values ? ['vPool'] : [])].map((a) => halfStorer(`store_${a}`, a)) : [];
   // Inputs may be views (strides as uniforms): where this row starts in the tensors it reads, in row vectors.
@@ -117,8 +128,10 @@ export function ropeNormRowsShader(plan: RopeNormRowsPlan): KernelSource<RopeNor
 
   const code = `${plan.reduction === 'subgroup' && squares ? 'enable subgroups;\n' : ''}${HALF_FLOAT_WGSL}
 ${INDEX_RANGE_WGSL}
+${fp8 ? FP8_WGSL : ''}
 ${ROPE_NORM_ROWS.uniformsWgsl}
 ${bindings.wgsl}
+${pool ? poolRowWgsl(plan.pool?.layout ?? 'NHD') : ''}
 ${queries ? rowElementReader('qAt', 'q', dtype, layout) : ''}
 ${keys ? rowElementReader('kAt', 'k', dtype, layout) : ''}
 ${queryNorm ? elementReader('qWeightAt', 'qWeight', plan.queryWeight!) : ''}

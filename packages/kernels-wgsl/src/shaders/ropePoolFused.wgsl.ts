@@ -2,7 +2,9 @@
  * RoPE without a norm, one invocation per vector of a head row (SEMANTICS.md §3).
  * The query part rotates every query head into qRot; the key part rotates
  * every key head into kRot and, for tokens with a slot in the pool, into
- * kPool, and copies the value head into vPool bit for bit. Negative slots
+ * kPool, and copies the value head into vPool bit for bit, or stores both as
+ * fp8 codes of x / scale (whole words per invocation: D is a multiple of 4
+ * there), at the row of either pool layout. Negative slots
  * skip the token; a slot at or past the pool is recorded in the flag words
  * and not written. cos/sin come from a per-token table (ropeTable.wgsl.ts),
  * row n for token n.
@@ -13,6 +15,8 @@
 import { ROPE_ROWS } from '../generated/params.js';
 import type { RopeRowsParams, RopeRowsRanges } from '../generated/params.js';
 import { ENTRY_BUILTINS, HALF_FLOAT_WGSL, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
+import { FP8_WGSL } from './fp8.wgsl.js';
+import { poolRowWgsl, poolVectorType, scaleBitsWgsl, storeRowVector } from './kvPoolRows.wgsl.js';
 import type { RopeRowsPlan } from './plan.js';
 import { halfStorer, packVector, rotateVector, rowElementReader, storeElement, vectorType, vectorValues } from './rowCode.js';
 import { kernelSource } from './source.js';
@@ -25,7 +29,19 @@ export function ropeRowsShader(plan: RopeRowsPlan): KernelSource<RopeRowsParams,
   const rowType = element ? 'u32' : vectorType(layout);
   const withQ = plan.kind !== 'kv';
   const withK = plan.kind !== 'q';
-  const bindings = ROPE_ROWS.bindings({ queries: withQ, keys: withK, Row: rowType, Dst: halves ? 'atomic<u32>' : rowType });
+  const dstType = halves ? 'atomic<u32>' : rowType;
+  const fp8 = plan.pool?.fp8;
+  const bindings = ROPE_ROWS.bindings({ queries: withQ, keys: withK, Row: rowType, Dst: dstType, Pool: poolVectorType(layout, dstType, fp8) });
+  /** The statement storing row vector `vector` (the model dtype's words) into a pool: as it is, or as its fp8 codes. */
+  const toPool = (pool: 'kPool' | 'vPool', index: string, vector: string): string => storeRowVector(fp8, dtype, layout, `${pool}[${index}]`, vector, `${pool[0]}ScaleBits`);
+  /** The key part's slot: the token's check, and where its head row starts in the pools (and the fp8 scales of its head). */
+  const slotLines = (first: string): string[] => [
+    'let slot = slotAt(n);',
+    'let slotOk = indexBelow(slot, params.slotBelow);',
+    `if (h == 0u && ${first} == 0u && !indexIsNegative(slot) && !slotOk) { atomicMax(&flags[params.slotFlag], 0xffffffffu - n); }`,
+    'let poolBase = poolRow(select(0u, slot.x, slotOk), h, params.keyHeads, params.pageSize) * ROW_VECS;',
+    ...(fp8 ? [scaleBitsWgsl(['k', 'v'], 'h', (i) => `bitcast<u32>(cosSin[${i}])`)] : []),
+  ];
 
   /** Where this invocation's head row starts in each input it reads, in row vectors: inputs may be views (strides as uniforms). */
   const inputBases = (src: 'q' | 'k', isKey: boolean): string[] => [
@@ -58,14 +74,7 @@ export function ropeRowsShader(plan: RopeRowsPlan): KernelSource<RopeRowsParams,
       ...xs.map((x, k) => `let ${p}y${k} = ${x};`),
       rotation.code,
     ];
-    if (isKey) {
-      lines.push(
-        'let slot = slotAt(n);',
-        'let slotOk = indexBelow(slot, params.slotBelow);',
-        'if (h == 0u && c == 0u && !indexIsNegative(slot) && !slotOk) { atomicMax(&flags[params.slotFlag], 0xffffffffu - n); }',
-        'let poolBase = (select(0u, slot.x, slotOk) * params.keyHeads + h) * ROW_VECS;',
-      );
-    }
+    if (isKey) lines.push(...slotLines('c'));
     if (element) {
       lines.push(storeElement(dtype, dst, `store_${dst}`, 'base + c', rotation.out[0]!));
       if (isKey) {
@@ -79,7 +88,7 @@ export function ropeRowsShader(plan: RopeRowsPlan): KernelSource<RopeRowsParams,
       }
     } else {
       lines.push(`let packed = ${packVector(dtype, layout, rotation.out)};`, `${dst}[base + c] = packed;`);
-      if (isKey) lines.push('if (slotOk) {', '  kPool[poolBase + c] = packed;', '  vPool[poolBase + c] = v[vBase + c];', '}');
+      if (isKey) lines.push('if (slotOk) {', `  ${toPool('kPool', 'poolBase + c', 'packed')}`, `  ${toPool('vPool', 'poolBase + c', 'v[vBase + c]')}`, '}');
     }
     return lines.join('\n    ');
   };
@@ -102,14 +111,7 @@ export function ropeRowsShader(plan: RopeRowsPlan): KernelSource<RopeRowsParams,
       `let c = select(${R / E}u + u - ${halfVecs}u, u, paired);`,
       `let x = ${src}[srcBase + c];`,
     ];
-    if (isKey) {
-      lines.push(
-        'let slot = slotAt(n);',
-        'let slotOk = indexBelow(slot, params.slotBelow);',
-        'if (h == 0u && u == 0u && !indexIsNegative(slot) && !slotOk) { atomicMax(&flags[params.slotFlag], 0xffffffffu - n); }',
-        'let poolBase = (select(0u, slot.x, slotOk) * params.keyHeads + h) * ROW_VECS;',
-      );
-    }
+    if (isKey) lines.push(...slotLines('u'));
     const rotate = [
       `let pc = c + ${halfVecs}u;`,
       `let xp = ${src}[srcBase + pc];`,
@@ -119,9 +121,11 @@ export function ropeRowsShader(plan: RopeRowsPlan): KernelSource<RopeRowsParams,
       `let hi = ${packVector(dtype, layout, xs.map((x, k) => `${ps[k]} * cs${k} + ${x} * sn${k}`))};`,
       `${dst}[base + c] = lo;`,
       `${dst}[base + pc] = hi;`,
-      ...(isKey ? ['if (slotOk) {', '  kPool[poolBase + c] = lo;', '  kPool[poolBase + pc] = hi;', '  vPool[poolBase + c] = v[vBase + c];', '  vPool[poolBase + pc] = v[vBase + pc];', '}'] : []),
+      ...(isKey
+        ? ['if (slotOk) {', ...[toPool('kPool', 'poolBase + c', 'lo'), toPool('kPool', 'poolBase + pc', 'hi'), toPool('vPool', 'poolBase + c', 'v[vBase + c]'), toPool('vPool', 'poolBase + pc', 'v[vBase + pc]')].map((x) => `  ${x}`), '}']
+        : []),
     ];
-    const copy = [`${dst}[base + c] = x;`, ...(isKey ? ['if (slotOk) {', '  kPool[poolBase + c] = x;', '  vPool[poolBase + c] = v[vBase + c];', '}'] : [])];
+    const copy = [`${dst}[base + c] = x;`, ...(isKey ? ['if (slotOk) {', `  ${toPool('kPool', 'poolBase + c', 'x')}`, `  ${toPool('vPool', 'poolBase + c', 'v[vBase + c]')}`, '}'] : [])];
     lines.push(`if (paired) {\n      ${rotate.join('\n      ')}\n    } else {\n      ${copy.join('\n      ')}\n    }`);
     return lines.join('\n    ');
   };
@@ -158,8 +162,10 @@ export function ropeRowsShader(plan: RopeRowsPlan): KernelSource<RopeRowsParams,
 
   const code = `${HALF_FLOAT_WGSL}
 ${INDEX_RANGE_WGSL}
+${fp8 ? FP8_WGSL : ''}
 ${ROPE_ROWS.uniformsWgsl}
 ${bindings.wgsl}
+${withK ? poolRowWgsl(plan.pool?.layout ?? 'NHD') : ''}
 ${withQ ? rowElementReader('qAt', 'q', dtype, layout) : ''}
 ${withK ? rowElementReader('kAt', 'k', dtype, layout) : ''}
 ${withK ? indexReader('slotAt', 'slots', plan.slotType ?? 'i32') : ''}
