@@ -1,5 +1,5 @@
 import { checkNormedMropeIntoFp8Pool, checkRopePoolIntoPools, NORMED_MROPE_CASES, POOL_CASES, randomPositive, randomValues, Rng, seedOf, slotPermutation } from '@kvkit/conformance';
-import type { Backend, PoolDType } from '@kvkit/contracts';
+import type { Backend, PoolDType, Tensor } from '@kvkit/contracts';
 import { isFp8 } from '@kvkit/contracts';
 import { createCpuBackend } from '@kvkit/kernels-cpu';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -54,12 +54,12 @@ function slotsOf(rng: Rng, N: number): Int32Array {
   return Int32Array.from([...slots, slots.find((x) => x >= 0)!]);
 }
 
-/** Dispatches one ropePoolFused call into pools `p` records (with a Q/K-norm where asked). */
-async function ropePoolDispatches(b: Backend, p: Pools, qkNorm: boolean): Promise<number> {
+/** The arguments of a ropePoolFused call into pools `p` (with a Q/K-norm where asked), the same values for the same `p`. */
+function ropePoolArgs(b: Backend, p: Pools, qkNorm: boolean) {
   const rng = new Rng(seedOf(`pool writes ${p.layout} ${p.poolType} ${p.D} ${qkNorm}`));
   const [N, Hq] = [7, 2 * H];
   const model = isFp8(p.poolType) ? 'bf16' : p.poolType;
-  const args = {
+  return {
     q: b.tensor(model, [N, Hq, p.D], randomValues(rng, N * Hq * p.D)),
     k: b.tensor(model, [N, H, p.D], randomValues(rng, N * H * p.D)),
     v: b.tensor(model, [N, H, p.D], randomValues(rng, N * H * p.D)),
@@ -73,6 +73,11 @@ async function ropePoolDispatches(b: Backend, p: Pools, qkNorm: boolean): Promis
     numKvHeads: H,
     ropeBase: 10000,
   };
+}
+
+/** Dispatches one ropePoolFused call into pools `p` records (with a Q/K-norm where asked). */
+async function ropePoolDispatches(b: Backend, p: Pools, qkNorm: boolean): Promise<number> {
+  const args = ropePoolArgs(b, p, qkNorm);
   const before = webGpuBackendStats(b).dispatches;
   ops(b).ropePoolFused(args);
   const recorded = webGpuBackendStats(b).dispatches - before;
@@ -176,6 +181,26 @@ withDevice(`paged and fp8 pools, written by the row kernels${skipNote}`, () => {
         expect(await ropePoolDispatches(small, p, true)).toBe(6);
         for (const c of POOL_CASES.filter((x) => isFp8(x.poolType) && x.D % 4 === 0)) await checkRopePoolIntoPools(small, cpu, c);
         await checkNormedMropeIntoFp8Pool(small, cpu, NORMED_MROPE_CASES.find((c) => c.D % 4 === 0)!);
+
+        // Scales in the application's own buffers, made without COPY_SRC: placed by the strided copy, the same codes.
+        const owned = ropePoolArgs(small, p, false);
+        const wrapped = ropePoolArgs(small, p, false);
+        const buffers = await Promise.all(
+          [owned.kScale!, owned.vScale!].map(async (t) => {
+            const buffer = device.createBuffer({ size: 4 * H, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
+            device.queue.writeBuffer(buffer, 0, (await small.read(t)) as Float32Array);
+            return buffer;
+          }),
+        );
+        const gathers = webGpuBackendStats(small).gathers;
+        ops(small).ropePoolFused(owned);
+        ops(small).ropePoolFused({ ...wrapped, kScale: small.wrap(buffers[0]!, 'f32', [H]), vScale: small.wrap(buffers[1]!, 'f32', [H]) });
+        expect(webGpuBackendStats(small).gathers - gathers).toBe(2);
+        for (const pool of ['kPool', 'vPool'] as const) {
+          const [a, e] = await Promise.all([small.readBits(wrapped[pool] as Tensor), small.readBits(owned[pool] as Tensor)]);
+          expect(a, pool).toEqual(e);
+        }
+        for (const buffer of buffers) buffer.destroy();
       } finally {
         small.dispose();
         device.destroy();

@@ -145,7 +145,7 @@ class WgslKvMaterializer implements MaterializerKernels {
       if (rowKernelsWrite(kPool.dtype, this.#D)) {
         const poolLayerBytes = S * this.#H * this.#D * bytesPerElement(kPool.dtype);
         k.runtime.scoped(() => {
-          const pools = poolWrites(k, args, this.#normWeights.buffer, this.#scaleWordOffset);
+          const pools = poolWrites(k, args, this.#normWeights, this.#scaleWordOffset);
           this.#run(args, { kDst: kPool.range, vDst: k.own(args.vPool).range }, poolLayerBytes, slots, call, pools);
         });
         return;

@@ -3,6 +3,9 @@ import { isFp8 } from '@kvkit/contracts';
 import type { Fp8DType } from '@kvkit/contracts';
 import type { OwnedTensor, PoolLayoutName } from '@kvkit/contracts/backend';
 import type { RopeRowsParams } from '../generated/params.js';
+import type { DeviceStorage } from '../runtime/gpuRuntime.js';
+import type { GpuTensor } from '../runtime/gpuTensor.js';
+import { copyStrided } from '../runtime/views.js';
 import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
 import type { PoolFormat } from '../shaders/kvPoolRows.wgsl.js';
 
@@ -41,14 +44,23 @@ export function scaleWords(c: PoolCall): number {
  * copied into `into` from word `at` on, past what the kernel reads there
  * already, so they need no binding of their own.
  */
-export function poolWrites(k: WebGpuKernels, c: PoolCall, into: GPUBuffer, at: number): { format: PoolFormat | undefined; params: PoolWriteParams } {
+export function poolWrites(k: WebGpuKernels, c: PoolCall, into: DeviceStorage, at: number): { format: PoolFormat | undefined; params: PoolWriteParams } {
   const fp8 = isFp8(c.kPool.dtype) ? (c.kPool.dtype as Fp8DType) : undefined;
   const pageSize = c.layout === 'HND' ? c.dims.pageSize! : 1;
   const format = c.layout === 'NHD' && !fp8 ? undefined : { layout: c.layout, ...(fp8 ? { fp8 } : {}) };
   if (!fp8) return { format, params: { ...NO_POOL_WRITES, pageSize } };
   const [kScale, vScale] = [k.own(c.kScale!), k.own(c.vScale!)];
   const vAt = at + kScale.numel;
-  k.runtime.copy(kScale.storage.buffer, kScale.byteOffset, into, at * 4, kScale.byteLength);
-  k.runtime.copy(vScale.storage.buffer, vScale.byteOffset, into, vAt * 4, vScale.byteLength);
+  place(k, kScale, into, at);
+  place(k, vScale, into, vAt);
   return { format, params: { pageSize, kScaleAt: at, kScaleStep: kScale.numel > 1 ? 1 : 0, vScaleAt: vAt, vScaleStep: vScale.numel > 1 ? 1 : 0 } };
+}
+
+/** GPUBufferUsage.COPY_SRC. */
+const USAGE_COPY_SRC = 0x4;
+
+/** An f32 tensor (contiguous) into `into` from word `at`: a buffer copy, or the strided copy kernel where the application's buffer lacks COPY_SRC. */
+function place(k: WebGpuKernels, t: GpuTensor, into: DeviceStorage, at: number): void {
+  if ((t.storage.buffer.usage & USAGE_COPY_SRC) !== 0) k.runtime.copy(t.storage.buffer, t.byteOffset, into.buffer, at * 4, t.byteLength);
+  else copyStrided(k, t, into.range(0, into.byteLength), at);
 }

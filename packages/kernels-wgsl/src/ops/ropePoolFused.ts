@@ -98,7 +98,7 @@ export function ropePoolFused(k: WebGpuKernels, args: RopePoolFusedChecked) {
       ]);
       return { qRot, kRot };
     }
-    const pools = poolWrites(k, args, scratch.buffer, N * R);
+    const pools = poolWrites(k, args, scratch, N * R);
     const withScales = scratch.range(0, (N * R + scaleWords(args)) * 4);
     const { flags, words } = k.checks.reserve([args.deviceChecks.find((c) => c.arg === 'slots')], args.dims);
     const owned = k.slotOwners.resolve(slots, N, S, args.duplicates.slots, 'ropePoolFused');
