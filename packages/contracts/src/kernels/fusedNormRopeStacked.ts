@@ -1,6 +1,7 @@
 /** The kernels behind fusedNormRopeStacked (and the materializer's norm + RoPE pass). */
 import { FLOAT_DTYPES } from '../tensor.js';
 import { cudaKernel, entryGrid, i64, input, output, read, readWrite, u32, wgslKernel } from './declare.js';
+import { poolWriteParams } from './kvPools.js';
 
 export const fusedNormRopeCuda = cudaKernel({
   kernel: 'fusedNormRope',
@@ -14,8 +15,9 @@ export const fusedNormRopeCuda = cudaKernel({
     ropeAngles: input('void', 'u32 words of backend/rope.ts ropeAngleTable'),
     positions: input('void', '[T]'),
     slots: input('void', '[T] or null (token t writes row t)'),
-    kOut: output('void', 'row (l, row, h) at l*outLayerStride + (row*H + h)*D; may be kv itself (in place)'),
+    kOut: output('void', 'row (l, row, h) at l*outLayerStride + its pool row (kv_pool.cuh poolElement; (row*H + h)*D for NHD); may be kv itself (in place)'),
     vOut: output('void', 'laid out as kOut; null: V is not copied'),
+    ...poolWriteParams,
     badValue: output('BadValueRecord', 'where a position or slot out of range, or a bad eps, is recorded'),
     numTokens: i64('T'),
     numLayers: i64('L'),
