@@ -56,6 +56,7 @@ export function storePoolRows(k: WebGpuKernels, job: PoolStoreJob, pools: readon
     const wholeWords = (run * bytes) % 4 === 0;
     const plan: PoolStorePlan = {
       kernel: 'poolStore',
+      f16: k.runtime.caps.f16,
       sourceType: job.sourceType,
       poolType,
       slotType: job.slots.dtype as IndexDType,
@@ -99,6 +100,7 @@ export function dequantizeKv(k: WebGpuKernels, args: DequantizeKvChecked): void 
   const wholeWords = (D * bytes) % 4 === 0;
   const plan: PoolReadPlan = {
     kernel: 'poolRead',
+    f16: k.runtime.caps.f16,
     poolType: pool.dtype as PoolReadPlan['poolType'],
     rowsType,
     slotType: slots.dtype as IndexDType,

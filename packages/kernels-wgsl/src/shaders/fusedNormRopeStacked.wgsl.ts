@@ -13,7 +13,7 @@
  */
 import { NORM_ROPE } from '../generated/params.js';
 import type { NormRopeParams, NormRopeRanges } from '../generated/params.js';
-import { elementReader, ENTRY_BUILTINS, HALF_FLOAT_WGSL, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
+import { elementReader, ENTRY_BUILTINS, halfFloatWgsl, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
 import type { NormRopePlan } from './plan.js';
 import { halfStorer, laneSumCode, packVector, rotateVector, rowElementReader, storeElement, vectorType, vectorValues } from './rowCode.js';
 import { kernelSource } from './source.js';
@@ -78,7 +78,7 @@ export function normRopeShader(plan: NormRopePlan): KernelSource<NormRopeParams,
     })
     .join('\n  ');
 
-  const code = `${plan.reduction === 'subgroup' ? 'enable subgroups;\n' : ''}${HALF_FLOAT_WGSL}
+  const code = `${plan.reduction === 'subgroup' ? 'enable subgroups;\n' : ''}${halfFloatWgsl(plan.f16)}
 ${INDEX_RANGE_WGSL}
 ${NORM_ROPE.uniformsWgsl}
 ${bindings.wgsl}

@@ -12,13 +12,15 @@ import type { FloatDType, IndexDType, PoolDType } from '@kvkit/contracts';
 import { isFp8 } from '@kvkit/contracts';
 import { POOL_READ, POOL_STORE } from '../generated/params.js';
 import type { PoolReadParams, PoolReadRanges, PoolStoreParams, PoolStoreRanges } from '../generated/params.js';
-import { ENTRY_BUILTINS, encodeHalf, HALF_FLOAT_WGSL, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
+import { ENTRY_BUILTINS, encodeHalf, halfFloatWgsl, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
+import type { F16Conversion } from './common.wgsl.js';
 import { FP8_WGSL, fp8Decode, fp8Encode } from './fp8.wgsl.js';
 import { kernelSource } from './source.js';
 import type { KernelSource } from './source.js';
 
 export interface PoolStorePlan {
   readonly kernel: 'poolStore';
+  readonly f16: F16Conversion;
   readonly sourceType: FloatDType;
   readonly poolType: PoolDType;
   readonly slotType: IndexDType;
@@ -30,6 +32,7 @@ export interface PoolStorePlan {
 
 export interface PoolReadPlan {
   readonly kernel: 'poolRead';
+  readonly f16: F16Conversion;
   readonly poolType: PoolDType;
   readonly rowsType: FloatDType;
   readonly slotType: IndexDType;
@@ -101,7 +104,7 @@ export function poolStoreShader(plan: PoolStorePlan): KernelSource<PoolStorePara
   pool[((first + u * ${perWord}u) * ${bytes}u) >> 2u] = word;`
     : `${sourceIndex('u')}
   store_element(first + u, ${stored});`;
-  const code = `${HALF_FLOAT_WGSL}
+  const code = `${halfFloatWgsl(plan.f16)}
 ${INDEX_RANGE_WGSL}
 ${scaled ? FP8_WGSL : ''}
 ${POOL_STORE.uniformsWgsl}
@@ -152,7 +155,7 @@ export function poolReadShader(plan: PoolReadPlan): KernelSource<PoolReadParams,
   rows[((row0 + u * ${perWord}u) * ${rowBytes}u) >> 2u] = word;`
     : `let e = u;
   store_element(row0 + u, ${encoded(value)});`;
-  const code = `${HALF_FLOAT_WGSL}
+  const code = `${halfFloatWgsl(plan.f16)}
 ${INDEX_RANGE_WGSL}
 ${scaled ? FP8_WGSL : ''}
 ${POOL_READ.uniformsWgsl}

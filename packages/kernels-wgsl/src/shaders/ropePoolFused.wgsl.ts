@@ -12,7 +12,7 @@
  */
 import { ROPE_ROWS } from '../generated/params.js';
 import type { RopeRowsParams, RopeRowsRanges } from '../generated/params.js';
-import { ENTRY_BUILTINS, HALF_FLOAT_WGSL, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
+import { ENTRY_BUILTINS, halfFloatWgsl, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
 import type { RopeRowsPlan } from './plan.js';
 import { halfStorer, packVector, rotateVector, rowElementReader, storeElement, vectorType, vectorValues } from './rowCode.js';
 import { kernelSource } from './source.js';
@@ -156,7 +156,7 @@ export function ropeRowsShader(plan: RopeRowsPlan): KernelSource<RopeRowsParams,
     ${body('k', 'kRot', 'params.keyHeads')}
   }`;
 
-  const code = `${HALF_FLOAT_WGSL}
+  const code = `${halfFloatWgsl(plan.f16)}
 ${INDEX_RANGE_WGSL}
 ${ROPE_ROWS.uniformsWgsl}
 ${bindings.wgsl}
