@@ -67,6 +67,19 @@ describe('row kernel launch plans', () => {
         expect(plan.grid).toBeGreaterThan(0);
         if (plan.path === 'any') return;
         const numVec = s.headDim / vec;
+        if (plan.tokensPerBlock > 0) {
+          // ropePool's token tiles: a block per tile, every token in exactly one, the tile's cos/sin and slots in shared memory.
+          expect(s.kernel === 'ropePool' && plan.path === 'nv1').toBe(true);
+          expect([1, 2, 4, 8]).toContain(plan.tokensPerBlock);
+          expect(plan.grid * plan.tokensPerBlock).toBeGreaterThanOrEqual(s.tokens);
+          expect((plan.grid - 1) * plan.tokensPerBlock).toBeLessThan(s.tokens);
+          expect(plan.lanesPerRow).toBeGreaterThanOrEqual(numVec);
+          const pairsPerVector = s.gptj ? vec / 2 : vec;
+          const slots = Math.ceil((rotaryDim >> 1) / pairsPerVector) * pairsPerVector;
+          expect(plan.sharedBytes).toBe(plan.tokensPerBlock * (slots * 8 + 8));
+          expect(plan.sharedBytes).toBeLessThanOrEqual(48 * 1024);
+          return;
+        }
         expect(plan.lanesPerRow & (plan.lanesPerRow - 1)).toBe(0);
         expect(plan.lanesPerRow).toBeLessThanOrEqual(32);
         expect(plan.lanesPerRow * (plan.path === 'nv1' ? 1 : 2)).toBeGreaterThanOrEqual(numVec);
@@ -98,6 +111,7 @@ describe('row kernel launch plans', () => {
       fc.property(small, (s) => {
         const plan = planRows({ ...s, rotaryDim: s.headDim, gptj: false, vectorAddresses: [0], multiprocessors: s.multiprocessors });
         expect(plan.path).not.toBe('any');
+        fc.pre(plan.tokensPerBlock === 0); // token tiles: their walk is checked below
         const { rowsPerStep } = ROW_KERNEL_SHAPES[s.kernel][plan.path as 'nv1' | 'nv2'];
         const { visits, stepsPerWarp } = walkRows(plan, s.tokens, s.headRows, rowsPerStep);
         expect(visits.size).toBe(s.tokens * s.headRows);
@@ -116,8 +130,48 @@ describe('row kernel launch plans', () => {
     expect(plan.grid).toBeGreaterThanOrEqual(132);
   });
 
+  it('walk every row of a token tile exactly once, in each of its two passes (query rows; key and value rows)', () => {
+    // The tile walk of src/cuda/rope_pool_tiles.cuh (TileRows): group g of G takes rows g, g + G, ... of [0, tokens * heads).
+    const tile = fc.record({ tokens: fc.integer({ min: 1, max: 8 }), heads: fc.integer({ min: 1, max: 80 }), lanes: fc.constantFrom(1, 2, 4, 8, 16, 32), depth: fc.integer({ min: 1, max: 6 }) });
+    fc.assert(
+      fc.property(tile, ({ tokens, heads, lanes, depth }) => {
+        const groups = 256 / lanes;
+        const seen = new Map<string, number>();
+        for (let g = 0; g < groups; g++) {
+          const at = { token: Math.floor(g / heads), head: g % heads };
+          const advance = (r: { token: number; head: number }) => {
+            r.head += groups;
+            while (r.head >= heads) (r.head -= heads), r.token++;
+          };
+          while (at.token < tokens) {
+            const row = { ...at };
+            for (let d = 0; d < depth; d++) advance(at);
+            for (let d = 0; d < depth; d++) {
+              if (row.token < tokens) seen.set(`${row.token}/${row.head}`, (seen.get(`${row.token}/${row.head}`) ?? 0) + 1);
+              advance(row);
+            }
+          }
+        }
+        expect(seen.size).toBe(tokens * heads);
+        expect([...seen.values()].every((n) => n === 1)).toBe(true);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('tiles large batches as far as the grid still fills the GPU once, and small ones a token a block', () => {
+    const plan = (tokens: number) => planRows({ kernel: 'ropePool', dtype: 'bf16', headDim: 128, rotaryDim: 128, gptj: false, tokens, headRows: 48, vectorAddresses: [0], multiprocessors: 132 });
+    const resident = 132 * ROW_KERNEL_SHAPES.ropePool.nv1.blocksPerSM;
+    expect(plan(32768).tokensPerBlock).toBe(8);
+    for (const tokens of [16, 256, 4096, 32768, 100_000]) {
+      const p = plan(tokens);
+      expect(p.grid >= resident || p.tokensPerBlock === 1, `T=${tokens}`).toBe(true);
+    }
+    expect(plan(256).tokensPerBlock).toBe(1);
+  });
+
   it('keeps every group of a full GPU busy for large batches, with long units (cos/sin fetched once per unit)', () => {
-    for (const [kernel, headRows] of [['normRope', 40], ['ropePool', 48]] as const) {
+    for (const [kernel, headRows] of [['normRope', 40]] as const) {
       for (const tokens of [4096, 32768]) {
         const plan = planRows({ kernel, dtype: 'bf16', headDim: 128, rotaryDim: 128, gptj: false, tokens, headRows, vectorAddresses: [0], multiprocessors: 132 });
         const units = tokens * plan.unitsPerToken;

@@ -50,13 +50,14 @@ export const ropePoolCuda = cudaKernel({
     slotOwners: input('SlotOwner', 'winners of duplicate slots, or null (see claim_slots)'),
     slotOwnersMask: i64('slot-owner table capacity - 1'),
     generation: i64("this call's generation in the slot-owner table"),
+    tokensPerBlock: i64('tokens of one block (the tiles launch, rope_pool_tiles.cuh)'),
     rowsPerUnit: i64('of the Hq + 2*H rows of one token (q heads, k heads, v heads)'),
     unitsPerToken: i64('ceil((Hq + 2*H) / rowsPerUnit)'),
     lanesPerRow: i64('power of two <= 32'),
   },
   launches: {
-    // A row here is one tensor's, half a fused row's bytes: four rows a step and the next four in flight.
-    nv1: { threads: 256, minBlocksPerSM: 2, constants: { vectorsPerLane: 1, rowsPerStep: 4, rowAhead: true }, doc: 'rows of one 16-byte vector per lane' },
+    // Token tiles: a row here is one tensor's, half a fused row's bytes; each lane group keeps four rows in flight.
+    nv1: { threads: 256, minBlocksPerSM: 4, constants: { vectorsPerLane: 1, rowsPerStep: 4 }, doc: 'token tiles, rows of one 16-byte vector per lane' },
     nv2: { threads: 256, minBlocksPerSM: 2, constants: { vectorsPerLane: 2, rowsPerStep: 1, rowAhead: false }, doc: 'rows of two 16-byte vectors per lane' },
     any: { threads: 256, doc: 'any row shape, element by element' },
   },

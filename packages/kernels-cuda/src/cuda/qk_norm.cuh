@@ -8,18 +8,19 @@ namespace kvkit {
 
 /**
  * Norms the row a group of `lanes` lanes holds (vectors lane + k*lanes, zeros
- * past the row) when `apply`; every lane of the warp must call it, since the
- * partial sums meet through shuffles. `weight` may be null where !apply.
+ * past the row) when `apply`; every lane of `mask` (the warp, or the row's
+ * group) must call it, since the partial sums meet through shuffles.
+ * `weight` may be null where !apply.
  */
 template <typename S, int NV>
-__device__ __forceinline__ void normRowInLanes(float (&x)[NV][S::kPer16], bool apply, const void* weight, bool weightIsF32, float eps, int lane, int lanes, int D) {
+__device__ __forceinline__ void normRowInLanes(float (&x)[NV][S::kPer16], bool apply, const void* weight, bool weightIsF32, float eps, int lane, int lanes, int D, unsigned mask = kFullWarp) {
   constexpr int VEC = S::kPer16;
   float sumSquares = 0.0f;
 #pragma unroll
   for (int k = 0; k < NV; k++)
 #pragma unroll
     for (int u = 0; u < VEC; u++) sumSquares = fmaf(x[k][u], x[k][u], sumSquares);
-  sumSquares = sumOverLanes(sumSquares, lanes);
+  sumSquares = sumOverLanes(sumSquares, lanes, mask);
   if (!apply) return;
   const float inv = rsqrtf(sumSquares / static_cast<float>(D) + eps);
 #pragma unroll

@@ -86,9 +86,9 @@ __device__ __forceinline__ void cosSinAt(long long position, int j, int halfR, c
   }
 }
 
-// Sum over the `lanes` lanes of one row: an aligned power-of-two segment of the warp.
-__device__ __forceinline__ float sumOverLanes(float x, int lanes) {
-  for (int offset = lanes >> 1; offset > 0; offset >>= 1) x += __shfl_xor_sync(kFullWarp, x, offset);
+// Sum over the `lanes` lanes of one row: an aligned power-of-two segment of the warp (`mask`: the lanes taking part).
+__device__ __forceinline__ float sumOverLanes(float x, int lanes, unsigned mask = kFullWarp) {
+  for (int offset = lanes >> 1; offset > 0; offset >>= 1) x += __shfl_xor_sync(mask, x, offset);
   return x;
 }
 

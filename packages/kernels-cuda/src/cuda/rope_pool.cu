@@ -56,7 +56,8 @@ __device__ __forceinline__ RowStrides inputStrides(const RopePoolParams& p, int 
 __device__ __forceinline__ const void* inputBase(const RopePoolParams& p, int kind) { return kind == 0 ? p.q : kind == 1 ? p.k : p.v; }
 
 /**
- * Fast path, rows of whole 16-byte vectors. The rows of one token are its Hq
+ * Rows of two 16-byte vectors per lane (the nv2 launch; rows of one vector
+ * per lane take the token tiles of rope_pool_tiles.cuh). The rows of one token are its Hq
  * query heads, then H key heads, then H value heads (copied, not rotated).
  * Lane groups walk units of rows (unit_walk.cuh; the first units of the walk
  * are query rows, which need no slot) ROWS rows a step, loading the next
@@ -169,6 +170,12 @@ __device__ __forceinline__ void ropePoolUnits(const RopePoolParams& p) {
   }
 }
 
+}  // namespace kvkit
+
+#include "rope_pool_tiles.cuh"
+
+namespace kvkit {
+
 // Any shape and any input strides: one warp per (token, row), element by element.
 template <typename S>
 __device__ __forceinline__ void ropePoolAnyShape(const RopePoolParams& p) {
@@ -231,9 +238,11 @@ using kvkit::RopePoolParams;
 // src/ops/rowTiles.ts plans with. A row here is one tensor's, half a fused row's bytes.
 #define KVKIT_ROPE_POOL_ENTRY(name, S, path, L) \
   extern "C" __global__ void __launch_bounds__(L::kThreads, L::kMinBlocksPerSM) rope_pool_##name##_##path(const RopePoolParams p) { kvkit::ropePoolUnits<S, L::kVectorsPerLane, L::kRowsPerStep, L::kRowAhead>(p); }
-#define KVKIT_ROPE_POOL_ENTRIES(name, S)                      \
-  KVKIT_ROPE_POOL_ENTRY(name, S, nv1, RopePoolNv1Launch)      \
-  KVKIT_ROPE_POOL_ENTRY(name, S, nv2, RopePoolNv2Launch)      \
+#define KVKIT_ROPE_POOL_ENTRIES(name, S)                                                                                                                            \
+  extern "C" __global__ void __launch_bounds__(RopePoolNv1Launch::kThreads, RopePoolNv1Launch::kMinBlocksPerSM) rope_pool_##name##_nv1(const RopePoolParams p) { \
+    kvkit::ropePoolTiles<S, RopePoolNv1Launch::kRowsPerStep>(p);                                                                                                    \
+  }                                                                                                                                                                 \
+  KVKIT_ROPE_POOL_ENTRY(name, S, nv2, RopePoolNv2Launch)                                                                                                            \
   extern "C" __global__ void __launch_bounds__(RopePoolAnyLaunch::kThreads) rope_pool_##name##_any(const RopePoolParams p) { kvkit::ropePoolAnyShape<S>(p); }
 
 KVKIT_ROPE_POOL_ENTRIES(f32, kvkit::F32)

@@ -33,6 +33,8 @@ export interface RowLaunch {
   readonly lanesPerRow: number;
   readonly block: number;
   readonly grid: number;
+  /** Tokens per block (ropePool's token tiles, its nv1 path); 0 elsewhere. */
+  readonly tokensPerBlock: number;
   /** Rows of one token per unit of work (vector paths). */
   readonly rowsPerUnit: number;
   readonly unitsPerToken: number;
@@ -108,6 +110,7 @@ export function planRows(s: RowShape): RowLaunch {
       lanesPerRow: 32,
       block: ROW_LAUNCHES[s.kernel].any.threads,
       grid: Math.max(1, Math.min(Math.ceil((s.tokens * s.headRows) / 8), s.multiprocessors * ANY_SHAPE_BLOCKS_PER_SM)),
+      tokensPerBlock: 0,
       rowsPerUnit: 0,
       unitsPerToken: 0,
       sharedBytes: 0,
@@ -119,6 +122,7 @@ export function planRows(s: RowShape): RowLaunch {
   const path = perLane === 1 ? 'nv1' : 'nv2';
   const { blocksPerSM, rowsPerStep } = ROW_KERNEL_SHAPES[s.kernel][path];
   const threads = ROW_LAUNCHES[s.kernel][path].threads;
+  if (s.kernel === 'ropePool' && path === 'nv1') return planTokenTiles(s, lanes, threads, blocksPerSM);
   const resident = s.multiprocessors * blocksPerSM * (threads / lanes);
   let best = { cost: Infinity, rowsPerUnit: s.headRows, unitsPerToken: 1, waves: 1 };
   for (let unitsPerToken = s.headRows; unitsPerToken >= 1; unitsPerToken--) {
@@ -136,8 +140,39 @@ export function planRows(s: RowShape): RowLaunch {
     lanesPerRow: lanes,
     block,
     grid: Math.ceil(groups / (block / lanes)),
+    tokensPerBlock: 0,
     rowsPerUnit: best.rowsPerUnit,
     unitsPerToken: best.unitsPerToken,
     sharedBytes: block * 2 * perLane * vec * 4,
+  };
+}
+
+/** The most tokens one tile takes: on the H200 (bf16, 48 rows a token) 8 beat 4, 16 and 32 at N = 4096 and 32768. */
+const MAX_TOKENS_PER_TILE = 8;
+
+/**
+ * ropePool's token tiles (src/cuda/rope_pool_tiles.cuh): a block per tile of
+ * consecutive tokens, its cos/sin and slots in shared memory. Tiles are as
+ * large as they can be (a block's fixed costs, the cos/sin pass and the two
+ * barriers, spread over more rows) while the grid still fills the GPU once.
+ */
+function planTokenTiles(s: RowShape, lanes: number, threads: number, blocksPerSM: number): RowLaunch {
+  const resident = s.multiprocessors * blocksPerSM;
+  let tokensPerBlock = MAX_TOKENS_PER_TILE;
+  while (tokensPerBlock > 1 && Math.ceil(s.tokens / tokensPerBlock) < resident) tokensPerBlock /= 2;
+  // The tile's float2 cos/sin slots per token (TileAngles in rope_pool_tiles.cuh): gptj rounds the pairs up to whole vectors.
+  const halfR = s.rotaryDim >> 1;
+  const pairsPerVector = (s.dtype === 'f32' ? 4 : 8) / (s.gptj ? 2 : 1);
+  const slots = s.gptj ? Math.ceil(halfR / pairsPerVector) * pairsPerVector : halfR;
+  return {
+    path: 'nv1',
+    lanesPerRow: lanes,
+    block: threads,
+    grid: Math.ceil(s.tokens / tokensPerBlock),
+    tokensPerBlock,
+    rowsPerUnit: 0,
+    unitsPerToken: 0,
+    // cos and sin (f32) of every (token, pair) of the tile, then its slots (i64).
+    sharedBytes: tokensPerBlock * (slots * 8 + 8),
   };
 }
