@@ -15,6 +15,7 @@ export {
 export { fusedNormRopeStackedOracle, normedK, projectionOracle, ropePoolFusedOracle } from './oracle.js';
 export { defineConformanceSuite } from './suite.js';
 export { checkMropeQkNormOnViews, mropeQkNormCases, runMropeQkNormCase } from './mropeQkNorm.js';
+export { mropeMaterializerCases, runMropeMaterializerCase } from './mropeMaterializer.js';
 export { defineResourceSuite } from './resources.js';
 export type { ResourceOptions } from './resources.js';
 export type { ConformanceOptions } from './suite.js';

@@ -4,6 +4,7 @@
 #include "bad_values.cuh"
 #include "generated/params.cuh"
 #include "kv_pool.cuh"
+#include "mrope.cuh"
 #include "rope.cuh"
 #include "slot_owners.cuh"
 #include "storage.cuh"
@@ -11,15 +12,29 @@
 
 namespace kvkit {
 
+// The position streams of a call: one ([T] positions), or mRoPE's three.
+__device__ __forceinline__ PositionStreams positionStreams(const FusedNormRopeParams& p) {
+  return {p.positions, p.positionsAreI64, p.positionStreamStride, static_cast<int>(p.mropeTemporalPairs), static_cast<int>(p.mropeHeightPairsEnd)};
+}
+
 /**
  * Token t's destination row (-1: not written): t itself, or its slot. A bad
- * position or slot is recorded (when `record`) and the token skipped; of
- * tokens sharing a slot, only the slot's owner writes.
+ * position (of any mRoPE stream) or slot is recorded (when `record`) and the
+ * token skipped; of tokens sharing a slot, only the slot's owner writes.
+ * `position` is the first stream's.
  */
 __device__ __forceinline__ long long fusedTokenRow(const FusedNormRopeParams& p, long long t, bool record, long long& position, bool& positionOk) {
   position = loadIndex(p.positions, p.positionsAreI64, t);
   positionOk = position >= p.positionMin && position < p.positionBelow;
   if (record && !positionOk) recordBadValue(p.badValue, p.positionCheck, t, position);
+  // mRoPE: the height and width streams, each recorded by its own index in positions, as the host check names it.
+  for (long long s = 1; p.positionStreamStride != 0 && s < 3; s++) {
+    const long long at = s * p.positionStreamStride + t;
+    const long long other = loadIndex(p.positions, p.positionsAreI64, at);
+    const bool ok = other >= p.positionMin && other < p.positionBelow;
+    if (record && !ok) recordBadValue(p.badValue, p.positionCheck, at, other);
+    positionOk = positionOk && ok;
+  }
   long long row = t;
   if (p.slots != nullptr) {
     row = loadIndex(p.slots, p.slotsAreI64, t);
@@ -101,7 +116,10 @@ __device__ __forceinline__ void fusedNormRopeUnits(const FusedNormRopeParams& p)
       bool positionOk = false;
       const long long dst = step.left > 0 ? fusedTokenRow(p, step.t, step.row == 0 && lane == 0, position, positionOk) : -1;
       dstFirst = dst >= 0 ? poolSlotOf(p, dst) : -1;
-      fillLaneAngles<VEC, NV>(angles, dst >= 0, position, lane, lanes, R, gptj, angleSource);
+      // mRoPE: each pair at its stream's position, element by element (one inlined fill, so no spills at 64 registers).
+      const PositionStreams streams = positionStreams(p);
+      const long long token = step.t;
+      fillLaneAnglesAt<VEC, NV>(angles, dst >= 0, position, lane, lanes, R, gptj, angleSource, streams.many(), [&](int j) { return streams.at(token, j); });
     }
     if (AHEAD) load(next, following);
     unsigned layer = step.row / H;
@@ -179,6 +197,7 @@ __device__ __forceinline__ void fusedNormRopeAnyShape(const FusedNormRopeParams&
   const int lane = threadIdx.x & 31;
   const long long warps = static_cast<long long>(gridDim.x) * (blockDim.x >> 5);
   const bool weightIsF32 = p.weightIsF32 != 0;
+  const PositionStreams streams = positionStreams(p);
   for (long long row = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; row < T * L * H; row += warps) {
     const long long t = row / (L * H);
     const long long lh = row - t * L * H;
@@ -217,7 +236,7 @@ __device__ __forceinline__ void fusedNormRopeAnyShape(const FusedNormRopeParams&
         const int j = p.gptj ? static_cast<int>(e >> 1) : static_cast<int>(first ? e : e - halfR);
         const long long other = p.gptj ? (first ? e + 1 : e - 1) : (first ? e + halfR : e - halfR);
         float c, s;
-        cosSinAt(position, j, halfR, p.cosSinCache, p.cacheDType, static_cast<const unsigned*>(p.ropeAngles), c, s);
+        cosSinAt(streams.many() ? streams.at(t, j) : position, j, halfR, p.cosSinCache, p.cacheDType, static_cast<const unsigned*>(p.ropeAngles), c, s);
         const float partner = normed(other);
         out = rotatedElement(out, partner, c, first ? -s : s);
       }

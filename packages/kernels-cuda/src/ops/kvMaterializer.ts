@@ -221,6 +221,7 @@ class CudaKvMaterializer implements MaterializerKernels {
         angles: this.#angles,
         positions: positionsAt,
         positionsAreI64: positions.dtype === 'i64',
+        mropeSection: args.mropeSection,
         positionRule,
         ...(out.slots ? { slots: out.slots } : {}),
         ...(out.pools ? { pools: out.pools } : {}),

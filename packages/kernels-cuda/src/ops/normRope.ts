@@ -7,6 +7,7 @@ import type { SlotClaims } from '../runtime/slotOwners.js';
 import { fusedKernel } from '../runtime/kernelNames.js';
 import { DENSE_ROWS } from './kvPools.js';
 import type { PoolWrite } from './kvPools.js';
+import { streamParams } from './positionStreams.js';
 import { planRows, vectorPathFits } from './rowTiles.js';
 
 /** Where the angles come from: cache rows (bounds [0, P)), or f_j = ropeBase^(-2j/R) on the device. */
@@ -44,6 +45,8 @@ export interface NormRopeJob {
   readonly angles: Angles;
   readonly positions: number;
   readonly positionsAreI64: boolean;
+  /** mRoPE: positions are [3, T] (stream s of token t at s*T + t), pairs split over the streams by this section. */
+  readonly mropeSection?: readonly number[] | undefined;
   readonly positionRule: BoundCheck;
   /** Pools: token t goes to row slots[t] (negative: skipped; of tokens naming one slot, the one `duplicates` names). */
   readonly slots?: PoolSlots;
@@ -146,6 +149,7 @@ export function launchNormRope(kernels: CudaKernels, job: NormRopeJob, claimed?:
     cosSinCache: cache ? cache.cache : 0,
     ropeAngles: 'ropeAngles' in job.angles ? job.angles.ropeAngles : 0,
     positions: job.positions,
+    ...streamParams(job, job.T, job.R),
     slots: job.slots ? job.slots.ptr : 0,
     kOut: job.kOut,
     vOut: job.vOut,

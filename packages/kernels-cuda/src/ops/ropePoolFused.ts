@@ -4,9 +4,10 @@ import type { CudaKernels } from '../runtime/cudaKernels.js';
 import type { CudaTensor } from '../runtime/cudaTensor.js';
 import { ELEMENT_BYTES } from '../runtime/cudaTensor.js';
 import { ropePoolKernel } from '../runtime/kernelNames.js';
-import { contiguousStrides, mropeBounds } from '@kvkit/contracts/backend';
+import { contiguousStrides } from '@kvkit/contracts/backend';
 import { aligned } from '../runtime/gatherStrided.js';
 import { boundCheck } from './normRope.js';
+import { streamParams } from './positionStreams.js';
 import { poolScales, poolWrite } from './kvPools.js';
 import { planRows, rowStrides, vectorPathFits } from './rowTiles.js';
 import type { RowStrides } from './rowTiles.js';
@@ -122,13 +123,6 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
   if (claims.table !== 0) cx.launchOverlapping(kernel, p, plan.grid, plan.block, plan.sharedBytes, op);
   else cx.launch(kernel, p, plan.grid, 1, plan.block, plan.sharedBytes, op);
   return { qRot, kRot };
-}
-
-/** mRoPE's streams as the kernel takes them (rope_pool.cu, mrope.cuh); one stream without mropeSection. */
-function streamParams(args: RopePoolFusedChecked, N: number, R: number) {
-  if (!args.mropeSection) return { positionStreamStride: 0, mropeTemporalPairs: R / 2, mropeHeightPairsEnd: R / 2 };
-  const [temporalPairs, heightPairsEnd] = mropeBounds(args.mropeSection);
-  return { positionStreamStride: N, mropeTemporalPairs: temporalPairs, mropeHeightPairsEnd: heightPairsEnd };
 }
 
 /** Where the launch reads one of q, k and v: its address and row strides (a staged copy's, contiguous). */

@@ -185,7 +185,7 @@ class WgslKvMaterializer implements MaterializerKernels {
     let cosSin: BufferRange;
     if (this.#ropeSource === 'tokenTable') {
       cosSin = call.take(this.#table, T).range(0, T * R * 4);
-      launchRopeTable(k, positions.dtype as IndexDType, { positions: positions.range, angleTable: this.#angleTable!, table: cosSin }, T, R);
+      launchRopeTable(k, positions.dtype as IndexDType, { positions: positions.range, angleTable: this.#angleTable!, table: cosSin }, T, R, args.mropeSection);
     } else {
       cosSin = this.#cosSin!.range(0, this.#cosSin!.byteLength);
     }
@@ -228,6 +228,7 @@ class WgslKvMaterializer implements MaterializerKernels {
         destLayerBytes,
         flagWords: words,
         epsWordOffset: this.#epsWordOffset,
+        mropeSection: args.mropeSection,
       },
     );
   }

@@ -28,13 +28,17 @@ export interface NormRopeLaunch {
   /** Flag words of the position, slot and eps rules, in that order. */
   readonly flagWords: readonly number[];
   readonly epsWordOffset: number;
+  /** mRoPE: positions are [3, T], pairs split over the streams by this section. */
+  readonly mropeSection?: readonly number[] | undefined;
 }
 
 /** RMSNorm + RoPE of every K head and the V copy (fusedNormRopeStacked.wgsl.ts). */
 export function launchNormRope(k: WebGpuKernels, request: NormRopeRequest, ranges: NormRopeRanges, at: NormRopeLaunch): void {
-  const plan = planNormRope(k.runtime.caps, request);
+  const plan = planNormRope(k.runtime.caps, request, at.mropeSection !== undefined);
   const kernel = k.runtime.kernel(plan, () => normRopeShader(plan));
   const rows = at.tokens * at.layers * at.heads;
+  const half = request.R / 2;
+  const [temporalPairs, heightPairsEnd] = at.mropeSection ? mropeBounds(at.mropeSection) : [half, half];
   const vectorBytes = plan.layout.access === 'element' ? (request.kvType === 'f32' ? 4 : 2) : plan.layout.vecWords * 4;
   k.runtime.dispatch(
     kernel,
@@ -45,6 +49,9 @@ export function launchNormRope(k: WebGpuKernels, request: NormRopeRequest, range
       heads: at.heads,
       rows,
       positionBelow: at.positionBelow,
+      streamStride: at.mropeSection ? at.tokens : 0,
+      temporalPairs,
+      heightPairsEnd,
       slotBelow: at.slotBelow,
       positionFlag: at.flagWords[0] ?? 0,
       slotFlag: at.flagWords[1] ?? 0,

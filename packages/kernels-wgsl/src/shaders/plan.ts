@@ -105,6 +105,8 @@ export interface NormRopeRequest {
 export interface NormRopePlan extends NormRopeRequest {
   readonly kernel: 'normRope';
   readonly f16: F16Conversion;
+  /** mRoPE: positions are [3, T] and every stream is checked; with a cache, pair j reads its stream's row. */
+  readonly streams: boolean;
   readonly layout: RowLayout;
   readonly partner: PartnerMode;
   /** Lanes per head row (a power of two), vectors per lane, and how their partial sums meet. */
@@ -126,9 +128,9 @@ function rowLanes(caps: DeviceCaps, layout: RowLayout): Pick<NormRopePlan, 'lane
   };
 }
 
-export function planNormRope(caps: DeviceCaps, r: NormRopeRequest): NormRopePlan {
+export function planNormRope(caps: DeviceCaps, r: NormRopeRequest, streams = false): NormRopePlan {
   const layout = rowLayout(r.kvType, r.D);
-  return { ...r, kernel: 'normRope', f16: caps.f16, layout, partner: partnerMode(r.style, r.R, layout), ...rowLanes(caps, layout) };
+  return { ...r, kernel: 'normRope', f16: caps.f16, streams, layout, partner: partnerMode(r.style, r.R, layout), ...rowLanes(caps, layout) };
 }
 
 export interface RopeRowsRequest {
