@@ -28,6 +28,11 @@ export interface Profiler {
   time(enqueue: () => void, reps: number): Promise<DeviceTiming>;
   /** Every copy ceiling (unit GB/s) and the arithmetic ceiling, measured now on random data. */
   ceilings(): Promise<Ceiling[]>;
+  /**
+   * The copy ceiling named `copy` on a problem of `bytes` moved (half read, half written), rotated over `copies`
+   * buffer pairs as a row rotates its inputs; `reps` samples, as the row takes.
+   */
+  copyAt(copy: string, bytes: number, copies: number, reps: number): Promise<{ readonly gbs: number }>;
   /** The projection on the engine the materializer takes. */
   gemm(shape: GemmShape): Promise<GemmTiming>;
   /** The backend's own GEMM where another engine normally runs the projection (CUDA: the package's kernels, not cuBLASLt). */
@@ -52,6 +57,7 @@ export async function cudaProfiler(): Promise<Profiler> {
       const gemm: Ceiling = { name: big.engine === 'cublasLt' ? 'cublas-gemm' : 'kvkit-gemm', backend: 'cuda', unit: 'TFLOP/s', value: big.tflops, shape: { M: 8192, N: 8192, K: 8192 } };
       return [...copies.map((c): Ceiling => ({ name: c.name, backend: 'cuda', unit: 'GB/s', value: c.gbs })), gemm];
     },
+    copyAt: (copy, bytes, copies, reps) => p.measureCopyAt(backend, { copy, bytes, copies, reps }),
     gemm: (shape) => p.timeProjectionGemm(backend, shape),
     ownGemm: (shape) => p.timeProjectionGemm(backend, shape, { engine: 'kvkit' }),
   };
@@ -74,6 +80,7 @@ export async function webGpuProfiler(): Promise<Profiler> {
         { name: 'webgpu-fma', backend: 'webgpu', unit: 'TFLOP/s', value: fma.tflops },
       ];
     },
+    copyAt: (copy, bytes, copies, reps) => p.measureCopyAt(backend, { copy, bytes, copies, reps }),
     gemm: async (shape) => ({ ...(await p.timeProjectionGemm(backend, shape)), engine: 'kvkit-wgsl' }),
   };
 }

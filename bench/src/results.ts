@@ -13,7 +13,7 @@ export interface Ceiling {
 }
 
 export interface ResultRow {
-  readonly op: 'fusedNormRopeStacked' | 'ropePoolFused' | 'materialize' | 'projection';
+  readonly op: 'fusedNormRopeStacked' | 'ropePoolFused' | 'materialize' | 'materializeInto' | 'projection';
   /** kvkit-cuda, kvkit-webgpu, or a peer: torch-eager, sglang-triton, cublas. */
   readonly impl: string;
   readonly dtype: 'f32' | 'f16' | 'bf16';
@@ -36,8 +36,17 @@ export interface ResultRow {
    */
   readonly ceiling: string;
   readonly fraction: number;
-  /** The row of the same run, shape and dtype whose time this row's is compared with: fraction = its `us` / this `us`. */
+  /**
+   * The row of the same run, shape and dtype whose time this row's is compared with: fraction = its `us` / this `us`
+   * (a scaled-RoPE row against plain RoPE, materialize and materializeInto against the projection alone).
+   */
   readonly reference?: RowReference;
+  /**
+   * Memory-bound rows read against the best copy: that copy run on this row's own byte count (half read, half
+   * written), rotated over as many buffers as the row's inputs, in GB/s. The target stays against the large copy;
+   * this says how much of the gap is the problem's size.
+   */
+  readonly sizedCopyGbs?: number;
   /** The plan's target for this fraction, where it sets one. */
   readonly target?: number;
   /** For latency targets: the most device time the plan allows. */
@@ -88,21 +97,42 @@ const metText = (w: ResultRow) => {
   return met === undefined ? '' : met ? 'yes' : 'no';
 };
 
+const sameShape = (a: Readonly<Record<string, number>>, b: Readonly<Record<string, number>>) =>
+  Object.keys(a).length === Object.keys(b).length && Object.entries(a).every(([k, v]) => b[k] === v);
+
+/** The row `w.reference` names among `rows`: same op, impl and variant (none: the plain form), dtype and shape; undefined unless exactly one. */
+export function referencedRow(rows: readonly ResultRow[], w: ResultRow): ResultRow | undefined {
+  const ref = w.reference;
+  if (!ref) return undefined;
+  const found = rows.filter((r) => r.op === ref.op && r.impl === ref.impl && r.variant === ref.variant && r.dtype === w.dtype && sameShape(r.shape, w.shape));
+  return found.length === 1 ? found[0] : undefined;
+}
+
+/** What the fraction is of: the ceiling, or the referenced row with its time. */
+const ofText = (rows: readonly ResultRow[], w: ResultRow) => {
+  const ref = referencedRow(rows, w);
+  return ref ? `${w.ceiling}, ${ref.us.toFixed(2)} µs` : w.ceiling;
+};
+
+/** The same-size copy's GB/s and the share of it this row reached. */
+const sizedCopyText = (w: ResultRow) => (w.sizedCopyGbs === undefined || w.gbs === null ? '' : `${w.sizedCopyGbs.toFixed(0)} (${((100 * w.gbs) / w.sizedCopyGbs).toFixed(1)}%)`);
+
 export function markdownTable(r: BenchResults): string {
   const lines = [
     `# kvkit benchmarks: ${r.gpu}, ${r.date}`,
     '',
-    `Driver ${r.driver}. Every figure is a median of device time; each fraction is against a ceiling measured in the same run.`,
+    `Driver ${r.driver}. Every figure is a median of device time; each fraction is against a ceiling measured in the same run, or against the row it names (that row's µs over this row's).`,
+    "Same-size copy: the best copy on the row's own byte count, rotated like its inputs, and the row's share of it; the target stays against the large copy.",
     '',
     '| ceiling | backend | value |',
     '| --- | --- | --- |',
     ...r.ceilings.map((c) => `| ${c.name} | ${c.backend} | ${c.value.toFixed(c.unit === 'GB/s' ? 0 : 1)} ${c.unit} |`),
     '',
-    '| op | dtype | shape | impl | µs | spread | GB/s | TFLOP/s | fraction | of | target | met |',
-    '| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |',
+    '| op | dtype | shape | impl | µs | spread | GB/s | TFLOP/s | fraction | of | target | met | same-size copy GB/s (row) |',
+    '| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- | ---: |',
     ...r.rows.map(
       (w) =>
-        `| ${w.op}${w.variant ? ` (${w.variant})` : ''} | ${w.dtype} | ${shapeText(w.shape)} | ${w.impl} | ${w.us.toFixed(2)} | ${w.spread === undefined ? '' : `±${(100 * w.spread).toFixed(1)}%`} | ${fixed(w.gbs, 0)} | ${fixed(w.tflops, 1)} | ${(100 * w.fraction).toFixed(1)}% | ${w.ceiling} | ${targetText(w)} | ${metText(w)} |`,
+        `| ${w.op}${w.variant ? ` (${w.variant})` : ''} | ${w.dtype} | ${shapeText(w.shape)} | ${w.impl} | ${w.us.toFixed(2)} | ${w.spread === undefined ? '' : `±${(100 * w.spread).toFixed(1)}%`} | ${fixed(w.gbs, 0)} | ${fixed(w.tflops, 1)} | ${(100 * w.fraction).toFixed(1)}% | ${ofText(r.rows, w)} | ${targetText(w)} | ${metText(w)} | ${sizedCopyText(w)} |`,
     ),
   ];
   if (r.hostIo?.length) lines.push('', '## Host I/O', '', hostIoTable(r.hostIo).trimEnd());

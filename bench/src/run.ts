@@ -3,11 +3,11 @@ import { ContractError } from '@kvkit/contracts';
 import { createCpuBackend } from '@kvkit/kernels-cpu';
 import type { DeviceTiming, GemmTiming, Profiler } from './profilers.js';
 import type { Ceiling, ResultRow } from './results.js';
-import { materializeShapes, normRopeShapes, ropePoolShapes } from './shapes.js';
-import type { MaterializeShape, NormRopeShape, RopePoolShape } from './shapes.js';
-import { normRopeBytes, projectionFlops, ropePoolBytes } from './traffic.js';
-import { CACHE_ROWS, copiesFor, materializeWorkload, normRopeWorkload, ropePoolWorkload } from './workloads.js';
-import type { RopePoolVariant, Workload } from './workloads.js';
+import { benchPlan, scaledRope } from './shapes.js';
+import type { BenchPlan, MaterializeShape, RopePoolShape } from './shapes.js';
+import { materializeIntoBytes, normRopeBytes, projectionFlops, ropePoolBytes } from './traffic.js';
+import { CACHE_ROWS, copiesFor, materializeIntoWorkload, materializeWorkload, normRopeWorkload, ropePoolWorkload } from './workloads.js';
+import type { PoolVariant, RopePoolVariant, Workload } from './workloads.js';
 
 /** The plan's targets (PERFORMANCE.md), as fractions of a ceiling of the same run, or device time. */
 interface Targets {
@@ -16,8 +16,10 @@ interface Targets {
   /** The most device time fusedNormRopeStacked may take at T = 16, and (where set) with L = 1 at T = 256. */
   readonly smallTokensUs?: number;
   readonly oneLayerT256Us?: number;
-  /** Projection alone / materialize end to end, T ≥ 4096. */
+  /** Projection alone / materialize (and materializeInto) end to end, T ≥ 4096. */
   readonly materialize?: number;
+  /** Plain RoPE / scaled RoPE (llama3, YaRN, float32 angles, mRoPE) of the same ropePoolFused shape, N ≥ 4096. */
+  readonly scaledRope: number;
   /** The projection against the arithmetic ceiling, T ≥ 4096. */
   readonly gemm?: number;
   /** The backend's own GEMM against the engine that normally runs the projection, T ≥ 4096. */
@@ -25,8 +27,8 @@ interface Targets {
 }
 
 const TARGETS: Record<string, Targets> = {
-  'kvkit-cuda': { bandwidth: 0.9, smallTokensUs: 4, oneLayerT256Us: 4, materialize: 1 / 1.05, ownGemm: 0.5 },
-  'kvkit-webgpu': { bandwidth: 0.8, smallTokensUs: 10, gemm: 0.5 },
+  'kvkit-cuda': { bandwidth: 0.9, smallTokensUs: 4, oneLayerT256Us: 4, materialize: 1 / 1.05, ownGemm: 0.5, scaledRope: 1 / 1.05 },
+  'kvkit-webgpu': { bandwidth: 0.8, smallTokensUs: 10, gemm: 0.5, scaledRope: 1 / 1.05 },
 };
 
 /** Each row is timed this many times, one after the other, and the spread recorded. */
@@ -62,7 +64,7 @@ async function check(make: (b: Backend) => Workload, gpu: Backend): Promise<numb
   }
 }
 
-const repsFor = (bytes: number) => (bytes > 256e6 ? 10 : bytes > 16e6 ? 30 : 100);
+export const repsFor = (bytes: number) => (bytes > 256e6 ? 10 : bytes > 16e6 ? 30 : 100);
 
 function median(xs: readonly number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -88,16 +90,39 @@ export interface BackendRun {
   readonly notes: string[];
 }
 
+/** A row's label, as logged and as `--only` matches it: `op dtype dims (variant)`. */
+export function rowLabel(op: ResultRow['op'], dtype: string, shape: Readonly<Record<string, number>>, variant?: string): string {
+  return `${op} ${dtype} ${Object.entries(shape)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(' ')}${variant ? ` (${variant})` : ''}`;
+}
+
+/** The pools materializeInto rows write: bf16 and fp8e4m3, token-major (NHD) and paged (HND). */
+export const materializeIntoPools: readonly (readonly [string, PoolVariant])[] = [
+  ['NHD pool', {}],
+  ['HND pool', { layout: 'HND' }],
+  ['fp8e4m3 NHD pool', { poolDtype: 'fp8e4m3' }],
+  ['fp8e4m3 HND pool', { poolDtype: 'fp8e4m3', layout: 'HND' }],
+];
+
 export interface RunOptions {
   /** The dtypes of the memory-bound rows (the projection and materialize rows are bf16). */
   readonly dtypes?: readonly FloatDType[];
-  /** Only the rows whose label (`op dtype dims (variant)`, as logged) matches; the ceilings and checks still run. */
+  /**
+   * Only the rows whose label (`op dtype dims (variant)`, as logged) matches, plus the rows those are read against
+   * (plain RoPE for a scaled-RoPE row, the projection for materialize rows). The ceilings still run; an op's check
+   * against the CPU reference runs only where one of its rows is measured.
+   */
   readonly only?: RegExp;
+  /** The shapes to measure: `benchPlan` unless given. */
+  readonly plan?: BenchPlan;
 }
 
 export async function runBackend(p: Profiler, log: (line: string) => void, opts: RunOptions = {}): Promise<BackendRun> {
-  const targets = TARGETS[p.impl] ?? { bandwidth: 0 };
+  const targets = TARGETS[p.impl] ?? { bandwidth: 0, scaledRope: 0 };
   const dtypes = opts.dtypes ?? (['bf16', 'f16', 'f32'] as const);
+  const plan = opts.plan ?? benchPlan;
+  const long = plan.longTokens;
   const wanted = (label: string) => !opts.only || opts.only.test(label);
   const measured = await p.ceilings();
   const best = bestCopy(measured);
@@ -127,46 +152,95 @@ export async function runBackend(p: Profiler, log: (line: string) => void, opts:
     if (!(error <= CHECK_TOLERANCE[dtype])) notes.push(`${p.impl} ${what} ${dtype}: relative error ${error.toExponential(2)} against the CPU reference exceeds the ${dtype} tolerance ${CHECK_TOLERANCE[dtype]}`);
     return error;
   };
+  /** The check of one op and variant, run once, when the first row that needs it is measured. */
+  const checker = (what: string, dtype: FloatDType, make: (b: Backend) => Workload) => {
+    let error: Promise<number> | undefined;
+    return () => (error ??= checkSmall(what, dtype, make));
+  };
 
-  /** Times one memory-bound op on one shape and dtype, as a fraction of the best copy. */
-  const measureBandwidth = async (op: 'fusedNormRopeStacked' | 'ropePoolFused', dtype: FloatDType, shape: Readonly<Record<string, number>>, bytes: number, make: () => Workload, extra: Partial<ResultRow>) => {
-    const dims = `${Object.entries(shape).map(([k, v]) => `${k}=${v}`).join(' ')}${extra.variant ? ` (${extra.variant})` : ''}`;
-    if (!wanted(`${op} ${dtype} ${dims}`)) return;
-    let w: Workload;
+  /** The workload of a row, or a note where the backend refuses its shape. */
+  const workloadFor = (label: string, make: () => Workload): Workload | undefined => {
     try {
-      w = make();
+      return make();
     } catch (e) {
       // A shape past this backend's tensor limit (KV045) is a fact of the device, not a failed run.
       if (!(e instanceof ContractError)) throw e;
-      notes.push(`${p.impl} ${op} ${dtype} ${dims}: not measured: ${e.message.split('\n')[0]}`);
-      return;
+      notes.push(`${p.impl} ${label}: not measured: ${e.message.split('\n')[0]}`);
+      return undefined;
     }
+  };
+
+  /** The best copy on a row's own bytes and input copies (one repeat set), or a note where the backend cannot hold them. */
+  const sizedCopy = async (label: string, bytes: number): Promise<number | undefined> => {
+    try {
+      return (await p.copyAt(best.name, bytes, copiesFor(bytes), repsFor(bytes))).gbs;
+    } catch (e) {
+      if (!(e instanceof ContractError)) throw e;
+      notes.push(`${p.impl} ${label}: no same-size copy: ${e.message.split('\n')[0]}`);
+      return undefined;
+    }
+  };
+
+  /**
+   * Times one memory-bound op on one shape and dtype, as a fraction of the best copy, with the same-size copy beside
+   * where it has a bandwidth target; or, given `against`, as that row's time over this one's. `always` measures it
+   * whatever `only` says (a row others are read against).
+   */
+  const measureBandwidth = async (row: {
+    op: 'fusedNormRopeStacked' | 'ropePoolFused';
+    dtype: FloatDType;
+    shape: Readonly<Record<string, number>>;
+    bytes: number;
+    make: () => Workload;
+    extra: Partial<ResultRow>;
+    check: () => Promise<number>;
+    always?: boolean;
+    against?: { readonly row: ResultRow; readonly label: string };
+  }) => {
+    const { op, dtype, shape, bytes, extra, against } = row;
+    const label = rowLabel(op, dtype, shape, extra.variant);
+    if (!row.always && !wanted(label)) return undefined;
+    const checkError = await row.check();
+    const w = workloadFor(label, row.make);
+    if (!w) return undefined;
     const t = await timeRepeated(w.enqueue, repsFor(bytes));
     w.dispose();
     const gbs = bytes / t.us / 1e3;
-    rows.push({ op, impl: p.impl, dtype, shape, ...t, bytes, flops: 0, gbs, tflops: null, ceiling: best.name, fraction: gbs / copy, ...extra });
-    log(`${p.impl}: ${op} ${dtype} ${dims}: ${t.us.toFixed(2)} µs ±${(100 * (t.spread ?? 0)).toFixed(1)}%, ${gbs.toFixed(0)} GB/s (${((100 * gbs) / copy).toFixed(1)}% of ${best.name})`);
+    const readAs: Pick<ResultRow, 'ceiling' | 'fraction' | 'reference'> = against
+      ? { ceiling: against.label, fraction: against.row.us / t.us, reference: { op: against.row.op, impl: against.row.impl, ...(against.row.variant ? { variant: against.row.variant } : {}) } }
+      : { ceiling: best.name, fraction: gbs / copy };
+    const sizedCopyGbs = extra.target === undefined || against ? undefined : await sizedCopy(label, bytes);
+    const measured: ResultRow = { op, impl: p.impl, dtype, shape, ...t, bytes, flops: 0, gbs, tflops: null, ...readAs, ...extra, checkError, ...(sizedCopyGbs === undefined ? {} : { sizedCopyGbs }) };
+    rows.push(measured);
+    const of = against ? `${(100 * measured.fraction).toFixed(1)}% of ${against.label}'s speed, ${against.row.us.toFixed(2)} µs` : `${((100 * gbs) / copy).toFixed(1)}% of ${best.name}${sizedCopyGbs === undefined ? '' : `; the same-size copy ${sizedCopyGbs.toFixed(0)} GB/s`}`;
+    log(`${p.impl}: ${label}: ${t.us.toFixed(2)} µs ±${(100 * (t.spread ?? 0)).toFixed(1)}%, ${gbs.toFixed(0)} GB/s (${of})`);
+    return measured;
   };
 
+  const ropePoolCheckShape: RopePoolShape = { N: 256, Hq: 32, H: 8, D: 128, R: 64 };
   for (const dtype of dtypes) {
-    const fusedError = await checkSmall('fusedNormRopeStacked', dtype, (b) => normRopeWorkload(b, { L: 5, H: 8, D: 128, R: 64, T: 256 }, 1, dtype));
-    const poolError = await checkSmall('ropePoolFused', dtype, (b) => ropePoolWorkload(b, { N: 256, Hq: 32, H: 8, D: 128, R: 64 }, 1, dtype));
-    for (const s of normRopeShapes) {
+    const fusedCheck = checker('fusedNormRopeStacked', dtype, (b) => normRopeWorkload(b, { L: 5, H: 8, D: 128, R: 64, T: 256 }, 1, dtype));
+    const poolCheck = checker('ropePoolFused', dtype, (b) => ropePoolWorkload(b, ropePoolCheckShape, 1, dtype));
+    for (const s of plan.normRope) {
       const bytes = normRopeBytes(s, CACHE_ROWS, dtype);
       const latency = s.T === 16 ? targets.smallTokensUs : s.T === 256 && s.L === 1 ? targets.oneLayerT256Us : undefined;
-      await measureBandwidth('fusedNormRopeStacked', dtype, { ...s }, bytes, () => normRopeWorkload(p.backend, s as NormRopeShape, copiesFor(bytes), dtype), {
-        ...(s.T >= 4096 ? { target: targets.bandwidth } : {}),
-        ...(latency !== undefined ? { targetUs: latency } : {}),
-        checkError: fusedError,
+      await measureBandwidth({
+        op: 'fusedNormRopeStacked',
+        dtype,
+        shape: { ...s },
+        bytes,
+        make: () => normRopeWorkload(p.backend, s, copiesFor(bytes), dtype),
+        extra: { ...(s.T >= long ? { target: targets.bandwidth } : {}), ...(latency !== undefined ? { targetUs: latency } : {}) },
+        check: fusedCheck,
       });
     }
-    for (const s of ropePoolShapes) {
+    const plainRow = (s: RopePoolShape, always = false) => {
       const bytes = ropePoolBytes(s, dtype);
-      await measureBandwidth('ropePoolFused', dtype, { ...s }, bytes, () => ropePoolWorkload(p.backend, s as RopePoolShape, copiesFor(bytes), dtype), {
-        ...(s.N >= 4096 ? { target: targets.bandwidth } : {}),
-        checkError: poolError,
-      });
-    }
+      const make = () => ropePoolWorkload(p.backend, s, copiesFor(bytes), dtype);
+      return measureBandwidth({ op: 'ropePoolFused', dtype, shape: { ...s }, bytes, make, extra: s.N >= long ? { target: targets.bandwidth } : {}, check: poolCheck, always });
+    };
+    for (const s of plan.ropePool) await plainRow(s);
+    const longPools = plan.ropePool.filter((x) => x.R === 128 && x.N >= long);
     // Variants at N ≥ 4096, R = 128, with the same bandwidth target: the Q/K-norm before RoPE (Qwen3, Gemma 3), riding
     // on rows already read; pools in the paged HND layout; fp8 pools with per-head scales (bytes at their stored size).
     const variants: [string, RopePoolVariant][] = [
@@ -177,21 +251,38 @@ export async function runBackend(p: Profiler, log: (line: string) => void, opts:
     ];
     for (const [name, variant] of variants) {
       if (variant.poolDtype && dtype !== 'bf16') continue; // fp8 pools are measured from bf16 inputs, as served
-      const error = await checkSmall(`ropePoolFused (${name})`, dtype, (b) => ropePoolWorkload(b, { N: 256, Hq: 32, H: 8, D: 128, R: 64 }, 1, dtype, variant));
-      for (const s of ropePoolShapes.filter((x) => x.R === 128 && x.N >= 4096)) {
+      const check = checker(`ropePoolFused (${name})`, dtype, (b) => ropePoolWorkload(b, ropePoolCheckShape, 1, dtype, variant));
+      for (const s of longPools) {
         const bytes = ropePoolBytes(s, dtype, variant);
-        await measureBandwidth('ropePoolFused', dtype, { ...s }, bytes, () => ropePoolWorkload(p.backend, s as RopePoolShape, copiesFor(bytes), dtype, variant), {
-          variant: name,
-          target: targets.bandwidth,
-          checkError: error,
-        });
+        const make = () => ropePoolWorkload(p.backend, s, copiesFor(bytes), dtype, variant);
+        await measureBandwidth({ op: 'ropePoolFused', dtype, shape: { ...s }, bytes, make, extra: { variant: name, target: targets.bandwidth }, check });
+      }
+    }
+    // Scaled RoPE, bf16 as served: each row against the plain row of its shape, timed in this run (and here, if `only` left it out).
+    if (dtype !== 'bf16') continue;
+    for (const [name, rope] of scaledRope) {
+      const variant: RopePoolVariant = { rope };
+      const check = checker(`ropePoolFused (${name})`, dtype, (b) => ropePoolWorkload(b, { ...ropePoolCheckShape, R: 128 }, 1, dtype, variant));
+      for (const s of longPools) {
+        if (!wanted(rowLabel('ropePoolFused', dtype, { ...s }, name))) continue;
+        const plainLabel = rowLabel('ropePoolFused', dtype, { ...s });
+        const plain = rows.find((r) => r.impl === p.impl && rowLabel(r.op, r.dtype, r.shape, r.variant) === plainLabel) ?? (await plainRow(s, true));
+        if (!plain) continue; // the plain row was refused by the backend, with its note
+        const bytes = ropePoolBytes(s, dtype, variant);
+        const make = () => ropePoolWorkload(p.backend, s, copiesFor(bytes), dtype, variant);
+        await measureBandwidth({ op: 'ropePoolFused', dtype, shape: { ...s }, bytes, make, extra: { variant: name, target: targets.scaledRope }, check, against: { row: plain, label: 'plain ropePoolFused' } });
       }
     }
   }
 
-  const materializeError = await checkSmall('materialize', 'bf16', (b) => materializeWorkload(b, { L: 2, H: 8, D: 128, R: 128, T: 16, hidden: 1024 } as MaterializeShape, 1));
-  for (const s of materializeShapes) {
-    if (!wanted(`materialize bf16 ${Object.entries(s).map(([k, v]) => `${k}=${v}`).join(' ')}`)) continue;
+  const checkModel = { L: 2, H: 8, D: 128, R: 128, T: 16, hidden: 1024 } as MaterializeShape;
+  const materializeCheck = checker('materialize', 'bf16', (b) => materializeWorkload(b, checkModel, 1));
+  const intoChecks = new Map(materializeIntoPools.map(([name, pool]) => [name, checker(`materializeInto (${name})`, 'bf16', (b) => materializeIntoWorkload(b, checkModel, 1, pool))]));
+  for (const s of plan.materialize) {
+    const wantFused = wanted(rowLabel('materialize', 'bf16', { ...s }));
+    // materializeInto always runs the projection too: like materialize, it is read against the projection alone.
+    const intoPools = s.T >= long ? materializeIntoPools.filter(([name]) => wanted(rowLabel('materializeInto', 'bf16', { ...s }, name))) : [];
+    if (!wantFused && intoPools.length === 0) continue;
     const flops = projectionFlops(s);
     const gemmShape = { T: s.T, K: s.hidden, N: s.L * 2 * s.H * s.D, dtype: 'bf16' as const };
     const gemm = await gemmRepeated(() => p.gemm(gemmShape));
@@ -209,7 +300,7 @@ export async function runBackend(p: Profiler, log: (line: string) => void, opts:
       tflops,
       ceiling: p.gemmCeiling,
       fraction: tflops / ceiling(p.gemmCeiling),
-      ...(targets.gemm && s.T >= 4096 ? { target: targets.gemm } : {}),
+      ...(targets.gemm && s.T >= long ? { target: targets.gemm } : {}),
     });
     if (p.ownGemm && gemm.engine !== 'kvkit') {
       const own = await gemmRepeated(() => p.ownGemm!(gemmShape));
@@ -226,31 +317,44 @@ export async function runBackend(p: Profiler, log: (line: string) => void, opts:
         ceiling: `projection on ${gemm.engine}`,
         fraction: gemm.us / own.us,
         reference: { op: 'projection', impl: projectionImpl },
-        ...(targets.ownGemm && s.T >= 4096 ? { target: targets.ownGemm } : {}),
+        ...(targets.ownGemm && s.T >= long ? { target: targets.ownGemm } : {}),
       });
       log(`${p.impl}: own GEMM T=${s.T}: ${own.us.toFixed(1)} µs, ${(flops / own.us / 1e6).toFixed(0)} TFLOP/s (${((100 * gemm.us) / own.us).toFixed(1)}% of ${gemm.engine})`);
     }
     const inputBytes = s.T * s.hidden * 2;
-    const w = materializeWorkload(p.backend, s, copiesFor(inputBytes));
-    const t = await timeRepeated(w.enqueue, repsFor(inputBytes + flops / 100));
-    w.dispose();
-    rows.push({
-      op: 'materialize',
-      impl: p.impl,
-      dtype: 'bf16',
-      shape: { ...s },
-      ...t,
-      bytes: 0,
-      flops,
-      gbs: null,
-      tflops: flops / t.us / 1e6,
-      ceiling: `projection alone (${gemm.engine})`,
-      fraction: gemm.us / t.us,
-      reference: { op: 'projection', impl: projectionImpl },
-      ...(targets.materialize && s.T >= 4096 ? { target: targets.materialize } : {}),
-      checkError: materializeError,
-    });
-    log(`${p.impl}: materialize T=${s.T} hidden=${s.hidden}: ${t.us.toFixed(1)} µs end to end, projection alone ${gemm.us.toFixed(1)} µs (${tflops.toFixed(0)} TFLOP/s, ${gemm.engine})`);
+    /** One end-to-end row (the projection included), read against the projection alone. */
+    const endToEnd = async (op: 'materialize' | 'materializeInto', make: () => Workload, extra: Partial<ResultRow>) => {
+      const w = make();
+      const t = await timeRepeated(w.enqueue, repsFor(inputBytes + flops / 100));
+      w.dispose();
+      rows.push({
+        op,
+        impl: p.impl,
+        dtype: 'bf16',
+        shape: { ...s },
+        ...t,
+        bytes: 0,
+        flops,
+        gbs: null,
+        tflops: flops / t.us / 1e6,
+        ceiling: `projection alone (${gemm.engine})`,
+        fraction: gemm.us / t.us,
+        reference: { op: 'projection', impl: projectionImpl },
+        ...(targets.materialize && s.T >= long ? { target: targets.materialize } : {}),
+        ...extra,
+      });
+      return t;
+    };
+    if (wantFused) {
+      const t = await endToEnd('materialize', () => materializeWorkload(p.backend, s, copiesFor(inputBytes)), { checkError: await materializeCheck() });
+      log(`${p.impl}: materialize T=${s.T} hidden=${s.hidden}: ${t.us.toFixed(1)} µs end to end, projection alone ${gemm.us.toFixed(1)} µs (${tflops.toFixed(0)} TFLOP/s, ${gemm.engine})`);
+    }
+    for (const [name, pool] of intoPools) {
+      // The bytes are what it must move at least, pools at their stored size; the time beyond the projection is logged beside them.
+      const bytes = materializeIntoBytes(s, CACHE_ROWS, pool);
+      const t = await endToEnd('materializeInto', () => materializeIntoWorkload(p.backend, s, copiesFor(inputBytes), pool), { variant: name, bytes, checkError: await intoChecks.get(name)!() });
+      log(`${p.impl}: ${rowLabel('materializeInto', 'bf16', { ...s }, name)}: ${t.us.toFixed(1)} µs end to end, ${(t.us - gemm.us).toFixed(1)} µs beyond the projection alone (${gemm.us.toFixed(1)} µs); ${(bytes / 1e6).toFixed(0)} MB moved at least`);
+    }
   }
   return { ceilings, rows, notes };
 }

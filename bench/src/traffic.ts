@@ -14,15 +14,43 @@ export function normRopeBytes(s: NormRopeShape, cacheRows: number, dtype: FloatD
   return 2 * kv + s.T * INDEX + s.L * s.D * es + s.L * F32 + rows;
 }
 
+/** Bytes of one pool element: fp8 pools store one byte, the others their dtype. */
+const poolElementBytes = (dtype: FloatDType, poolDtype?: string) => (poolDtype ? 1 : ELEMENT_BYTES[dtype]);
+
+/** What a row's variant changes in its traffic: the pools' dtype, the Q/K-norm weights, mRoPE's three position streams. */
+export interface TrafficVariant {
+  readonly qkNorm?: boolean;
+  readonly poolDtype?: string;
+  readonly rope?: { readonly mropeSection?: readonly number[] };
+}
+
 /** q, k read and rotated copies written; v read; K and V rows written to the pools; positions and slots. */
-export function ropePoolBytes(s: RopePoolShape, dtype: FloatDType = 'bf16', variant: { qkNorm?: boolean; poolDtype?: string } = {}): number {
+export function ropePoolBytes(s: RopePoolShape, dtype: FloatDType = 'bf16', variant: TrafficVariant = {}): number {
   const es = ELEMENT_BYTES[dtype];
   const q = s.N * s.Hq * s.D * es;
   const k = s.N * s.H * s.D * es;
   // A pool's rows at their stored size (fp8: one byte), plus the per-head scale an fp8 pool reads.
-  const pool = variant.poolDtype ? s.N * s.H * s.D + s.H * F32 : k;
+  const pool = s.N * s.H * s.D * poolElementBytes(dtype, variant.poolDtype) + (variant.poolDtype ? s.H * F32 : 0);
+  // mRoPE reads a position per stream (temporal, height, width) for each token.
+  const positions = s.N * INDEX * (variant.rope?.mropeSection ? 3 : 1);
   // The Q/K-norm reads its two [D] weights; the rows it norms are the ones already counted.
-  return 2 * q + 2 * k + k + 2 * pool + 2 * s.N * INDEX + (variant.qkNorm ? 2 * s.D * es : 0);
+  return 2 * q + 2 * k + k + 2 * pool + positions + s.N * INDEX + (variant.qkNorm ? 2 * s.D * es : 0);
+}
+
+/**
+ * What materializeInto must move at least, bf16 in: the hidden states and the
+ * projection weights read once, every layer's K and V rows written to the
+ * pools at their stored size (with fp8's per-head scales), the norm weights,
+ * eps, positions, slots and the cos/sin rows touched. The projection's own
+ * output is not counted: a kernel that fused the GEMM would never store it.
+ */
+export function materializeIntoBytes(s: MaterializeShape, cacheRows: number, variant: { readonly poolDtype?: string } = {}): number {
+  const es = ELEMENT_BYTES.bf16;
+  const hidden = s.T * s.hidden * es;
+  const weight = s.L * 2 * s.H * s.D * s.hidden * es;
+  const pools = 2 * (s.L * s.T * s.H * s.D * poolElementBytes('bf16', variant.poolDtype) + (variant.poolDtype ? s.H * F32 : 0));
+  const rows = Math.min(s.T, cacheRows) * s.R * F32;
+  return hidden + weight + pools + s.L * s.D * es + s.L * F32 + 2 * s.T * INDEX + rows;
 }
 
 export function projectionFlops(s: MaterializeShape): number {

@@ -1,5 +1,6 @@
 import type { Backend, FloatDType, Tensor } from '@kvkit/contracts';
-import type { MaterializeShape, NormRopeShape, RopePoolShape } from './shapes.js';
+import { PLAIN_ROPE } from './shapes.js';
+import type { MaterializeShape, NormRopeShape, RopeConfig, RopePoolShape } from './shapes.js';
 
 /** Inputs live on the device; `enqueue` queues one op call, each time on the next copy of the inputs. */
 export interface Workload {
@@ -74,7 +75,18 @@ function positionsFor(T: number, rows: number, seed: number): Int32Array {
   return out;
 }
 
+/** Positions uniform in [0, below), from the seeded xorshift. */
+export function randomPositions(n: number, below: number, seed: number): Int32Array {
+  const u = randomSource(n, seed);
+  const out = new Int32Array(n);
+  for (let i = 0; i < n; i++) out[i] = Math.min(below - 1, Math.floor((((u[i] as number) + 1) / 2) * below));
+  return out;
+}
+
 export const CACHE_ROWS = 65536;
+
+/** ropePoolFused computes its angles (no cache): its positions are spread over a long context, as Llama 3.1's and Qwen2.5's 128k. */
+export const LONG_CONTEXT = 131072;
 
 export function normRopeWorkload(backend: Backend, s: NormRopeShape, copies: number, dtype: FloatDType = 'bf16'): Workload {
   const made: Tensor[] = [];
@@ -117,16 +129,45 @@ export function normRopeWorkload(backend: Backend, s: NormRopeShape, copies: num
   };
 }
 
-/** What a ropePoolFused row runs beyond plain RoPE: the Q/K-norm before it (Qwen3, Gemma 3), an fp8 pool, the paged HND layout. */
-export interface RopePoolVariant {
-  readonly qkNorm?: boolean;
+/** The pools an op writes, where they are not the model dtype's NHD ones: an fp8 dtype (with per-head scales), the paged HND layout. */
+export interface PoolVariant {
   readonly poolDtype?: 'fp8e4m3' | 'fp8e5m2';
   /** 'HND': [numPages, H, PAGE_SIZE, D] pools. */
   readonly layout?: 'NHD' | 'HND';
 }
 
+/** What a ropePoolFused row runs beyond plain RoPE: the Q/K-norm before it (Qwen3, Gemma 3), other pools, scaled RoPE or mRoPE. */
+export interface RopePoolVariant extends PoolVariant {
+  readonly qkNorm?: boolean;
+  /** The angles: PLAIN_ROPE when omitted. */
+  readonly rope?: RopeConfig;
+}
+
 /** Rows per page of the bench's HND pools (FlashInfer's and vLLM's common page size). */
 export const PAGE_SIZE = 16;
+
+/** A K and a V pool of `slots` slots per leading index (layers), in the dtype and layout `variant` names (empty: every call writes them). */
+function makePools(backend: Backend, keep: <T extends Tensor>(t: T) => T, dtype: FloatDType, leading: readonly number[], slots: number, H: number, D: number, variant: PoolVariant) {
+  // `slots` slots either way: HND pools hold ceil(slots / PAGE_SIZE) pages.
+  const shape = variant.layout === 'HND' ? [...leading, Math.ceil(slots / PAGE_SIZE), H, PAGE_SIZE, D] : [...leading, slots, H, D];
+  return {
+    kPool: keep(backend.empty(variant.poolDtype ?? dtype, shape)),
+    vPool: keep(backend.empty(variant.poolDtype ?? dtype, shape)),
+  };
+}
+
+/** Per-head scales of fp8 pools (between 0.05 and 0.175), none for the model dtype; the HND layout named where it is used. */
+function poolOptions(backend: Backend, keep: <T extends Tensor>(t: T) => T, H: number, variant: PoolVariant) {
+  const scale = (seed: number) => keep(backend.tensor('f32', [H], randomFloats(H, seed).map((x) => 0.05 + Math.abs(x) / 8)));
+  return { ...(variant.poolDtype ? { kScale: scale(19), vScale: scale(23) } : {}), ...(variant.layout === 'HND' ? { layout: 'HND' as const } : {}) };
+}
+
+/** A permutation of [0, n) that scatters neighbours: 7919 is prime, and no token count here is a multiple of it. */
+function scatteredSlots(n: number): Int32Array {
+  const slots = new Int32Array(n);
+  for (let i = 0; i < n; i++) slots[i] = (i * 7919) % n;
+  return slots;
+}
 
 export function ropePoolWorkload(backend: Backend, s: RopePoolShape, copies: number, dtype: FloatDType = 'bf16', variant: RopePoolVariant = {}): Workload {
   const made: Tensor[] = [];
@@ -134,28 +175,24 @@ export function ropePoolWorkload(backend: Backend, s: RopePoolShape, copies: num
     made.push(t);
     return t;
   };
-  const hnd = variant.layout === 'HND';
-  // N slots either way: HND pools hold ceil(N / PAGE_SIZE) pages.
-  const poolShape = hnd ? [Math.ceil(s.N / PAGE_SIZE), s.H, PAGE_SIZE, s.D] : [s.N, s.H, s.D];
-  const scales = variant.poolDtype
-    ? { kScale: keep(backend.tensor('f32', [s.H], randomFloats(s.H, 19).map((x) => 0.05 + Math.abs(x) / 8))), vScale: keep(backend.tensor('f32', [s.H], randomFloats(s.H, 23).map((x) => 0.05 + Math.abs(x) / 8))) }
-    : {};
+  const rope = variant.rope ?? PLAIN_ROPE;
+  const options = poolOptions(backend, keep, s.H, variant);
   const norm = variant.qkNorm
     ? { qNormWeight: keep(backend.tensor(dtype, [s.D], randomFloats(s.D, 13))), kNormWeight: keep(backend.tensor(dtype, [s.D], randomFloats(s.D, 17))), eps: 1e-6 }
     : {};
-  const slots = new Int32Array(s.N);
-  for (let n = 0; n < s.N; n++) slots[n] = (n * 7919) % s.N; // a permutation: 7919 is prime and never divides N
+  const slots = scatteredSlots(s.N);
+  // mRoPE's temporal, height and width streams, each its own random positions.
+  const streams = rope.mropeSection ? 3 : 1;
+  const positionsShape: number[] = streams === 3 ? [3, s.N] : [s.N];
   const sets = Array.from({ length: copies }, (_, i) => ({
     q: keep(backend.tensor(dtype, [s.N, s.Hq, s.D], randomSource(s.N * s.Hq * s.D, 21 + i))),
     k: keep(backend.tensor(dtype, [s.N, s.H, s.D], randomSource(s.N * s.H * s.D, 41 + i))),
     v: keep(backend.tensor(dtype, [s.N, s.H, s.D], randomSource(s.N * s.H * s.D, 61 + i))),
-    positions: keep(backend.tensor('i32', [s.N], positionsFor(s.N, CACHE_ROWS, i))),
+    positions: keep(backend.tensor('i32', positionsShape, randomPositions(streams * s.N, LONG_CONTEXT, 101 + i))),
     slots: keep(backend.tensor('i32', [s.N], slots)),
-    kPool: keep(backend.empty(variant.poolDtype ?? dtype, poolShape)),
-    vPool: keep(backend.empty(variant.poolDtype ?? dtype, poolShape)),
+    ...makePools(backend, keep, dtype, [], s.N, s.H, s.D, variant),
   }));
-  const call = (set: (typeof sets)[number]) =>
-    backend.ropePoolFused({ ...set, ...norm, ...scales, ...(hnd ? { layout: 'HND' as const } : {}), headDim: s.D, numQoHeads: s.Hq, numKvHeads: s.H, ropeBase: 10000, rotaryDim: s.R });
+  const call = (set: (typeof sets)[number]) => backend.ropePoolFused({ ...set, ...norm, ...options, ...rope, headDim: s.D, numQoHeads: s.Hq, numKvHeads: s.H, rotaryDim: s.R });
   let next = 0;
   return {
     enqueue: () => {
@@ -209,6 +246,41 @@ export function materializeWorkload(backend: Backend, s: MaterializeShape, copie
         reads.push(backend.read(k) as Promise<Float32Array>, backend.read(v) as Promise<Float32Array>);
       } });
       return Promise.all(reads);
+    },
+    dispose: () => {
+      m.dispose();
+      for (const t of made) t.dispose();
+    },
+  };
+}
+
+/** materializeInto on the materialize workload's model and data: every layer's K and V into [L, ...] pools at scattered slots. */
+export function materializeIntoWorkload(backend: Backend, s: MaterializeShape, copies: number, variant: PoolVariant = {}): Workload {
+  const made: Tensor[] = [];
+  const keep = <T extends Tensor>(t: T): T => {
+    made.push(t);
+    return t;
+  };
+  const out = 2 * s.H * s.D;
+  const kvWeight = keep(backend.tensor('bf16', [s.L, out, s.hidden], randomFloats(s.L * out * s.hidden, 5).map((x) => x / 32)));
+  const kNormWeight = keep(backend.tensor('bf16', [s.L, s.D], randomFloats(s.L * s.D, 9)));
+  const cache = keep(backend.tensor('f32', [CACHE_ROWS, s.R], cosSinCache(CACHE_ROWS, s.R)));
+  const m = backend.createKvMaterializer({ kvWeight, kNormWeight, eps: 1e-6, numKvHeads: s.H, headDim: s.D, rotaryDim: s.R, cosSinCache: cache });
+  const options = poolOptions(backend, keep, s.H, variant);
+  const slots = scatteredSlots(s.T);
+  const sets = Array.from({ length: copies }, (_, i) => ({
+    ctxHidden: keep(backend.tensor('bf16', [s.T, s.hidden], randomSource(s.T * s.hidden, 81 + i))),
+    positions: keep(backend.tensor('i32', [s.T], positionsFor(s.T, CACHE_ROWS, i))),
+    slots: keep(backend.tensor('i32', [s.T], slots)),
+    ...makePools(backend, keep, 'bf16', [s.L], s.T, s.H, s.D, variant),
+  }));
+  let next = 0;
+  return {
+    enqueue: () => m.materializeInto({ ...(sets[next++ % sets.length] as (typeof sets)[number]), ...options }),
+    probe: async () => {
+      const set = sets[0] as (typeof sets)[number];
+      m.materializeInto({ ...set, ...options });
+      return [(await backend.read(set.kPool)) as Float32Array, (await backend.read(set.vPool)) as Float32Array];
     },
     dispose: () => {
       m.dispose();

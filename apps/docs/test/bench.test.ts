@@ -63,6 +63,13 @@ describe('benchmark results loader', () => {
     expect(() => loadBenchResults(run([alone, { ...fused, reference: undefined }]))).toThrow(/is not one of the run's ceilings/);
   });
 
+  it('keeps the same-size copy of a memory-bound row, and names a malformed one', () => {
+    const row = { ...fixture.rows[0], sizedCopyGbs: 3812.5 };
+    const [loaded] = loadBenchResults(scratch({ 'r.json': { ...fixture, rows: [row] } })).runs;
+    expect(loaded!.rows[0]!.sizedCopyGbs).toBe(3812.5);
+    expect(() => loadBenchResults(scratch({ 'bad.json': { ...fixture, rows: [{ ...row, sizedCopyGbs: '3812' }] } }))).toThrow(/bad\.json: rows\[0\]\.sizedCopyGbs/);
+  });
+
   it('leaves out, and reports, a run in a schema it does not know', () => {
     const { runs, skipped } = loadBenchResults(scratch({ 'next.json': { ...fixture, schema: 2 } }));
     expect(runs).toEqual([]);

@@ -28,6 +28,8 @@ export interface PoolCase {
   readonly slotType: IndexDType;
   /** The dtype of q, k, v and the materializer's weights, for fp8 pools (bf16 where not given). */
   readonly modelType?: FloatDType;
+  /** materializeInto with mRoPE: positions [3, T] (three distinct streams), pairs split by this section. */
+  readonly mropeSection?: readonly number[];
 }
 
 const PAGE_SIZE = 4;
@@ -51,9 +53,16 @@ export const POOL_CASES: readonly PoolCase[] = [
   { layout: 'HND', poolType: 'fp8e4m3', perHead: true, saturating: true, H: 2, D: 8, slotType: 'i32', modelType: 'f32' },
 ];
 
+/** materializeInto with mRoPE into paged and fp8 pools: rows written by the norm + RoPE kernel, and (D = 6, fp8) by the pool pass. */
+export const MROPE_POOL_CASES: readonly PoolCase[] = [
+  { layout: 'HND', poolType: 'fp8e4m3', perHead: true, saturating: false, H: 2, D: 16, slotType: 'i64', mropeSection: [2, 3, 3] },
+  { layout: 'HND', poolType: 'bf16', perHead: false, saturating: false, H: 3, D: 8, slotType: 'i32', mropeSection: [1, 2, 1] },
+  { layout: 'NHD', poolType: 'fp8e5m2', perHead: false, saturating: false, H: 2, D: 6, slotType: 'i32', modelType: 'f16', mropeSection: [1, 1, 1] },
+];
+
 const modelType = (c: PoolCase): FloatDType => c.modelType ?? 'bf16';
 const label = (c: PoolCase) =>
-  `${c.layout} ${c.poolType}${isFp8(c.poolType) ? `, ${c.perHead ? 'per-head' : 'per-tensor'} scale${c.saturating ? ', saturating' : ''}` : ''}, H=${c.H} D=${c.D}, slots ${c.slotType}${c.modelType ? `, from ${c.modelType}` : ''}`;
+  `${c.layout} ${c.poolType}${isFp8(c.poolType) ? `, ${c.perHead ? 'per-head' : 'per-tensor'} scale${c.saturating ? ', saturating' : ''}` : ''}, H=${c.H} D=${c.D}, slots ${c.slotType}${c.modelType ? `, from ${c.modelType}` : ''}${c.mropeSection ? `, mRoPE [${c.mropeSection.join(',')}]` : ''}`;
 
 /** The pool shape of a case, with `[L]` in front for materializeInto. */
 function poolShape(c: PoolCase, leading: readonly number[] = []): number[] {
@@ -153,9 +162,10 @@ export async function checkMaterializeIntoPools(backend: Backend, reference: Bac
       const m = s.owned(materializerOn(s, modelType(c), { L, H: c.H, D: c.D, R: c.D - (c.D % 2), hidden }, { ropeBase: 10000 }, 1e-5, `fp8 weights ${label(c)}`));
       const args = {
         ctxHidden: s.float(modelType(c), [T, hidden], randomValues(rng, T * hidden)),
-        positions: s.index('i64', [T], Array.from({ length: T }, (_, t) => 2 * t)),
+        positions: c.mropeSection ? s.index('i64', [3, T], mropeStreams(T)) : s.index('i64', [T], Array.from({ length: T }, (_, t) => 2 * t)),
         slots: s.index(c.slotType, [T], slotsOf(rng, T)),
         ...poolArgs(s, c, `fp8 layer pools ${label(c)}`, [L]),
+        ...(c.mropeSection ? { mropeSection: c.mropeSection } : {}),
       };
       m.materializeInto(args);
       return args;
@@ -168,6 +178,10 @@ export async function checkMaterializeIntoPools(backend: Backend, reference: Bac
   checks.done();
 }
 
+/** Temporal, height and width positions of T tokens, [3, T] row-major: three streams, each its own sequence. */
+function mropeStreams(T: number): number[] {
+  return [...Array.from({ length: T }, (_, t) => 2 * t), ...Array.from({ length: T }, (_, t) => (3 * t + 1) % 11), ...Array.from({ length: T }, (_, t) => (5 * t + 4) % 13)];
+}
 
 /**
  * ropePoolFused into an fp8e4m3 HND pool with q, k and v as splitQkv views of
@@ -378,6 +392,7 @@ export function describeFp8Pools(both: () => [Backend, Backend], timeout: number
       it(`ropePoolFused into ${label(c)}`, () => checkRopePoolIntoPools(...both(), c), timeout);
       it(`materializeInto ${label(c)}`, () => checkMaterializeIntoPools(...both(), c), timeout);
     }
+    for (const c of MROPE_POOL_CASES) it(`materializeInto ${label(c)}`, () => checkMaterializeIntoPools(...both(), c), timeout);
     it('ropePoolFused from splitQkv views into fp8 HND pool views, as from owned copies', () => checkFusedQkvIntoFp8Pool(...both()), timeout);
     for (const c of NORMED_MROPE_CASES) it(`ropePoolFused with Q/K-norm and mRoPE into fp8e4m3 HND, per-head scales, ${normedLabel(c)}`, () => checkNormedMropeIntoFp8Pool(...both(), c), timeout);
     for (const c of POOL_CASES.filter((x) => !x.perHead)) it(`a slot past ${label(c)} raises KV038`, () => checkSlotPastPool(both()[0], c), timeout);

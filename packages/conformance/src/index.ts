@@ -17,6 +17,7 @@ export { defineConformanceSuite } from './suite.js';
 export { checkMropeQkNormOnViews, mropeQkNormCases, runMropeQkNormCase } from './mropeQkNorm.js';
 export { checkMaterializeIntoPools, checkNormedMropeIntoFp8Pool, checkRopePoolIntoPools, NORMED_MROPE_CASES, POOL_CASES } from './fp8Pools.js';
 export type { PoolCase } from './fp8Pools.js';
+export { mropeMaterializerCases, runMropeMaterializerCase } from './mropeMaterializer.js';
 export { defineResourceSuite } from './resources.js';
 export type { ResourceOptions } from './resources.js';
 export type { ConformanceOptions } from './suite.js';

@@ -5,7 +5,7 @@ import type { RopeStyle } from './cases.js';
 import { patternValues, randomPositive, randomValues, Rng, seedOf, slotPermutation } from './data.js';
 import { BOUND, FIXTURE, VALID } from './fixture.js';
 import type { Fixture } from './fixture.js';
-import { ropePair } from './oracle.js';
+import { mropeStreamOf, ropePair } from './oracle.js';
 import { Checks, ropeBaseTolerance } from './tolerances.js';
 import { expectTensor, gatherRows, readFloats, Scope, untyped } from './tensors.js';
 import type { ValidationCase } from './validation-cases.js';
@@ -104,11 +104,7 @@ export interface MropeQkNormInputs {
 export function mropeQkNormOracle(a: MropeQkNormInputs): { qRot: Float64Array; kRot: Float64Array } {
   const { N, D, R } = a;
   const f = ropeAngles({ ropeBase: a.ropeBase, rotaryDim: R }).frequencies;
-  const streamOf = (j: number) => {
-    if (!a.mropeSection) return 0;
-    const [t, h] = a.mropeSection as [number, number, number];
-    return j < t ? 0 : j < t + h ? 1 : 2;
-  };
+  const streamOf = (j: number) => (a.mropeSection ? mropeStreamOf(a.mropeSection, j) : 0);
   const apply = (src: ArrayLike<number>, heads: number, weight: ArrayLike<number> | undefined): Float64Array => {
     const out = Float64Array.from(src);
     for (let n = 0; n < N; n++) {

@@ -41,7 +41,30 @@ export interface FusedInputs {
   /** `[P, R]`; or undefined with `ropeBase` given. */
   readonly cosSinCache?: ArrayLike<number>;
   readonly ropeBase?: number;
+  /** `[T]`, or with `mropeSection` the `[3, T]` streams flattened (stream s of token t at s * T + t). */
   readonly positions: readonly number[];
+  /** mRoPE: pairs per stream [temporal, height, width]. */
+  readonly mropeSection?: readonly number[];
+}
+
+/** mRoPE (docs/rope/mrope): the stream (0 temporal, 1 height, 2 width) whose position rotates pair j. */
+export function mropeStreamOf(section: readonly number[], j: number): number {
+  return j < section[0]! ? 0 : j < section[0]! + section[1]! ? 1 : 2;
+}
+
+/** cos and sin of token t's R/2 angles: its position's, or under mRoPE pair j's from its stream's position. */
+function tokenAngles(a: FusedInputs, t: number): { cos: Float64Array; sin: Float64Array } {
+  const section = a.mropeSection;
+  if (!section) return anglesAt(a.positions[t]!, a);
+  const streams = [0, 1, 2].map((s) => anglesAt(a.positions[s * a.T + t]!, a));
+  const cos = new Float64Array(a.R / 2);
+  const sin = new Float64Array(a.R / 2);
+  for (let j = 0; j < a.R / 2; j++) {
+    const s = streams[mropeStreamOf(section, j)]!;
+    cos[j] = s.cos[j]!;
+    sin[j] = s.sin[j]!;
+  }
+  return { cos, sin };
 }
 
 /** K after RMSNorm only, `[L, T, H, D]`: what rotation must preserve pair by pair, and leave as is past R. */
@@ -89,7 +112,7 @@ export function fusedNormRopeStackedOracle(a: FusedInputs): { k: Float64Array; v
   const k = normedK(a);
   const v = new Float64Array(L * T * H * D);
   for (let t = 0; t < T; t++) {
-    const { cos, sin } = anglesAt(a.positions[t]!, a);
+    const { cos, sin } = tokenAngles(a, t);
     for (let l = 0; l < L; l++) {
       for (let h = 0; h < H; h++) {
         const dst = ((l * T + t) * H + h) * D;

@@ -21,7 +21,7 @@ function positionsFor(rng: Rng, count: number, maxPosition: number, repeat = fal
 }
 
 /** Makes `values` on the backend in `dtype`, and the same stored values (read back) as f32 on the reference. */
-async function twin(s: Scope, r: Scope, dtype: FloatDType, shape: readonly number[], values: ArrayLike<number>): Promise<{ t: Tensor; ref: Tensor; held: Float32Array }> {
+export async function twin(s: Scope, r: Scope, dtype: FloatDType, shape: readonly number[], values: ArrayLike<number>): Promise<{ t: Tensor; ref: Tensor; held: Float32Array }> {
   const t = s.float(dtype, shape, values);
   const held = await readFloats(s.backend, t);
   return { t, ref: r.float('f32', shape, held), held };
@@ -295,9 +295,9 @@ interface MaterializeCheck {
 }
 
 /** Runs materialize, reading each layer's views inside the callback (the only time they are valid). */
-export function collectLayers(backend: Backend, m: MaterializeCheck['m'], ctx: Tensor, pos: Tensor): { layer: number; k: Tensor; v: Tensor; kData: Promise<Float32Array>; vData: Promise<Float32Array> }[] {
+export function collectLayers(backend: Backend, m: MaterializeCheck['m'], ctx: Tensor, pos: Tensor, more: Record<string, unknown> = {}): { layer: number; k: Tensor; v: Tensor; kData: Promise<Float32Array>; vData: Promise<Float32Array> }[] {
   const layers: { layer: number; k: Tensor; v: Tensor; kData: Promise<Float32Array>; vData: Promise<Float32Array> }[] = [];
-  m.materialize({ ctxHidden: ctx, positions: pos, writeLayerKv: (layer: number, k: Tensor, v: Tensor) => {
+  m.materialize({ ...more, ctxHidden: ctx, positions: pos, writeLayerKv: (layer: number, k: Tensor, v: Tensor) => {
     layers.push({ layer, k, v, kData: readFloats(backend, k), vData: readFloats(backend, v) });
   } });
   return layers;

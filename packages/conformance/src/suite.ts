@@ -17,6 +17,7 @@ import { runFusedCase, runMaterializerCase, runRopePoolCase } from './run-cases.
 import { checkBitsRoundTrip, checkOpsOnBits } from './bits.js';
 import { describeFp8Pools } from './fp8Pools.js';
 import { checkAsyncWriteLayerKvRefused } from './synchronousCallback.js';
+import { defineMropeMaterializerCases } from './mropeMaterializer.js';
 import { defineMropeQkNormCases } from './mropeQkNorm.js';
 import { defineViewCases } from './views.js';
 import { CONTESTED_SHAPES, checkContestedSlotsMaterializeInto, checkContestedSlotsRopePool } from './contestedSlots.js';
@@ -83,6 +84,7 @@ export function defineConformanceSuite(name: string, create: () => Backend | Pro
     });
 
     defineMropeQkNormCases(both, dtypes, CASE_TIMEOUT_MS);
+    defineMropeMaterializerCases(both, dtypes, CASE_TIMEOUT_MS);
 
     describe('KvMaterializer', () => {
       for (const c of kvMaterializerCases) {

@@ -1,7 +1,8 @@
 import type { Tensor } from '@kvkit/contracts';
-import { BOUND, FIXTURE, VALID } from './fixture.js';
+import { BOUND, FIXTURE, fusedRowsExcept, poolRowsExcept, VALID } from './fixture.js';
 import type { Fixture } from './fixture.js';
 import { poolValidationCases } from './poolValidationCases.js';
+import { mropeMaterializerValidationCases } from './mropeMaterializer.js';
 import { mropeQkNormValidationCases } from './mropeQkNorm.js';
 import { ropeScalingValidationCases } from './ropeScalingValidation.js';
 import { untyped } from './tensors.js';
@@ -42,27 +43,6 @@ const rope = (fx: Fixture, over: Record<string, unknown>) => untyped(fx.backend)
 const create = (fx: Fixture, over: Record<string, unknown>) => untyped(fx.backend).createKvMaterializer(fx.createArgs(over));
 const into = (fx: Fixture, over: Record<string, unknown>) => fx.materializer.materializeInto(fx.intoArgs(over));
 const noop = () => {};
-
-/** Rows `l*T + t` of kOut and vOut for the tokens not in `bad`. */
-function fusedRowsExcept(bad: readonly number[]) {
-  return (fx: Fixture) => {
-    const rows: number[] = [];
-    for (let l = 0; l < L; l++) for (let t = 0; t < T; t++) if (!bad.includes(t)) rows.push(l * T + t);
-    return new Map<Tensor, readonly number[]>([
-      [fx.kOut, rows],
-      [fx.vOut, rows],
-    ]);
-  };
-}
-
-/** Pool rows at the slots of the tokens not in `bad` (3-D pools: the slot; 4-D pools: l*S + slot). */
-function poolRowsExcept(slots: readonly number[], bad: readonly number[], layered: boolean) {
-  return (fx: Fixture) => {
-    const good = slots.filter((slot, n) => slot >= 0 && slot < S && !bad.includes(n));
-    const rows = layered ? Array.from({ length: L }, (_, l) => good.map((slot) => l * S + slot)).flat() : good;
-    return new Map<Tensor, readonly number[]>(layered ? [[fx.kPool4, rows], [fx.vPool4, rows]] : [[fx.kPool, rows], [fx.vPool, rows]]);
-  };
-}
 
 const nothing = () => new Map<Tensor, readonly number[]>();
 
@@ -514,6 +494,7 @@ export const validationCases: readonly ValidationCase[] = [
   { code: 'KV045', op: 'tensor', name: 'shape [2^20, 2^20]', mentions: ['bf16'], call: (fx) => fx.backend.tensor('bf16', [2 ** 20, 2 ** 20], []) },
   ...poolValidationCases,
   ...mropeQkNormValidationCases,
+  ...mropeMaterializerValidationCases,
   ...ropeScalingValidationCases,
 ];
 

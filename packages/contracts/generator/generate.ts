@@ -309,8 +309,11 @@ function tensorType(op: OpDecl, s: TensorArg, scope: TypeScope): string {
     // One stream or `count` of them: which one the call needs is checked at run time, against the `by` argument.
     if (binds) throw new Error(`${op.name}: ${s.name} has streams and binds a dim; bind it with an earlier argument`);
     const streamed = `readonly [${s.streams.count}, ${s.shape.map((e) => dimType(e, scope)).join(', ')}]`;
-    checks.push(`Check<StreamsRankOk<${shapeOf}, ${s.shape.length}, ${s.streams.count}>, ${violation(s.rankCode ?? s.code, expected)}>`);
-    checks.push(`Check<ShapeEq<${shapeOf}, ${compared}> extends true ? true : ShapeEq<${shapeOf}, ${streamed}>, ${violation(s.code, expected)}>`);
+    // A flattenable one (the materializer's positions) also takes [X, 1] and [1, X] for its one stream.
+    const rank = `StreamsRankOk<${shapeOf}, ${s.shape.length}, ${s.streams.count}>`;
+    const shape = `ShapeEq<${shapeOf}, ${compared}> extends true ? true : ShapeEq<${shapeOf}, ${streamed}>`;
+    checks.push(`Check<${s.flattenable ? `${rank} extends true ? true : FlatRankOk<${shapeOf}>` : rank}, ${violation(s.rankCode ?? s.code, expected)}>`);
+    checks.push(`Check<${s.flattenable ? `${shape} extends true ? true : FlatCountEq<${shapeOf}, ${dimType(s.shape[0]!, scope)}>` : shape}, ${violation(s.code, expected)}>`);
   } else if (s.flattenable) {
     checks.push(`Check<FlatRankOk<${shapeOf}>, ${violation(s.rankCode ?? s.code, expected)}>`);
     checks.push(`Check<FlatCountEq<${shapeOf}, ${dimType(s.shape[0]!, scope)}>, ${violation(s.code, expected)}>`);

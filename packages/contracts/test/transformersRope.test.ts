@@ -11,7 +11,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { ropeAngles, writeCosSinRow } from '../src/backend/index.js';
+import { mropeBounds, mropeStreamOfPair, ropeAngles, writeCosSinRow, writeMropeCosSinRow } from '../src/backend/index.js';
 import type { RopeScaling } from '../src/backend/index.js';
 
 interface HfScaling {
@@ -107,5 +107,26 @@ describe("transformers' RoPE frequencies", () => {
         expect(Math.abs(row[half + j]! - f32Of(c.sinF32Bits[i]![j]!)), `sin p=${p} j=${j}`).toBeLessThanOrEqual(allowed * 2 ** -24 * Math.max(Math.abs(row[half + j]!), 2 ** -126) * 2);
       }
     });
+  });
+});
+
+describe("transformers' Qwen2-VL-7B rows under mRoPE", () => {
+  const qwen2vl = fixture.configs.find((c) => c.name.startsWith('Qwen2-VL-7B'))!;
+  // Its config's rope_scaling.mrope_section; each stream at one of the printed positions, all three apart.
+  const section = [16, 24, 24];
+  const streams = [qwen2vl.positions[2]!, qwen2vl.positions[0]!, qwen2vl.positions[1]!];
+
+  it("gives pair j the cos and sin transformers printed at its stream's position, within an ulp", () => {
+    const angles = ropeAngles({ ropeBase: qwen2vl.ropeTheta, rotaryDim: qwen2vl.headDim, angles: 'float32' });
+    const half = qwen2vl.headDim / 2;
+    const row = new Float32Array(qwen2vl.headDim);
+    const bounds = mropeBounds(section);
+    writeMropeCosSinRow(row, 0, streams, bounds, angles);
+    for (let j = 0; j < half; j++) {
+      if ((TORCH_POW_OFF_BY_ONE[qwen2vl.name] ?? []).includes(j)) continue;
+      const at = qwen2vl.positions.indexOf(streams[mropeStreamOfPair(bounds, j)]!);
+      expect(Math.abs(bitsOf(row[j]!) - qwen2vl.cosF32Bits[at]![j]!), `cos j=${j}`).toBeLessThanOrEqual(1);
+      expect(Math.abs(row[half + j]! - f32Of(qwen2vl.sinF32Bits[at]![j]!)), `sin j=${j}`).toBeLessThanOrEqual(2 ** -23 * Math.max(Math.abs(row[half + j]!), 2 ** -126));
+    }
   });
 });

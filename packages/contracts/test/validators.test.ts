@@ -162,6 +162,19 @@ describe('generated validators', () => {
     expect(thrown(() => m.materialize({ ctxHidden: backend.tensor('f32', [3, 64]) as any, positions: backend.tensor('i64', [3]), writeLayerKv: () => {} })).code).toBe('KV005');
   });
 
+  it("read a materializer's [3, 1] positions as three tokens without mropeSection and as one token's streams with it", () => {
+    const { backend, calls } = recordingBackend();
+    const m = backend.createKvMaterializer({ kvWeight: backend.tensor('f32', [1, 16, 4]), kNormWeight: backend.tensor('f32', [1, 4]), eps: 1e-6, numKvHeads: 2, headDim: 4, ropeBase: 10000 });
+    const positions = backend.tensor('i32', [3, 1], [5, 6, 7]);
+    m.materialize({ ctxHidden: backend.tensor('f32', [3, 4]), positions, writeLayerKv: () => {} });
+    expect(calls[1]!.args.dims).toMatchObject({ T: 3 });
+    m.materializeInto({ ctxHidden: backend.tensor('f32', [1, 4]), positions, mropeSection: [1, 1, 0], kPool: backend.tensor('f32', [1, 2, 2, 4]), vPool: backend.tensor('f32', [1, 2, 2, 4]), slots: backend.tensor('i32', [1], [0]) });
+    expect(calls[2]!.args).toMatchObject({ mropeSection: [1, 1, 0], dims: { T: 1 } });
+    const e = thrown(() => m.materialize({ ctxHidden: backend.tensor('f32', [1, 4]), positions: backend.tensor('i32', [1, 1], [5]), mropeSection: [0, 2, 0], writeLayerKv: () => {} }));
+    expect(e.code).toBe('KV067');
+    expect(thrown(() => m.materialize({ ctxHidden: backend.tensor('f32', [2, 4]), positions: backend.tensor('i32', [3, 2]), writeLayerKv: () => {} })).code).toBe('KV066');
+  });
+
   it('refuse the positional materialize(ctxHidden, positions, writeLayerKv) with KV044, saying it takes one object', () => {
     const { backend, calls } = recordingBackend();
     const m = backend.createKvMaterializer({ kvWeight: backend.tensor('f32', [1, 4, 8]), kNormWeight: backend.tensor('f32', [1, 2]), eps: 1e-6, numKvHeads: 1, headDim: 2, ropeBase: 10000 });
@@ -169,9 +182,9 @@ describe('generated validators', () => {
     let called = false;
     const e = thrown(() => positional(backend.tensor('f32', [2, 8]), backend.tensor('i32', [2]), () => (called = true)));
     expect(e.code).toBe('KV044');
-    expect(e.message).toContain('arguments must be one object of named arguments, KvMaterializer.materialize({ ctxHidden, positions, writeLayerKv }); got 3 positional arguments');
+    expect(e.message).toContain('arguments must be one object of named arguments, KvMaterializer.materialize({ ctxHidden, mropeSection, positions, writeLayerKv }); got 3 positional arguments');
     // A tensor alone where the object belongs says the same.
-    expect(thrown(() => positional(backend.tensor('f32', [2, 8]))).message).toContain('KvMaterializer.materialize({ ctxHidden, positions, writeLayerKv }); got a Tensor');
+    expect(thrown(() => positional(backend.tensor('f32', [2, 8]))).message).toContain('KvMaterializer.materialize({ ctxHidden, mropeSection, positions, writeLayerKv }); got a Tensor');
     expect(called).toBe(false);
     expect(calls.map((c) => c.op)).toEqual(['createKvMaterializer']);
   });

@@ -4,11 +4,13 @@
  * so the figure is the GPU's time per call, not koffi's launch rate.
  */
 import type { Backend, FloatDType } from '@kvkit/contracts';
+import { ContractError } from '@kvkit/contracts';
 import { LAUNCHES } from './generated/kernels.js';
 import { Projection } from './ops/projection.js';
 import type { GemmEngine } from './ops/projection.js';
 import { ELEMENT_BYTES } from './runtime/cudaTensor.js';
 import type { CudaKernels } from './runtime/cudaKernels.js';
+import type { DeviceBuffer } from './runtime/memory.js';
 import { cudaKernelsOf } from './runtime/registry.js';
 
 export interface DeviceTiming {
@@ -82,6 +84,23 @@ export interface CopyCeiling {
   readonly timing: DeviceTiming;
 }
 
+/** A copy of `vectors` 16-byte vectors from `src` to `dst`, enqueued on the backend's stream. */
+type CopyLaunch = (src: number, dst: number, vectors: number) => void;
+
+/** The copies the ceilings are measured with, by name, in the order they are reported. */
+function copyLaunchers(k: CudaKernels, op: string): [string, CopyLaunch][] {
+  const { default: gridStride, unrolled } = LAUNCHES.copy;
+  const kernel = (entry: 'copy_vectors' | 'copy_vectors_unrolled', grid: (vectors: number) => number, threads: number): CopyLaunch => (src, dst, vectors) => {
+    k.params.copy.write({ src, dst, vectors });
+    k.cx.launch(entry, k.params.copy, grid(vectors), 1, threads, 0, op);
+  };
+  return [
+    ['cuda-copy-grid-stride', kernel('copy_vectors', (v) => Math.min(Math.ceil(v / gridStride.threads), k.cx.multiprocessors * 8), gridStride.threads)],
+    ['cuda-copy-unrolled', kernel('copy_vectors_unrolled', (v) => Math.ceil(v / (unrolled.threads * unrolled.vectorsPerThread)), unrolled.threads)],
+    ['cuMemcpyDtoDAsync', (src, dst, vectors) => k.cx.copy(dst, src, vectors * 16, op)],
+  ];
+}
+
 /**
  * The bandwidth ceilings of the same run: `bytes` of random data copied by
  * the package's grid-stride kernel, by its unrolled one-pass kernel, and by
@@ -95,27 +114,57 @@ export async function measureCopyCeilings(backend: Backend, bytes: number): Prom
   k.cx.makeCurrent();
   const src = k.cx.alloc(vectors * 16, op);
   const dst = k.cx.alloc(vectors * 16, op);
-  const launchCopy = (entry: 'copy_vectors' | 'copy_vectors_unrolled', grid: number, threads: number) => () => {
-    k.params.copy.write({ src: src.ptr, dst: dst.ptr, vectors });
-    k.cx.launch(entry, k.params.copy, grid, 1, threads, 0, op);
-  };
-  const { default: gridStride, unrolled } = LAUNCHES.copy;
-  const copies: [string, () => void][] = [
-    ['cuda-copy-grid-stride', launchCopy('copy_vectors', Math.min(Math.ceil(vectors / gridStride.threads), k.cx.multiprocessors * 8), gridStride.threads)],
-    ['cuda-copy-unrolled', launchCopy('copy_vectors_unrolled', Math.ceil(vectors / (unrolled.threads * unrolled.vectorsPerThread)), unrolled.threads)],
-    ['cuMemcpyDtoDAsync', () => k.cx.copy(dst.ptr, src.ptr, vectors * 16, op)],
-  ];
   try {
     fillRandom(k, src.ptr, vectors * 4, 'f32', 1, 1, op);
     const out: CopyCeiling[] = [];
-    for (const [name, enqueue] of copies) {
-      const timing = await timeOnDevice(backend, enqueue, { batch: 5 });
+    for (const [name, launch] of copyLaunchers(k, op)) {
+      const timing = await timeOnDevice(backend, () => launch(src.ptr, dst.ptr, vectors), { batch: 5 });
       out.push({ name, gbs: (2 * vectors * 16) / (timing.medianUs * 1e3), timing });
     }
     return out;
   } finally {
     src.release();
     dst.release();
+  }
+}
+
+/**
+ * One copy of the ceilings (`copy`, a name `measureCopyCeilings` reports) on
+ * a problem of `bytes` moved, half read and half written, rotated through
+ * `copies` pairs of random source and destination buffers as a benchmark
+ * rotates an op's inputs, so a small one is not served from L2: what an op
+ * that moves those bytes could reach at best.
+ */
+export async function measureCopyAt(backend: Backend, opts: { copy: string; bytes: number; copies?: number; reps?: number }): Promise<CopyCeiling> {
+  const k = cudaKernelsOf(backend, 'measureCopyAt');
+  const op = 'measureCopyAt';
+  const launchers = copyLaunchers(k, op);
+  const launch = launchers.find(([name]) => name === opts.copy)?.[1];
+  if (!launch) throw new ContractError('KV009', op, { arg: 'copy', expected: launchers.map(([name]) => `'${name}'`).join(', '), actual: `'${opts.copy}'` });
+  const vectors = Math.max(1, Math.floor(opts.bytes / 32));
+  const copies = Math.max(1, opts.copies ?? 1);
+  k.cx.makeCurrent();
+  const pairs: { src: DeviceBuffer; dst: DeviceBuffer }[] = [];
+  try {
+    for (let i = 0; i < copies; i++) {
+      pairs.push({ src: k.cx.alloc(vectors * 16, op), dst: k.cx.alloc(vectors * 16, op) });
+      fillRandom(k, pairs[i]!.src.ptr, vectors * 4, 'f32', 1 + i, 1, op);
+    }
+    let next = 0;
+    const timing = await timeOnDevice(
+      backend,
+      () => {
+        const { src, dst } = pairs[next++ % copies]!;
+        launch(src.ptr, dst.ptr, vectors);
+      },
+      { reps: opts.reps ?? 20 },
+    );
+    return { name: opts.copy, gbs: (2 * vectors * 16) / (timing.medianUs * 1e3), timing };
+  } finally {
+    for (const { src, dst } of pairs) {
+      src.release();
+      dst.release();
+    }
   }
 }
 

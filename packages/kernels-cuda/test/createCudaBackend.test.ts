@@ -5,6 +5,7 @@ import { isContractError } from '@kvkit/contracts';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createCpuBackend } from '@kvkit/kernels-cpu';
 import { createCudaBackend, cudaBackendInfo, streamOf, wrapDeviceMemory } from '../src/index.js';
+import { measureCopyAt, measureCopyCeilings } from '../src/profiling.js';
 import { loadFatbin } from '../src/runtime/fatbin.js';
 import { fatbinPath, gpu, nvcc } from './helpers.js';
 
@@ -60,6 +61,13 @@ describe('the engine-facing calls on a backend that is not CUDA', () => {
       expect(e?.message).toContain('a backend made by createCudaBackend()');
       if (op !== 'wrapDeviceMemory') expect(e?.message).toContain(`got ${cpu.label}`);
     }
+    cpu.dispose();
+  });
+
+  it('the profiling hooks refuse it with KV044 before measuring anything', async () => {
+    const cpu = createCpuBackend();
+    await expect(measureCopyAt(cpu, { copy: 'cuMemcpyDtoDAsync', bytes: 1 << 20 })).rejects.toMatchObject({ code: 'KV044', op: 'measureCopyAt', details: { arg: 'backend' } });
+    await expect(measureCopyCeilings(cpu, 1 << 20)).rejects.toMatchObject({ code: 'KV044', op: 'measureCopyCeilings' });
     cpu.dispose();
   });
 });

@@ -7,7 +7,7 @@ import type { Backend, FloatDType, Tensor } from '@kvkit/contracts';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { decodeHalves, encodeHalves } from '@kvkit/contracts/backend';
 import { cudaBackendInfo } from '../src/index.js';
-import { measureCopyCeilings, timeOnDevice, timeProjectionGemm } from '../src/profiling.js';
+import { measureCopyAt, measureCopyCeilings, timeOnDevice, timeProjectionGemm } from '../src/profiling.js';
 import { untyped, values } from './checkSupport.js';
 
 function check(ok: boolean, message: string): void {
@@ -164,6 +164,16 @@ export function defineCudaChecks(create: () => Promise<Backend>): void {
       const floorGbs = instrumented ? 1 : 100;
       check(copies.map((c) => c.name).join() === 'cuda-copy-grid-stride,cuda-copy-unrolled,cuMemcpyDtoDAsync', `copy ceilings ${copies.map((c) => c.name)}`);
       for (const copy of copies) check(copy.gbs > floorGbs && copy.timing.samplesUs.length > 0 && copy.timing.method === 'cuda-events', `${copy.name} ${copy.gbs} GB/s`);
+      // Each copy again at a benchmark row's size, rotated over four buffer pairs; a name it does not know is KV009.
+      for (const copy of copies) {
+        const sized = await measureCopyAt(b, { copy: copy.name, bytes: 24 << 20, copies: 4, reps: 5 });
+        check(sized.name === copy.name && sized.gbs > floorGbs && sized.timing.samplesUs.length === 5, `${copy.name} at 24 MiB: ${sized.gbs} GB/s, ${sized.timing.samplesUs.length} samples`);
+      }
+      const unknown = await measureCopyAt(b, { copy: 'torch-copy', bytes: 1 << 20 }).then(
+        () => undefined,
+        (e: unknown) => e as { code?: string },
+      );
+      check(unknown?.code === 'KV009', `measureCopyAt with an unknown copy: ${String(unknown)}`);
       const gemm = await timeProjectionGemm(b, { T: 256, K: 512, N: 1024, dtype: 'bf16' });
       check(gemm.tflops > (instrumented ? 1e-5 : 0.1) && gemm.engine === cudaBackendInfo(b).gemm.engine, `GEMM ${gemm.tflops} TFLOP/s on ${gemm.engine}`);
       const x = b.tensor('f32', [64, 4, 64], values(64 * 4 * 64, 3));

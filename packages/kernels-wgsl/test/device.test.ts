@@ -2,7 +2,7 @@ import { isContractError } from '@kvkit/contracts';
 import { describe, expect, it } from 'vitest';
 import { createCpuBackend } from '@kvkit/kernels-cpu';
 import { createWebGpuBackend, webGpuBackendStats } from '../src/index.js';
-import { timeOnDevice } from '../src/profiling/index.js';
+import { measureCopyAt, timeOnDevice } from '../src/profiling/index.js';
 import { findAdapter, KERNEL_TOGGLES, noAdapterFix } from '../src/runtime/adapter.js';
 
 describe('helpers given a backend that is not a WebGPU one', () => {
@@ -12,6 +12,7 @@ describe('helpers given a backend that is not a WebGPU one', () => {
       ['webGpuBackendStats', () => webGpuBackendStats(cpu)],
       ['webGpuBackendStats', () => webGpuBackendStats(undefined as never)],
       ['timeOnDevice', () => timeOnDevice(cpu, () => {})],
+      ['measureCopyAt', () => measureCopyAt(cpu, { copy: 'webgpu-copy-x1', bytes: 1 << 20 })],
     ];
     for (const [call, run] of calls) {
       const error = await Promise.resolve()

@@ -4,7 +4,8 @@ import { createCpuBackend } from '@kvkit/kernels-cpu';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createWebGpuBackend, probeWebGpu, webGpuBackendStats } from '../src/index.js';
 import { findAdapter, KERNEL_TOGGLES } from '../src/runtime/adapter.js';
-import { gemmSplits, planGemm, planNormRope, planRopeRows, ropeRowUnits } from '../src/shaders/plan.js';
+import { INTEGER_F16 } from '../src/shaders/common.wgsl.js';
+import { gemmSplits, planGemm, planKey, planNormRope, planRopeRows, ropeRowUnits } from '../src/shaders/plan.js';
 
 type Untyped = {
   fusedNormRopeStacked(a: unknown): { kOut: Tensor; vOut: Tensor };
@@ -221,7 +222,7 @@ withDevice(`KvMaterializer: GEMM tiles and alignments, odd head dims${skipNote}`
     });
   }
   it('few tokens and a long K split K over several workgroups (f32 partial sums, one rounding)', async () => {
-    const caps = { subgroups: false, subgroupMinSize: 0, maxWorkgroupStorageBytes: 32768, maxInvocationsPerWorkgroup: 256, maxStorageBuffersPerStage: 8 };
+    const caps = { subgroups: false, subgroupMinSize: 0, maxWorkgroupStorageBytes: 32768, maxInvocationsPerWorkgroup: 256, maxStorageBuffersPerStage: 8, f16: INTEGER_F16 };
     expect(gemmSplits(planGemm(caps, 'bf16', { T: 3, K: 2048 }), { M: 3, N: 32, K: 2048 }).splits).toBeGreaterThan(1);
     expect(gemmSplits(planGemm(caps, 'bf16', { T: 4096, K: 4096 }), { M: 4096, N: 10240, K: 4096 }).splits).toBe(1);
     await materializeAgainstCpu('bf16', { T: 3, hidden: 2048, L: 1, H: 1, D: 16, R: 16 });
@@ -237,7 +238,7 @@ withDevice(`KvMaterializer: GEMM tiles and alignments, odd head dims${skipNote}`
 
 withDevice(`pipelines, batching and buffers${skipNote}`, () => {
   it('plans the same pipeline for the same shape and a new one for a new head dim', () => {
-    const caps = { subgroups: true, subgroupMinSize: 32, maxWorkgroupStorageBytes: 32768, maxInvocationsPerWorkgroup: 256, maxStorageBuffersPerStage: 8 };
+    const caps = { subgroups: true, subgroupMinSize: 32, maxWorkgroupStorageBytes: 32768, maxInvocationsPerWorkgroup: 256, maxStorageBuffersPerStage: 8, f16: INTEGER_F16 };
     const request = { kvType: 'bf16', weightType: 'f32', cacheType: 'f32', positionType: 'i32', slotType: undefined, D: 128, R: 128, style: 'neox', ropeSource: 'cache', epsInWeights: false } as const;
     const plan = planNormRope(caps, request);
     expect(plan.layout).toEqual({ access: 'vector', vecWords: 4, elements: 8, rowVecs: 16 });
@@ -252,6 +253,8 @@ withDevice(`pipelines, batching and buffers${skipNote}`, () => {
     expect(pairs.pairs).toBe(true);
     expect(ropeRowUnits(pairs)).toBe(4 + 8);
     expect(planRopeRows(caps, { dtype: 'bf16', D: 128, R: 128, style: 'gptj', kind: 'all', slotType: 'i32' }).pairs).toBe(false);
+    // The device's f16 conversion shapes the WGSL, so it names a pipeline of its own.
+    expect(planKey(planNormRope({ ...caps, f16: { decode: 'builtin', encode: 'integer' } }, request))).not.toBe(planKey(plan));
   });
 
   it('compiles once per kernel shape: repeated calls add no pipelines and, in steady state, no buffers', async () => {

@@ -1,19 +1,25 @@
 import { decodeBf16, decodeF16, encodeHalves } from '@kvkit/contracts/backend';
 import { afterAll, describe, expect, it } from 'vitest';
 import { findAdapter, KERNEL_TOGGLES } from '../src/runtime/adapter.js';
-import { HALF_FLOAT_WGSL } from '../src/shaders/common.wgsl.js';
+import { chooseF16Conversion } from '../src/runtime/f16Conversion.js';
+import { halfFloatWgsl, INTEGER_F16 } from '../src/shaders/common.wgsl.js';
+import type { F16Conversion } from '../src/shaders/common.wgsl.js';
 
 // The host codec is tested in @kvkit/contracts; here, that the shaders' own conversions agree with it.
 
 const probe = await findAdapter({}, KERNEL_TOGGLES);
 const device = probe.ok ? await probe.adapter.requestDevice() : undefined;
 afterAll(() => device?.destroy());
+/** What the start-up probe makes of this device's f16 builtins. */
+const chosen = device ? await chooseF16Conversion(device) : INTEGER_F16;
+if (probe.ok) console.log(`kernels-wgsl: the f16 probe chose ${JSON.stringify(chosen)} on ${probe.description}`);
+const BUILTIN_F16: F16Conversion = { decode: 'builtin', encode: 'builtin' };
 
-/** Runs `body` (WGSL statements using `input[i]` and writing `output[i]`) over `input` on the device. */
-async function onDevice(body: string, input: Uint32Array): Promise<Uint32Array> {
+/** Runs `body` (WGSL statements using `input[i]` and writing `output[i]`) over `input` on the device, converting f16 as `f16` says. */
+async function onDevice(body: string, input: Uint32Array, f16: F16Conversion = INTEGER_F16): Promise<Uint32Array> {
   if (!device) throw new Error('no adapter');
   const module = device.createShaderModule({
-    code: `${HALF_FLOAT_WGSL}
+    code: `${halfFloatWgsl(f16)}
 @group(0) @binding(0) var<storage, read> input: array<u32>;
 @group(0) @binding(1) var<storage, read_write> output: array<u32>;
 @compute @workgroup_size(64) fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) n: vec3<u32>) {
@@ -49,58 +55,111 @@ function f32Bits(x: number): number {
   return new Uint32Array(Float32Array.of(x).buffer)[0]!;
 }
 
+/** Every 16-bit code twice: in the low half of a word, and (its complement's) in the high half. */
+const ALL_CODES = Uint32Array.from({ length: 65536 }, (_, h) => (h | ((h ^ 0xffff) << 16)) >>> 0);
+
+/** Where `f16`'s decoding (of the low half alone, and of both halves at once) differs from the host's. */
+async function f16DecodeMismatches(f16: F16Conversion): Promise<string[]> {
+  const [low, high, pair] = await Promise.all([
+    onDevice('output[i] = bitcast<u32>(f16ToF32(input[i]));', ALL_CODES, f16),
+    onDevice('output[i] = bitcast<u32>(f16ToF32(input[i] >> 16u));', ALL_CODES, f16),
+    onDevice('let p = f16PairToF32(input[i]); output[i] = select(0u, 1u, bitcast<u32>(p.x) != bitcast<u32>(f16ToF32(input[i]))) | select(0u, 2u, bitcast<u32>(p.y) != bitcast<u32>(f16ToF32(input[i] >> 16u)));', ALL_CODES, f16),
+  ]);
+  const decodes = (h: number, got: number) => (Number.isNaN(decodeF16(h)) ? (got & 0x7fffffff) > 0x7f800000 : got === f32Bits(decodeF16(h)));
+  const bad: string[] = [];
+  for (let h = 0; h < 65536; h++) {
+    if (!decodes(h, low[h]!) || !decodes(h ^ 0xffff, high[h]!)) bad.push(`f16 0x${h.toString(16)}`);
+    // The pair gives the single decode's bits (a NaN code's payload may differ between the two).
+    if (pair[h] !== 0 && !Number.isNaN(decodeF16(h)) && !Number.isNaN(decodeF16(h ^ 0xffff))) bad.push(`f16 pair 0x${h.toString(16)}`);
+  }
+  return bad;
+}
+
+/** Finite f32 patterns, both signs: every f16 code's value and its upper midpoint with the f32 on either side, dense runs, ties, random ones. */
+const ENCODE_PATTERNS = (() => {
+  const patterns: number[] = [];
+  for (let h = 0; h < 0x7c00; h++) {
+    const value = f32Bits(decodeF16(h));
+    const mid = h < 0x400 ? f32Bits((2 * h + 1) * 2 ** -25) : value + 0x1000;
+    patterns.push(value, mid - 1, mid, mid + 1);
+  }
+  for (let b = 0x33000000; b <= 0x33800000; b += 0x1001) patterns.push(b); // around half the smallest f16 subnormal
+  for (let b = 0x38000000; b <= 0x39000000; b += 0x801) patterns.push(b); // subnormal/normal f16 boundary
+  for (let b = 0x477f0000; b <= 0x47800000; b += 0x11) patterns.push(b); // the top of the f16 range
+  for (let b = 0x47800000; b < 0x7f800000; b += 0x1234567) patterns.push(b); // past it, up to the largest f32
+  for (let b = 1; b < 0x800000; b += 0x12345) patterns.push(b); // f32 subnormals
+  for (const base of [0x3f800000, 0x40490000, 0x3c000000]) {
+    patterns.push(base | 0x1000, base | 0x3000, base | 0x1001, base | 0x8000, base | 0x18000, base | 0x7fff);
+  }
+  let x = 12345;
+  for (let i = 0; i < 100000; i++) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    if (((x >>> 23) & 0xff) !== 0xff) patterns.push(x >>> 0);
+  }
+  patterns.push(0x7f800000); // infinity
+  return Uint32Array.from([...patterns, ...patterns.map((p) => p ^ 0x80000000)], (p) => p >>> 0);
+})();
+
+/** A device may flush f32 subnormal inputs to zero: both answers are then the signed zero, unless `strict`. */
+function roundsAsHost(bits: number, got: number, want: number, strict = false): boolean {
+  return got === want || (!strict && (bits & 0x7f800000) === 0 && (got & 0x7fff) === 0);
+}
+
+/** Where `f16`'s encoding (one value, and two into one word) of ENCODE_PATTERNS differs from the host's. */
+async function f16EncodeMismatches(f16: F16Conversion, strict = false): Promise<string[]> {
+  const [single, pair] = await Promise.all([
+    onDevice('output[i] = f32ToF16(bitcast<f32>(input[i]));', ENCODE_PATTERNS, f16),
+    onDevice('output[i] = f32PairToF16(vec2<f32>(bitcast<f32>(input[i]), bitcast<f32>(input[arrayLength(&input) - 1u - i])));', ENCODE_PATTERNS, f16),
+  ]);
+  const host = new Uint16Array(ENCODE_PATTERNS.length);
+  encodeHalves('f16', new Float32Array(ENCODE_PATTERNS.buffer), host);
+  const n = ENCODE_PATTERNS.length;
+  const bad: string[] = [];
+  ENCODE_PATTERNS.forEach((bits, i) => {
+    const mirror = n - 1 - i;
+    const ok =
+      roundsAsHost(bits, single[i]!, host[i]!, strict) && roundsAsHost(bits, pair[i]! & 0xffff, host[i]!, strict) && roundsAsHost(ENCODE_PATTERNS[mirror]!, pair[i]! >>> 16, host[mirror]!, strict);
+    if (!ok) bad.push(`f16(0x${bits.toString(16)}) = 0x${single[i]!.toString(16)}, want 0x${host[i]!.toString(16)}`);
+  });
+  return bad;
+}
+
 describe.skipIf(!probe.ok)(`device conversions (WGSL) agree with the host${probe.ok ? '' : ' (skipped: no WebGPU adapter)'}`, () => {
   it('decodes every f16 and bf16 bit pattern exactly', async () => {
     const all = Uint32Array.from({ length: 65536 }, (_, h) => h);
-    const [f16, bf16] = await Promise.all([
-      onDevice('output[i] = bitcast<u32>(f16ToF32(input[i]));', all),
-      onDevice('output[i] = bitcast<u32>(bf16ToF32(input[i]));', all),
-    ]);
-    const bad: string[] = [];
+    const bf16 = await onDevice('output[i] = bitcast<u32>(bf16ToF32(input[i]));', all);
+    const bad = await f16DecodeMismatches(INTEGER_F16);
     for (let h = 0; h < 65536; h++) {
-      const wantF16 = decodeF16(h);
       const wantBf16 = decodeBf16(h);
-      if (Number.isNaN(wantF16) ? (f16[h]! & 0x7fffffff) <= 0x7f800000 : f16[h] !== f32Bits(wantF16)) bad.push(`f16 0x${h.toString(16)}`);
       if (Number.isNaN(wantBf16) ? (bf16[h]! & 0x7fffffff) <= 0x7f800000 : bf16[h] !== f32Bits(wantBf16)) bad.push(`bf16 0x${h.toString(16)}`);
     }
     expect(bad.slice(0, 10)).toEqual([]);
   });
 
   it('rounds f32 to f16 and bf16 to nearest even, subnormals and overflow included', async () => {
-    // Finite f32 patterns: the f16 subnormal and normal ranges densely, ties, and random ones.
-    const patterns: number[] = [];
-    for (let b = 0x33000000; b <= 0x33800000; b += 0x1001) patterns.push(b); // around half the smallest f16 subnormal
-    for (let b = 0x38000000; b <= 0x39000000; b += 0x801) patterns.push(b); // subnormal/normal f16 boundary
-    for (let b = 0x477f0000; b <= 0x47800000; b += 0x11) patterns.push(b); // the top of the f16 range
-    for (const base of [0x3f800000, 0x40490000, 0x3c000000]) {
-      patterns.push(base | 0x1000, base | 0x3000, base | 0x1001, base | 0x8000, base | 0x18000, base | 0x7fff);
-    }
-    let x = 12345;
-    for (let i = 0; i < 100000; i++) {
-      x ^= x << 13;
-      x ^= x >>> 17;
-      x ^= x << 5;
-      if (((x >>> 23) & 0xff) !== 0xff) patterns.push(x >>> 0);
-    }
-    const input = Uint32Array.from(patterns, (p) => p >>> 0);
-    const withSigns = Uint32Array.from([...input, ...Array.from(input, (p) => (p ^ 0x80000000) >>> 0)]);
-    const [f16, bf16] = await Promise.all([
-      onDevice('output[i] = f32ToF16(bitcast<f32>(input[i]));', withSigns),
-      onDevice('output[i] = f32ToBf16(bitcast<f32>(input[i]));', withSigns),
-    ]);
-    const hostF16 = new Uint16Array(withSigns.length);
-    const hostBf16 = new Uint16Array(withSigns.length);
-    encodeHalves('f16', new Float32Array(withSigns.buffer), hostF16);
-    encodeHalves('bf16', new Float32Array(withSigns.buffer), hostBf16);
-    const bad: string[] = [];
-    withSigns.forEach((bits, i) => {
-      // A device may flush f32 subnormal inputs to zero: both answers are then the signed zero.
-      const flushed = (bits & 0x7f800000) === 0;
-      const wantF16 = hostF16[i]!;
-      if (f16[i] !== wantF16 && !(flushed && (f16[i]! & 0x7fff) === 0)) bad.push(`f16(0x${bits.toString(16)}) = 0x${f16[i]!.toString(16)}, want 0x${wantF16.toString(16)}`);
-      const wantBf16 = hostBf16[i]!;
-      if (bf16[i] !== wantBf16 && !(flushed && (bf16[i]! & 0x7fff) === 0)) bad.push(`bf16(0x${bits.toString(16)}) = 0x${bf16[i]!.toString(16)}, want 0x${wantBf16.toString(16)}`);
+    const bad = await f16EncodeMismatches(INTEGER_F16);
+    const bf16 = await onDevice('output[i] = f32ToBf16(bitcast<f32>(input[i]));', ENCODE_PATTERNS);
+    const hostBf16 = new Uint16Array(ENCODE_PATTERNS.length);
+    encodeHalves('bf16', new Float32Array(ENCODE_PATTERNS.buffer), hostBf16);
+    ENCODE_PATTERNS.forEach((bits, i) => {
+      if (!roundsAsHost(bits, bf16[i]!, hostBf16[i]!)) bad.push(`bf16(0x${bits.toString(16)}) = 0x${bf16[i]!.toString(16)}, want 0x${hostBf16[i]!.toString(16)}`);
     });
     expect(bad.slice(0, 10)).toEqual([]);
+  });
+
+  // The probe runs on the device alone; here the host codec judges the builtins on the same classes of input and more.
+  it('the start-up probe takes unpack2x16float exactly where it decodes every code as the host does', async () => {
+    const bad = await f16DecodeMismatches(BUILTIN_F16);
+    expect({ decode: chosen.decode, mismatches: bad.slice(0, 3) }).toEqual({ decode: bad.length === 0 ? 'builtin' : 'integer', mismatches: bad.slice(0, 3) });
+  });
+
+  it('the start-up probe takes pack2x16float (behind its range guard) only where it rounds as the host does, and refuses it only where it does not', async () => {
+    // The probe compares with the integer code bit for bit, so a zero of the other sign for an f32 subnormal refuses it too.
+    const [lenient, strict] = await Promise.all([f16EncodeMismatches(BUILTIN_F16), f16EncodeMismatches(BUILTIN_F16, true)]);
+    console.log(`kernels-wgsl: pack2x16float behind its guard: ${strict.length} of ${ENCODE_PATTERNS.length} patterns differ from the host${strict.length ? `, e.g. ${strict.slice(0, 2).join('; ')}` : ''}`);
+    if (chosen.encode === 'builtin') expect(lenient.slice(0, 3)).toEqual([]);
+    else expect(strict.length).toBeGreaterThan(0);
   });
 });

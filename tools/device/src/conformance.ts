@@ -38,7 +38,7 @@ const suites: Record<string, () => Promise<void>> = {
   },
   webgpu: async () => {
     const probe = await createWebGpuBackend({ powerPreference: 'high-performance' });
-    console.log(`webgpu: ${probe.label}`);
+    console.log(`webgpu: ${probe.label}, f16 conversion ${JSON.stringify(webGpuBackendStats(probe).f16Conversion)}`);
     probe.dispose();
     defineConformanceSuite('webgpu', () => createWebGpuBackend({ powerPreference: 'high-performance' }));
     defineValidationSuite('webgpu', () => createWebGpuBackend({ powerPreference: 'high-performance' }));

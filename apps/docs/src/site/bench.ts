@@ -57,6 +57,8 @@ export interface BenchRow {
   /** The plan's targets where it sets them: a fraction, and a most device time. */
   target?: number;
   targetUs?: number;
+  /** The best copy timed on this row's own bytes and input copies, GB/s (memory-bound rows with a bandwidth target). */
+  sizedCopyGbs?: number;
 }
 
 export interface BenchResults {
@@ -131,6 +133,7 @@ function parseRun(file: string, raw: Record<string, unknown>): BenchRun {
     if (o.spread !== undefined) row.spread = num(o.spread, `rows[${i}].spread`);
     if (o.target !== undefined) row.target = num(o.target, `rows[${i}].target`);
     if (o.targetUs !== undefined) row.targetUs = num(o.targetUs, `rows[${i}].targetUs`);
+    if (o.sizedCopyGbs !== undefined) row.sizedCopyGbs = num(o.sizedCopyGbs, `rows[${i}].sizedCopyGbs`);
     if (o.reference !== undefined) {
       const ref = obj(o.reference, `rows[${i}].reference`);
       row.reference = { op: str(ref.op, `rows[${i}].reference.op`), impl: str(ref.impl, `rows[${i}].reference.impl`), ...(ref.variant === undefined ? {} : { variant: str(ref.variant, `rows[${i}].reference.variant`) }) };

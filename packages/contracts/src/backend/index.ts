@@ -44,7 +44,7 @@ export {
   yarnMagnitude,
 } from './rope.js';
 export type { RopeAngleMode, RopeAngles, RopeScaling, RopeSpec, WritableNumbers } from './rope.js';
-export { mropeBounds, mropeStreamOfPair, writeMropeCosSinRow } from './mrope.js';
+export { mropeBounds, mropeStreamOfPair, writeMropeCosSinRow, writeMropeRow } from './mrope.js';
 export { breaksValueRule, valueBounds, valueRuleError } from './valueRules.js';
 export type { ValueBounds } from './valueRules.js';
 export { DroppedTensors } from './droppedTensors.js';

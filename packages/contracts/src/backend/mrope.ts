@@ -22,21 +22,29 @@ export function mropeStreamOfPair(bounds: readonly [number, number], j: number):
 let streamRow = new Float64Array(0);
 
 /**
- * The cos ‖ sin row of a token whose streams sit at `positions` [temporal,
- * height, width]: pair j has the angles of its stream's position, the row
- * otherwise laid out as `writeCosSinRow` lays it out.
+ * A token's cos ‖ sin row from the rows of its three streams: pair j (both
+ * halves) from the row `fillStreamRow(s, row)` writes for j's stream s, so
+ * a stream's row may come from angles or from a cache row at its position.
  */
-export function writeMropeCosSinRow(out: WritableNumbers, offset: number, positions: readonly number[], bounds: readonly [number, number], angles: RopeAngles): void {
-  const half = angles.frequencies.length;
+export function writeMropeRow(out: WritableNumbers, offset: number, half: number, bounds: readonly [number, number], fillStreamRow: (stream: 0 | 1 | 2, row: Float64Array) => void): void {
   if (streamRow.length < 2 * half) streamRow = new Float64Array(2 * half);
-  for (let s = 0; s < 3; s++) {
+  for (const s of [0, 1, 2] as const) {
     const from = s === 0 ? 0 : bounds[s - 1]!;
     const to = s === 2 ? half : bounds[s]!;
     if (from === to) continue;
-    writeCosSinRow(streamRow, 0, positions[s]!, angles);
+    fillStreamRow(s, streamRow);
     for (let j = from; j < to; j++) {
       out[offset + j] = streamRow[j]!;
       out[offset + half + j] = streamRow[half + j]!;
     }
   }
+}
+
+/**
+ * The cos ‖ sin row of a token whose streams sit at `positions` [temporal,
+ * height, width]: pair j has the angles of its stream's position, the row
+ * otherwise laid out as `writeCosSinRow` lays it out.
+ */
+export function writeMropeCosSinRow(out: WritableNumbers, offset: number, positions: readonly number[], bounds: readonly [number, number], angles: RopeAngles): void {
+  writeMropeRow(out, offset, angles.frequencies.length, bounds, (s, row) => writeCosSinRow(row, 0, positions[s]!, angles));
 }

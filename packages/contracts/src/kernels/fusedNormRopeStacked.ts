@@ -1,7 +1,7 @@
 /** The kernels behind fusedNormRopeStacked (and the materializer's norm + RoPE pass). */
 import { FLOAT_DTYPES } from '../tensor.js';
 import { cudaKernel, entryGrid, i64, input, output, read, readWrite, u32, wgslKernel } from './declare.js';
-import { poolWriteUniforms } from './kvPools.js';
+import { poolWriteParams, poolWriteUniforms } from './kvPools.js';
 
 export const fusedNormRopeCuda = cudaKernel({
   kernel: 'fusedNormRope',
@@ -13,10 +13,15 @@ export const fusedNormRopeCuda = cudaKernel({
     eps: input('float', '[L]'),
     cosSinCache: input('void', '[P, R]; null: angles from ropeAngles'),
     ropeAngles: input('void', 'u32 words of backend/rope.ts ropeAngleTable'),
-    positions: input('void', '[T]'),
+    positions: input('void', '[T], or [3, T] with mRoPE'),
+    // mRoPE (mrope.cuh): a zero stride leaves one stream.
+    positionStreamStride: i64('0: positions [T]; T: mRoPE streams [3, T], stream s of token t at s*T + t'),
+    mropeTemporalPairs: i64('pairs j below it take the temporal stream'),
+    mropeHeightPairsEnd: i64('pairs j below it (and not temporal) take the height stream, the rest the width stream'),
     slots: input('void', '[T] or null (token t writes row t)'),
-    kOut: output('void', 'row (l, row, h) at l*outLayerStride + (row*H + h)*D; may be kv itself (in place)'),
+    kOut: output('void', 'row (l, row, h) at l*outLayerStride + its pool row (kv_pool.cuh poolElement; (row*H + h)*D for NHD); may be kv itself (in place)'),
     vOut: output('void', 'laid out as kOut; null: V is not copied'),
+    ...poolWriteParams,
     badValue: output('BadValueRecord', 'where a position or slot out of range, or a bad eps, is recorded'),
     numTokens: i64('T'),
     numLayers: i64('L'),
@@ -66,6 +71,10 @@ export const normRopeWgsl = wgslKernel({
     heads: u32('H'),
     rows: u32('T*L*H head rows'),
     positionBelow: u32('P (a cache) or 2^31 (a per-token table: any i32 position >= 0)'),
+    // mRoPE (Qwen2-VL): stream s of token t at positions[s * streamStride + t], every stream checked.
+    streamStride: u32('0: positions [T]; T: mRoPE streams [3, T]'),
+    temporalPairs: u32('pairs j below it take the temporal stream'),
+    heightPairsEnd: u32('pairs j below it (and not temporal) take the height stream, the rest the width stream'),
     slotBelow: u32('S (scatter into pools)'),
     positionFlag: u32('flag word of the position rule'),
     slotFlag: u32('flag word of the slot rule'),
@@ -87,7 +96,7 @@ export const normRopeWgsl = wgslKernel({
     weights: read('u32', '[L, D] norm weights (halves two per word), eps after them where packed, then the fp8 scales (f32 bits)'),
     eps: read('f32', '[L]', 'separateEps'),
     cosSin: read('u32', '[P, R] cos then sin per position, or one row per token'),
-    positions: read('u32', '[T] i32 or i64 (two words)'),
+    positions: read('u32', '[T] or [3, T], i32 or i64 (two words)'),
     slots: read('u32', '[T] i32 or i64 (two words)', 'scatter'),
     kDst: readWrite('KvDst', 'normed, rotated K rows'),
     vDst: readWrite('KvDst', 'V rows as read'),

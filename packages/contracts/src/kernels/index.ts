@@ -9,7 +9,7 @@ import { gatherStridedCuda } from './gatherStrided.js';
 import { halvesCuda } from './hostTransfer.js';
 import { copyCuda, copyWgsl, fillCuda, fmaWgsl, spinCuda } from './measurement.js';
 import { gemmCuda, gemmReduceWgsl, gemmWgsl } from './projection.js';
-import { poolReadCuda, poolReadWgsl, poolStoreCuda, poolStoreWgsl } from './kvPools.js';
+import { poolReadCuda, poolReadWgsl, poolStoreWgsl } from './kvPools.js';
 import { ropeNormRowsWgsl } from './ropeNormRows.js';
 import { claimSlotsCuda, ropePoolCuda, ropeRowsWgsl, ropeTableWgsl, slotOwnersWgsl } from './ropePoolFused.js';
 import { STRIDED_COPY_DIMS, stridedCopyWgsl } from './views.js';
@@ -20,5 +20,5 @@ export { GATHER_MAX_RANK } from './gatherStrided.js';
 export { FLOAT_CODE } from './floatCode.js';
 export { deviceRecords, STRIDED_COPY_DIMS };
 
-export const cudaKernels = [fusedNormRopeCuda, ropePoolCuda, claimSlotsCuda, poolStoreCuda, poolReadCuda, gemmCuda, copyCuda, spinCuda, fillCuda, halvesCuda, gatherStridedCuda];
+export const cudaKernels = [fusedNormRopeCuda, ropePoolCuda, claimSlotsCuda, poolReadCuda, gemmCuda, copyCuda, spinCuda, fillCuda, halvesCuda, gatherStridedCuda];
 export const wgslKernels = [normRopeWgsl, ropeRowsWgsl, ropeTableWgsl, slotOwnersWgsl, poolStoreWgsl, poolReadWgsl, gemmWgsl, gemmReduceWgsl, copyWgsl, fmaWgsl, stridedCopyWgsl, ropeNormRowsWgsl];

@@ -23,7 +23,6 @@ const poolStoreUniforms = {
   segmentUnits: u32('invocations per run: words (aligned) or elements'),
   slotBelow: u32('S'),
   pageSize: u32('rows per page (HND); S for NHD'),
-  pages: u32('numPages (HND); 1 for NHD'),
   sourceLayerElements: u32('elements between layers of the source'),
   // The source may be a view whose rows are contiguous (v of a fused qkv): where it starts and its strides, in elements.
   sourceOffset: u32('elements of the source binding before element 0'),
@@ -72,45 +71,10 @@ export const poolReadWgsl = wgslKernel({
   },
 });
 
-export const poolStoreCuda = cudaKernel({
-  kernel: 'poolStore',
-  struct: 'PoolStoreParams',
-  doc: 'Head rows [L, T, H, D] of the model dtype into a pool at the slots, NHD or HND, copied or quantised to fp8 (pool_store.cu).',
-  params: {
-    source: input('void', '[L, T, H, D], element 0 of layer 0'),
-    slots: input('void', '[T]'),
-    scale: input('float', '[1] or [H], or null for a pool of the model dtype'),
-    pool: output('void', '[L, S, H, D] or [L, numPages, H, pageSize, D]'),
-    badValue: output('BadValueRecord', 'where a slot out of range is recorded'),
-    slotOwners: input('SlotOwner', 'winners of duplicate slots, or null'),
-    layers: i64('L'),
-    tokens: i64('T'),
-    heads: i64('H'),
-    headDim: i64('D'),
-    slotBelow: i64('S'),
-    pageSize: i64('rows per page (HND); S for NHD'),
-    headMajor: i64('1: HND, 0: NHD'),
-    sourceLayerElements: i64('elements between layers of the source'),
-    // The source may be a view (v of a fused qkv): its offset is in the pointer, its strides here.
-    sourceTokenStride: i64('elements between tokens of the source'),
-    sourceHeadStride: i64('elements between heads of the source'),
-    sourceElementStride: i64('elements between the elements of a source row'),
-    sourceDType: i64('FloatCode of the source'),
-    poolDType: i64('0: the source dtype (bits copied), 1: fp8e4m3, 2: fp8e5m2'),
-    perHeadScale: i64('1: scale [H], 0: scale [1]'),
-    slotsAreI64: i64('1: slots are i64, 0: i32'),
-    slotCheck: i64('check number of the slot rule'),
-    slotOwnersMask: i64('slot-owner table capacity - 1'),
-    generation: i64("this call's generation in the slot-owner table"),
-  },
-  launches: { default: { threads: 256, doc: 'one thread per destination element, grid-stride' } },
-  entries: [{ name: 'pool_store', launch: 'default' }],
-});
-
 export const poolReadCuda = cudaKernel({
   kernel: 'poolRead',
   struct: 'PoolReadParams',
-  doc: 'dequantizeKv: rows of a pool at the slots into [N, H, D] rows of a float dtype (pool_store.cu).',
+  doc: 'dequantizeKv: rows of a pool at the slots into [N, H, D] rows of a float dtype (pool_read.cu).',
   params: {
     pool: input('void', 'the pool, either layout'),
     slots: input('void', '[N]'),
@@ -132,3 +96,18 @@ export const poolReadCuda = cudaKernel({
   launches: { default: { threads: 256, doc: 'one thread per row element, grid-stride' } },
   entries: [{ name: 'pool_read', launch: 'default' }],
 });
+
+/**
+ * How the rope kernels (ropePool, fusedNormRope) write K and V rows into the
+ * pools, in their own row loops (kv_pool.cuh): both declare these fields, so
+ * one host helper (ops/kvPools.ts poolWrite) fills either block.
+ */
+export const poolWriteParams = {
+  poolHeadMajor: i64('1: pools are HND [numPages, H, pageSize, D] per layer; 0: NHD [S, H, D] (or dense rows)'),
+  poolPageSize: i64('rows per page of an HND pool (unused for NHD)'),
+  poolDType: i64('0: the model dtype (the rows as rounded), 1: fp8e4m3, 2: fp8e5m2 (codes of x / scale)'),
+  kScale: input('float', "the K pool's scale where fp8: [1] or [H]; null otherwise"),
+  vScale: input('float', "the V pool's scale where fp8: [1] or [H]; null otherwise"),
+  kScalePerHead: i64('1: kScale is [H], 0: [1]'),
+  vScalePerHead: i64('1: vScale is [H], 0: [1]'),
+} as const;

@@ -1,7 +1,7 @@
 /** The kernels behind ropePoolFused, and the slot-claim pass before any pool write. */
 import { FLOAT_DTYPES } from '../tensor.js';
 import { cudaKernel, entryGrid, f64, i64, input, output, read, readWrite, u32, wgslKernel } from './declare.js';
-import { poolWriteUniforms } from './kvPools.js';
+import { poolWriteParams, poolWriteUniforms } from './kvPools.js';
 
 export const ropePoolCuda = cudaKernel({
   kernel: 'ropePool',
@@ -35,8 +35,9 @@ export const ropePoolCuda = cudaKernel({
     normEps: f64('RMSNorm epsilon of the Q/K-norm'),
     qRot: output('void', '[N, Hq, D]'),
     kRot: output('void', '[N, H, D]'),
-    kPool: output('void', '[S, H, D]'),
-    vPool: output('void', '[S, H, D]'),
+    kPool: output('void', '[S, H, D] or [numPages, H, pageSize, D]: the model dtype or fp8'),
+    vPool: output('void', "kPool's layout and dtype"),
+    ...poolWriteParams,
     badValue: output('BadValueRecord', 'where a slot out of range is recorded'),
     numTokens: i64('N'),
     numQoHeads: i64('Hq'),

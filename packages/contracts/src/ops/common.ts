@@ -85,6 +85,7 @@ export const commonErrors = errors({
   KV009: {
     title: 'Unknown option value',
     message: '{arg} must be one of {expected}; got {actual}',
+    raisedBy: ['measureCopyAt'],
     fixes: [
       "Use `'neox'` when the model's RoPE rotates the two halves of the head (`is_neox_style = true`, `rotate_half`), which is the Hugging Face default.",
       "Use `'gptj'` when pairs are adjacent elements (`is_neox_style = false`, interleaved RoPE).",
@@ -134,7 +135,7 @@ export const tensorErrors = errors({
   KV044: {
     title: 'Argument of the wrong kind',
     message: '{arg} must be {expected}; got {actual}',
-    raisedBy: ['createCudaBackend', 'streamOf', 'wrapDeviceMemory', 'wrap', 'cudaBackendInfo', 'webGpuBackendStats', 'cpuBackendStats', 'timeOnDevice', 'measureCopyCeiling', 'measureFmaCeiling', 'timeProjectionGemm'],
+    raisedBy: ['createCudaBackend', 'streamOf', 'wrapDeviceMemory', 'wrap', 'cudaBackendInfo', 'webGpuBackendStats', 'cpuBackendStats', 'timeOnDevice', 'measureCopyCeilings', 'measureCopyAt', 'measureFmaCeiling', 'timeProjectionGemm'],
     fixes: [
       'Pass a function: `m.materialize({ ctxHidden, positions, writeLayerKv: (layer, k, v) => { ... } })`, and do the per-layer work inside it.',
       'To write every layer straight into `[L, S, H, D]` pools, use `m.materializeInto({ ctxHidden, positions, kPool, vPool, slots })`, which needs no callback.',

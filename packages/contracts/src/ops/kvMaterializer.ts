@@ -2,6 +2,7 @@ import { callback, contiguous, distinct, errors, exactlyOne, F32, FLOAT, INDEX, 
 import type { ContractFile } from '../dsl/declare.js';
 import { epsValues, ropeParams } from './fusedNormRopeStacked.js';
 import { layoutChoice, poolSteps } from './kvPools.js';
+import { mropePositions, mropeSection } from './mrope.js';
 import { ropeScalingSteps } from './ropeScaling.js';
 
 export const kvMaterializerErrors = errors({
@@ -98,6 +99,11 @@ export const MAX_POSITION_BELOW = 2 ** 31;
 
 const positionValues = values('positions', { min: 0, below: 'P', ceiling: { below: MAX_POSITION_BELOW, code: 'KV028' }, code: 'KV017' });
 
+/** One position per token, or with mropeSection mRoPE's [3, T] streams, each stream read as one-stream positions are. */
+const materializerPositions = mropePositions(
+  tensor('positions', { dtype: INDEX, shape: ['T'], flattenable: true, rankCode: 'KV026', code: 'KV023', doc: 'Position of each token, in [0, 2^31) and below P with a cache; [T, 1] and [1, T] are flattened.' }),
+);
+
 const dims = { T: 'tokens', L: 'layers', H: 'KV heads', D: 'head dim', R: 'rotary dim', P: 'rows of the cos/sin cache', S: 'slots of a KV pool', hidden: 'model width', numPages: 'pages of an HND pool', pageSize: 'rows per page' };
 
 export const kvMaterializer: ContractFile = {
@@ -133,7 +139,8 @@ export const kvMaterializer: ContractFile = {
           errors: kvMaterializerErrors,
           steps: [
             tensor('ctxHidden', { dtype: sameAs('kvWeight'), shape: ['T', 'hidden'], code: 'KV022', doc: 'Hidden states of the context tokens.' }),
-            tensor('positions', { dtype: INDEX, shape: ['T'], flattenable: true, rankCode: 'KV026', code: 'KV023', doc: 'Position of each token, in [0, 2^31) and below P with a cache; [T, 1] and [1, T] are flattened.' }),
+            mropeSection,
+            materializerPositions,
             callback('writeLayerKv', { code: 'KV044', dtypeOf: 'kvWeight', signature: '(layer: number, k: Tensor<DT, readonly [T, H, D]>, v: Tensor<DT, readonly [T, H, D]>) => NotThenable', doc: 'Called once per layer with K and V views [T, H, D], valid only during the call; synchronous (a returned promise is refused with KV044).' }),
             positionValues,
           ],
@@ -145,7 +152,8 @@ export const kvMaterializer: ContractFile = {
           errors: kvMaterializerErrors,
           steps: [
             tensor('ctxHidden', { dtype: sameAs('kvWeight'), shape: ['T', 'hidden'], code: 'KV022', doc: 'Hidden states of the context tokens.' }),
-            tensor('positions', { dtype: INDEX, shape: ['T'], flattenable: true, rankCode: 'KV026', code: 'KV023', doc: 'Position of each token, in [0, 2^31) and below P with a cache; [T, 1] and [1, T] are flattened.' }),
+            mropeSection,
+            materializerPositions,
             layoutChoice,
             ...poolSteps({ modelDtype: 'kvWeight', leading: ['L'], nhd: { code: 'KV024' }, doc: ' of every layer' }),
             distinct(['kPool', 'vPool'], 'KV039'),

@@ -45,9 +45,9 @@ export const mropeSection = ints('mropeSection', {
   doc: 'mRoPE: rotary pairs per position stream [temporal, height, width], summing to R/2; positions is then [3, N].',
 });
 
-/** An op's `[N]` positions that also take mRoPE's `[3, N]` streams when `mropeSection` is given. */
+/** An op's `[N]` positions that also take mRoPE's `[3, N]` streams when `mropeSection` is given (ropePoolFused, fusedNormRopeStacked, the materializer). */
 export const mropePositions = (positions: TensorArg): TensorArg => ({
   ...positions,
   streams: { count: 3, by: 'mropeSection', code: 'KV067', unexpectedCode: 'KV066' },
-  doc: `${positions.doc} With mropeSection: [3, N], temporal, height and width positions.`,
+  doc: `${positions.doc} With mropeSection: [3, ${positions.shape[0]}], temporal, height and width positions.`,
 });

@@ -234,14 +234,16 @@ export class Call {
     if (t === undefined) return;
     let shape: Shape = t.shape;
     const streams = opts.streams;
+    const flattens = (s: Shape) => opts.flattenable === true && spec.length === 1 && s.length === 2 && (s[0] === 1 || s[1] === 1);
+    // Without its parameter, a flattenable [3, 1] is three tokens' positions, not three streams of one token.
+    const streamed = streams !== undefined && shape.length === spec.length + 1 && shape[0] === streams.count && (streams.given || !flattens(shape));
     if (streams) {
-      const streamed = shape.length === spec.length + 1 && shape[0] === streams.count;
       if (streams.given && !streamed) this.fail(streams.code, { arg: name, actual: t.shape, expected: this.expected([String(streams.count), ...spec]) });
       if (!streams.given && streamed) this.fail(streams.unexpectedCode, { arg: name, actual: t.shape, expected: this.expected(spec) });
       // Each stream is checked as the one-stream tensor would be.
       if (streamed) shape = shape.slice(1);
     }
-    if (opts.flattenable && spec.length === 1 && shape.length === 2 && (shape[0] === 1 || shape[1] === 1)) shape = [numel(shape)];
+    if (flattens(shape)) shape = [numel(shape)];
     if (shape.length !== spec.length) {
       if (opts.rankCode) this.fail(opts.rankCode, { arg: name, rank: spec.length, expected: `[${spec.join(', ')}]`, actual: t.shape });
       this.fail(code, { arg: name, actual: t.shape, expected: this.expected(spec), count: numel(t.shape) });
@@ -250,7 +252,7 @@ export class Call {
     spec.forEach((expr, axis) => {
       if (isDimName(expr) && this.dims[expr] === undefined) this.dims[expr] = shape[axis]!;
     });
-    const full = shape.length < t.shape.length && streams ? [String(streams.count), ...spec] : spec;
+    const full = streamed ? [String(streams!.count), ...spec] : spec;
     spec.forEach((expr, axis) => {
       const want = evalDim(expr, this.dims);
       if (want !== undefined && want !== shape[axis]) this.fail(code, { arg: name, actual: t.shape, expected: this.expected(full), count: numel(t.shape) });

@@ -135,6 +135,13 @@ m.materialize({ ctxHidden, positions: backend.tensor('i32', [5, 1]), writeLayerK
 // KV026: positions that do not flatten to one list.
 // @ts-expect-error KV026
 m.materialize({ ctxHidden, positions: backend.tensor('i32', [2, 2]), writeLayerKv: () => {} });
+// mRoPE: [3, T] positions pass with mropeSection (whether the section is there is checked at run time); another token count does not.
+m.materialize({ ctxHidden, positions: backend.tensor('i32', [3, 4]), mropeSection: [1, 2, 1], writeLayerKv: () => {} });
+m.materializeInto({ ctxHidden, positions: backend.tensor('i64', [3, 4]), mropeSection: [2, 2, 0], kPool: backend.empty('bf16', [2, 9, 2, 8]), vPool: backend.empty('bf16', [2, 9, 2, 8]), slots: backend.tensor('i64', [4]) });
+// @ts-expect-error KV023
+m.materialize({ ctxHidden, positions: backend.tensor('i32', [3, 5]), mropeSection: [1, 2, 1], writeLayerKv: () => {} });
+// @ts-expect-error mropeSection is three counts
+m.materialize({ ctxHidden, positions: backend.tensor('i32', [3, 4]), mropeSection: [2, 2], writeLayerKv: () => {} });
 // KV022: ctxHidden width differs from the weights' hidden.
 // @ts-expect-error KV022
 m.materialize({ ctxHidden: backend.tensor('bf16', [4, 32]), positions, writeLayerKv: () => {} });

@@ -1,4 +1,5 @@
 import type { FusedNormRopeStackedChecked } from '@kvkit/contracts/backend';
+import { mropeBounds, writeMropeRow } from '@kvkit/contracts/backend';
 import { rmsNormInPlace } from '../math/rmsNorm.js';
 import type { Readable } from '../math/rmsNorm.js';
 import { rotateInPlace } from '../math/rope.js';
@@ -28,9 +29,11 @@ export interface NormRopeStackedJob {
   readonly kNormWeight: Readable;
   /** [L] */
   readonly eps: Readable;
-  /** [T], i32 or i64; already checked against the cos/sin rows. */
+  /** [T], or [3, T] with mropeSection, i32 or i64; already checked against the cos/sin rows. */
   readonly positions: Storage;
   readonly cosSinRow: CosSinRow;
+  /** mRoPE: pair j takes the cos/sin row of its stream's position (stream s of token t at s*T + t). */
+  readonly mropeSection?: readonly number[] | undefined;
   /** [L, rows, H, D], same dtype as kv. */
   readonly kDst: FloatAccess;
   readonly vDst: FloatAccess;
@@ -47,11 +50,13 @@ export function normRopeStacked(job: NormRopeStackedJob): void {
   const x = headScratch(D);
   const cs = cosSinScratch(R);
   const tokenStride = L * 2 * H * D;
+  const bounds = job.mropeSection && mropeBounds(job.mropeSection);
   // Dense outputs give each token its own row, so any order does there.
   for (const t of scatterOrder(T, job.slots?.duplicates ?? 'last')) {
     const row = job.slots ? indexAt(job.slots.values, t) : t;
     if (row < 0) continue;
-    job.cosSinRow(indexAt(job.positions, t), cs);
+    if (bounds) writeMropeRow(cs, 0, R / 2, bounds, (stream, row) => job.cosSinRow(indexAt(job.positions, stream * T + t), row));
+    else job.cosSinRow(indexAt(job.positions, t), cs);
     for (let l = 0; l < L; l++) {
       const eps = job.eps.get(l);
       for (let h = 0; h < H; h++) {
@@ -87,6 +92,7 @@ export function fusedNormRopeStacked(backend: CpuKernels, args: FusedNormRopeSta
     kNormWeight: backend.floats(args.kNormWeight),
     eps: backend.floats(args.eps),
     positions: backend.own(args.positions).data,
+    mropeSection: args.mropeSection,
     cosSinRow: (p, out) => {
       for (let j = 0; j < R; j++) out[j] = cacheValues.get(p * R + j);
     },

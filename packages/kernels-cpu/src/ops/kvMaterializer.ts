@@ -141,7 +141,7 @@ class CpuKvMaterializer implements MaterializerKernels {
   #run(args: KvMaterializerMaterializeChecked | KvMaterializerMaterializeIntoChecked, proj: Storage, kDst: Storage, vDst: Storage, rows: number, slots: SlotScatter | undefined): void {
     const { T } = args.dims;
     const positions = this.#backend.own(args.positions).data;
-    this.#coverPositions(positions, T);
+    this.#coverPositions(positions, (args.mropeSection ? 3 : 1) * T);
     this.#project(args.ctxHidden, T, proj);
     normRopeStacked({
       T,
@@ -154,6 +154,7 @@ class CpuKvMaterializer implements MaterializerKernels {
       kNormWeight: this.#kNormWeight,
       eps: this.#eps,
       positions,
+      mropeSection: args.mropeSection,
       cosSinRow: this.#cosSinRow,
       kDst: floatAccess(this.#dtype, kDst),
       vDst: floatAccess(this.#dtype, vDst),
@@ -186,11 +187,11 @@ class CpuKvMaterializer implements MaterializerKernels {
     }
   }
 
-  /** ropeBase only: grows the cos/sin table to cover the largest position of the call. */
-  #coverPositions(positions: Storage, T: number): void {
+  /** ropeBase only: grows the cos/sin table to cover the largest of the call's `count` positions (every mRoPE stream). */
+  #coverPositions(positions: Storage, count: number): void {
     if (this.#angles === undefined) return;
     let largest = -1;
-    for (let t = 0; t < T; t++) largest = Math.max(largest, indexAt(positions, t));
+    for (let i = 0; i < count; i++) largest = Math.max(largest, indexAt(positions, i));
     if (largest >= this.#tableRows) this.#growTable(largest);
   }
 

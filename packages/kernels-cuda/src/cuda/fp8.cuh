@@ -4,6 +4,7 @@
 #pragma once
 #include <cuda_fp8.h>
 #include <stdint.h>
+#include <string.h>
 
 namespace kvkit {
 
@@ -37,6 +38,27 @@ __device__ __forceinline__ uint32_t fp8OfFloat(float x, bool e4m3) {
   return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, e4m3 ? __NV_E4M3 : __NV_E5M2);
 #else
   return fp8OfBitsSoftware(__float_as_uint(x), e4m3);
+#endif
+}
+
+// A float's bits in host code as well as device code (the host tests run the software path).
+__host__ __device__ inline uint32_t bitsOfFloat(float x) {
+  uint32_t bits;
+  memcpy(&bits, &x, sizeof bits);
+  return bits;
+}
+
+// Codes of a and b in the two bytes of the result, a in the low one: the same per value as fp8OfFloat
+// (sm_89+: one paired conversion, whose NaN results are then made canonical).
+__host__ __device__ __forceinline__ uint32_t fp8PairOfFloats(float a, float b, bool e4m3) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint32_t pair = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, e4m3 ? __NV_E4M3 : __NV_E5M2);
+  const uint32_t nan = fp8Format(e4m3).nan;
+  if (isnan(a)) pair = (pair & 0xff00u) | nan;
+  if (isnan(b)) pair = (pair & 0x00ffu) | (nan << 8);
+  return pair;
+#else
+  return fp8OfBitsSoftware(bitsOfFloat(a), e4m3) | (fp8OfBitsSoftware(bitsOfFloat(b), e4m3) << 8);
 #endif
 }
 

@@ -1,7 +1,10 @@
 // fusedNormRopeStacked (SEMANTICS.md §1), also the second half of the materializer:
-// RMSNorm + RoPE of every K head, V copied bit for bit, [T, L, 2*H*D] -> [L, rows, H, D].
+// RMSNorm + RoPE of every K head, V copied bit for bit, [T, L, 2*H*D] -> [L, rows, H, D],
+// or (materializeInto) into pools of any layout and dtype at the slots (kv_pool.cuh).
 #include "bad_values.cuh"
 #include "generated/params.cuh"
+#include "kv_pool.cuh"
+#include "mrope.cuh"
 #include "rope.cuh"
 #include "slot_owners.cuh"
 #include "storage.cuh"
@@ -9,15 +12,29 @@
 
 namespace kvkit {
 
+// The position streams of a call: one ([T] positions), or mRoPE's three.
+__device__ __forceinline__ PositionStreams positionStreams(const FusedNormRopeParams& p) {
+  return {p.positions, p.positionsAreI64, p.positionStreamStride, static_cast<int>(p.mropeTemporalPairs), static_cast<int>(p.mropeHeightPairsEnd)};
+}
+
 /**
  * Token t's destination row (-1: not written): t itself, or its slot. A bad
- * position or slot is recorded (when `record`) and the token skipped; of
- * tokens sharing a slot, only the slot's owner writes.
+ * position (of any mRoPE stream) or slot is recorded (when `record`) and the
+ * token skipped; of tokens sharing a slot, only the slot's owner writes.
+ * `position` is the first stream's.
  */
 __device__ __forceinline__ long long fusedTokenRow(const FusedNormRopeParams& p, long long t, bool record, long long& position, bool& positionOk) {
   position = loadIndex(p.positions, p.positionsAreI64, t);
   positionOk = position >= p.positionMin && position < p.positionBelow;
   if (record && !positionOk) recordBadValue(p.badValue, p.positionCheck, t, position);
+  // mRoPE: the height and width streams, each recorded by its own index in positions, as the host check names it.
+  for (long long s = 1; p.positionStreamStride != 0 && s < 3; s++) {
+    const long long at = s * p.positionStreamStride + t;
+    const long long other = loadIndex(p.positions, p.positionsAreI64, at);
+    const bool ok = other >= p.positionMin && other < p.positionBelow;
+    if (record && !ok) recordBadValue(p.badValue, p.positionCheck, at, other);
+    positionOk = positionOk && ok;
+  }
   long long row = t;
   if (p.slots != nullptr) {
     row = loadIndex(p.slots, p.slotsAreI64, t);
@@ -88,7 +105,8 @@ __device__ __forceinline__ void fusedNormRopeUnits(const FusedNormRopeParams& p)
   Rows current, next;
   UnitStep step = walk.first();
   if (AHEAD) load(current, step);
-  long long dst = -1;
+  const long long headElements = poolHeadStrideOf(p);
+  long long dstFirst = -1;  // head 0's row of the unit's destination row in a layer (poolSlotOf), -1: not written
   while (!walk.done(step)) {
     const UnitStep following = walk.next<ROWS>(step);
     if (!AHEAD) load(current, step);
@@ -96,8 +114,12 @@ __device__ __forceinline__ void fusedNormRopeUnits(const FusedNormRopeParams& p)
     if (step.r == 0) {
       long long position = 0;
       bool positionOk = false;
-      dst = step.left > 0 ? fusedTokenRow(p, step.t, step.row == 0 && lane == 0, position, positionOk) : -1;
-      fillLaneAngles<VEC, NV>(angles, dst >= 0, position, lane, lanes, R, gptj, angleSource);
+      const long long dst = step.left > 0 ? fusedTokenRow(p, step.t, step.row == 0 && lane == 0, position, positionOk) : -1;
+      dstFirst = dst >= 0 ? poolSlotOf(p, dst) : -1;
+      // mRoPE: each pair at its stream's position, element by element (one inlined fill, so no spills at 64 registers).
+      const PositionStreams streams = positionStreams(p);
+      const long long token = step.t;
+      fillLaneAnglesAt<VEC, NV>(angles, dst >= 0, position, lane, lanes, R, gptj, angleSource, streams.many(), [&](int j) { return streams.at(token, j); });
     }
     if (AHEAD) load(next, following);
     unsigned layer = step.row / H;
@@ -108,13 +130,15 @@ __device__ __forceinline__ void fusedNormRopeUnits(const FusedNormRopeParams& p)
       const float eps = live ? p.eps[layer] : 1.0f;
       const bool epsOk = epsIsValid(eps);
       if (live && !epsOk && head == 0 && lane == 0) recordBadEps(p.badValue, p.epsCheck, layer, eps);
-      const bool writes = live && dst >= 0 && epsOk;
-      const size_t out = (static_cast<size_t>(layer) * static_cast<size_t>(p.outLayerStride) + (static_cast<size_t>(dst) * H + head) * D) * kElementBytes;
+      const bool writes = live && dstFirst >= 0 && epsOk;
+      // Element 0 of the destination row: layers outLayerStride apart, the row in its layer as the pool lays it out.
+      const long long out = static_cast<long long>(layer) * p.outLayerStride + dstFirst + static_cast<long long>(head) * headElements;
       if (copyV && writes) {
+        const PoolTarget vTarget = poolTarget(p, p.vOut, true, head);
 #pragma unroll
         for (int s = 0; s < NV; s++) {
           const int vi = lane + s * lanes;
-          if (vi < numVec) storeOnce16(static_cast<char*>(p.vOut) + out + vi * 16, current.v[i][s]);
+          if (vi < numVec) storePoolVector<S>(vTarget, out + vi * VEC, current.v[i][s]);
         }
       }
       float x[NV][VEC];
@@ -142,10 +166,11 @@ __device__ __forceinline__ void fusedNormRopeUnits(const FusedNormRopeParams& p)
       }
       rotateRow<VEC, NV>(x, angles, lane, lanes, R, gptj);
       if (writes) {
+        const PoolTarget kTarget = poolTarget(p, p.kOut, false, head);
 #pragma unroll
         for (int s = 0; s < NV; s++) {
           const int vi = lane + s * lanes;
-          if (vi < numVec) storeOnce16(static_cast<char*>(p.kOut) + out + vi * 16, pack16<S>(x[s]));
+          if (vi < numVec) storePoolVector<S>(kTarget, out + vi * VEC, pack16<S>(x[s]));
         }
       }
       if (++head == H) {
@@ -172,6 +197,7 @@ __device__ __forceinline__ void fusedNormRopeAnyShape(const FusedNormRopeParams&
   const int lane = threadIdx.x & 31;
   const long long warps = static_cast<long long>(gridDim.x) * (blockDim.x >> 5);
   const bool weightIsF32 = p.weightIsF32 != 0;
+  const PositionStreams streams = positionStreams(p);
   for (long long row = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; row < T * L * H; row += warps) {
     const long long t = row / (L * H);
     const long long lh = row - t * L * H;
@@ -199,7 +225,10 @@ __device__ __forceinline__ void fusedNormRopeAnyShape(const FusedNormRopeParams&
       const float weight = weightIsF32 ? loadElement<F32>(p.kNormWeight, l * D + e) : loadElement<S>(p.kNormWeight, l * D + e);
       return loadElement<S>(p.kv, kFirst + e * step) * inv * weight;
     };
-    const long long outFirst = l * p.outLayerStride + (dst * H + h) * D;
+    const long long outFirst = l * p.outLayerStride + poolRowOf(p, dst, h);
+    const PoolTarget kTarget = poolTarget(p, p.kOut, false, h);
+    const PoolTarget vTarget = p.vOut != nullptr ? poolTarget(p, p.vOut, true, h) : PoolTarget{nullptr, kPoolModelDType, 1.0f};
+    using Bits = typename S::Bits;
     for (long long e = lane; e < D; e += 32) {
       float out = normed(e);
       if (e < R) {
@@ -207,12 +236,12 @@ __device__ __forceinline__ void fusedNormRopeAnyShape(const FusedNormRopeParams&
         const int j = p.gptj ? static_cast<int>(e >> 1) : static_cast<int>(first ? e : e - halfR);
         const long long other = p.gptj ? (first ? e + 1 : e - 1) : (first ? e + halfR : e - halfR);
         float c, s;
-        cosSinAt(position, j, halfR, p.cosSinCache, p.cacheDType, static_cast<const unsigned*>(p.ropeAngles), c, s);
+        cosSinAt(streams.many() ? streams.at(t, j) : position, j, halfR, p.cosSinCache, p.cacheDType, static_cast<const unsigned*>(p.ropeAngles), c, s);
         const float partner = normed(other);
         out = rotatedElement(out, partner, c, first ? -s : s);
       }
-      storeElement<S>(p.kOut, outFirst + e, out);
-      if (p.vOut != nullptr) copyElement<S>(p.vOut, outFirst + e, p.kv, kFirst + p.vOffset + e * step);
+      storePoolElement<S>(kTarget, outFirst + e, S::fromFloat(out));
+      if (p.vOut != nullptr) storePoolElement<S>(vTarget, outFirst + e, static_cast<const Bits*>(p.kv)[kFirst + p.vOffset + e * step]);
     }
   }
 }

@@ -5,5 +5,5 @@
 #include "gemm.cu"
 #include "halves.cu"
 #include "profiling.cu"
-#include "pool_store.cu"
+#include "pool_read.cu"
 #include "rope_pool.cu"

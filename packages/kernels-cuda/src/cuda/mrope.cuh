@@ -22,30 +22,10 @@ struct PositionStreams {
   }
 };
 
-/**
- * fillLaneAngles' angle-table path with a position per pair: each element of
- * the lane's vectors takes ropeCosSin of its pair's stream position. The sign
- * of the rotation is folded into sin as LaneAngles expects.
- */
+// fillLaneAnglesAt with each pair at its stream's position, the angles from the angle table (ropePoolFused).
 template <int VEC, int NV>
 __device__ __forceinline__ void fillStreamLaneAngles(const LaneAngles<VEC, NV>& a, bool valid, const PositionStreams& streams, long long token, int lane, int lanes, int R, bool gptj, const unsigned* angleTable) {
-  const int halfR = R >> 1;
-#pragma unroll
-  for (int k = 0; k < NV; k++) {
-    const int first = (lane + k * lanes) * VEC;
-#pragma unroll 1
-    for (int u = 0; u < VEC; u++) {
-      const int e = first + u;
-      float c = 1.0f, s = 0.0f;
-      if (valid && e < R) {
-        const bool firstOfPair = gptj ? (e & 1) == 0 : e < halfR;
-        const int j = gptj ? e >> 1 : firstOfPair ? e : e - halfR;
-        ropeCosSin(streams.at(token, j), j, angleTable, c, s);
-        if (firstOfPair) s = -s;
-      }
-      a.storeOne(k, u, c, s);
-    }
-  }
+  fillLaneAnglesAt<VEC, NV>(a, valid, 0, lane, lanes, R, gptj, AngleSource{nullptr, 0, false, angleTable}, true, [&](int j) { return streams.at(token, j); });
 }
 
 }  // namespace kvkit

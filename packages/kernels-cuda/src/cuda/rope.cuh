@@ -179,15 +179,17 @@ __device__ __forceinline__ void loadFloats(const float* from, float (&out)[N]) {
  * Fills the lane's angles for its vectors lane + k*lanes of a token at
  * `position` (`valid` false: identity, nothing read). neox pairs (j, j + R/2)
  * with R/2 a whole number of vectors; gptj pairs (2j, 2j + 1) inside a vector.
+ * `perPair` (mRoPE): pair j is at positionOf(j) instead, from the cache or
+ * the angle table element by element (one inlined copy serves both cases).
  */
-template <int VEC, int NV>
-__device__ __forceinline__ void fillLaneAngles(const LaneAngles<VEC, NV>& a, bool valid, long long position, int lane, int lanes, int R, bool gptj, const AngleSource& src) {
+template <int VEC, int NV, typename PositionOf>
+__device__ __forceinline__ void fillLaneAnglesAt(const LaneAngles<VEC, NV>& a, bool valid, long long position, int lane, int lanes, int R, bool gptj, const AngleSource& src, bool perPair, PositionOf positionOf) {
   const int halfR = R >> 1;
 #pragma unroll
   for (int k = 0; k < NV; k++) {
     const int first = (lane + k * lanes) * VEC;
     const bool rotated = valid && first < R;
-    if (rotated && src.cache == nullptr) {
+    if (rotated && (src.cache == nullptr || perPair)) {
       // sincos one element at a time: few registers live while the rows' loads are in flight.
 #pragma unroll 1
       for (int u = 0; u < VEC; u++) {
@@ -196,7 +198,11 @@ __device__ __forceinline__ void fillLaneAngles(const LaneAngles<VEC, NV>& a, boo
         if (e < R) {
           const bool firstOfPair = gptj ? (e & 1) == 0 : e < halfR;
           const int j = gptj ? e >> 1 : firstOfPair ? e : e - halfR;
-          ropeCosSin(position, j, src.angleTable, c, s);
+          if (perPair) {
+            cosSinAt(positionOf(j), j, halfR, src.cache, src.cacheDType, src.angleTable, c, s);
+          } else {
+            ropeCosSin(position, j, src.angleTable, c, s);
+          }
           if (firstOfPair) s = -s;
         }
         a.storeOne(k, u, c, s);
@@ -256,6 +262,12 @@ __device__ __forceinline__ void fillLaneAngles(const LaneAngles<VEC, NV>& a, boo
     }
     a.store(k, c, s);
   }
+}
+
+// fillLaneAnglesAt for one position per token.
+template <int VEC, int NV>
+__device__ __forceinline__ void fillLaneAngles(const LaneAngles<VEC, NV>& a, bool valid, long long position, int lane, int lanes, int R, bool gptj, const AngleSource& src) {
+  fillLaneAnglesAt<VEC, NV>(a, valid, position, lane, lanes, R, gptj, src, false, [](int) { return 0ll; });
 }
 
 /**

@@ -1,7 +1,9 @@
 // ropePoolFused (SEMANTICS.md §3): RoPE on Q and K with angles from ropeBase,
-// K and V scattered into [S, H, D] pools at their slots (negative: skipped).
+// K and V scattered into the pools at their slots (negative: skipped), NHD or
+// HND, in the model dtype or as fp8 codes (kv_pool.cuh), in the same row loop.
 #include "bad_values.cuh"
 #include "generated/params.cuh"
+#include "kv_pool.cuh"
 #include "mrope.cuh"
 #include "qk_norm.cuh"
 #include "rope.cuh"
@@ -66,7 +68,7 @@ __device__ __forceinline__ const void* inputBase(const RopePoolParams& p, int ki
  * computes the sincos of its elements for all the unit's rows. Inputs are
  * read through their token and head strides (the host takes this path only
  * where rows are contiguous and every row start is 16-byte aligned); the
- * outputs are contiguous.
+ * outputs are contiguous, and a pool row takes each lane's vector in one store.
  */
 template <typename S, int NV, int ROWS, bool AHEAD>
 __device__ __forceinline__ void ropePoolUnits(const RopePoolParams& p) {
@@ -109,11 +111,12 @@ __device__ __forceinline__ void ropePoolUnits(const RopePoolParams& p) {
   uint4 current[ROWS][NV], next[ROWS][NV];
   UnitStep step = walk.first();
   if (AHEAD) load(current, step);
-  long long slot = -1;
+  const long long poolHeadElements = poolHeadStrideOf(p);
+  long long slotFirst = -1;  // the unit's slot's head-0 row in the pools (poolSlotOf), -1: none
   while (!walk.done(step)) {
     const UnitStep following = walk.next<ROWS>(step);
     if (!AHEAD) load(current, step);
-    // A unit's first step, while its rows load: angles for q and k rows, the slot for k and v rows.
+    // A unit's first step, while its rows load: angles for q and k rows, the slot's pool rows for k and v rows.
     if (step.r == 0) {
       const unsigned rowsHere = step.left;
       const bool rotates = rowsHere > 0 && step.row < Hq + H;
@@ -123,7 +126,8 @@ __device__ __forceinline__ void ropePoolUnits(const RopePoolParams& p) {
         const long long position = rotates ? loadIndex(p.positions, p.positionsAreI64, step.t) : 0;
         fillLaneAngles<VEC, NV>(angles, rotates, position, lane, lanes, R, gptj, angleSource);
       }
-      slot = rowsHere > 0 && step.row + rowsHere > Hq ? poolRow(p, step.t, lane == 0) : -1;
+      const long long slot = rowsHere > 0 && step.row + rowsHere > Hq ? poolRow(p, step.t, lane == 0) : -1;
+      slotFirst = slot >= 0 ? poolSlotOf(p, slot) : -1;
     }
     if (AHEAD) load(next, following);
 #pragma unroll
@@ -151,13 +155,14 @@ __device__ __forceinline__ void ropePoolUnits(const RopePoolParams& p) {
           }
         }
       }
-      // K rows (as rotated) and V rows (as loaded) go to the pools.
-      if (live && kind != 0 && slot >= 0) {
-        char* pool = static_cast<char*>(kind == 1 ? p.kPool : p.vPool) + (static_cast<size_t>(slot) * H + head) * D * kElementBytes;
+      // K rows (as rotated and rounded) and V rows (as loaded) go to the pools.
+      if (live && kind != 0 && slotFirst >= 0) {
+        const PoolTarget pool = poolTarget(p, kind == 1 ? p.kPool : p.vPool, kind == 2, head);
+        const long long row = slotFirst + static_cast<long long>(head) * poolHeadElements;
 #pragma unroll
         for (int s = 0; s < NV; s++) {
           const int vi = lane + s * lanes;
-          if (vi < numVec) storeOnce16(pool + vi * 16, current[i][s]);
+          if (vi < numVec) storePoolVector<S>(pool, row + vi * VEC, current[i][s]);
         }
       }
     }
@@ -194,12 +199,16 @@ __device__ __forceinline__ void ropePoolAnyShape(const RopePoolParams& p) {
     const RowStrides in = inputStrides(p, kind);
     const long long srcFirst = n * in.token + head * in.head;
     const long long rowFirst = (n * (kind == 0 ? Hq : H) + head) * D;
-    const long long poolFirst = (slot * H + head) * D;
+    const long long poolFirst = slot >= 0 ? poolRowOf(p, slot, head) : 0;
+    using Bits = typename S::Bits;
     if (kind == 2) {
-      if (slot >= 0)
-        for (long long e = lane; e < D; e += 32) copyElement<S>(p.vPool, poolFirst + e, p.v, srcFirst + e * in.element);
+      if (slot >= 0) {
+        const PoolTarget vTarget = poolTarget(p, p.vPool, true, head);
+        for (long long e = lane; e < D; e += 32) storePoolElement<S>(vTarget, poolFirst + e, static_cast<const Bits*>(p.v)[srcFirst + e * in.element]);
+      }
       continue;
     }
+    const PoolTarget kTarget = kind == 1 && slot >= 0 ? poolTarget(p, p.kPool, false, head) : PoolTarget{nullptr, kPoolModelDType, 1.0f};
     const void* src = inputBase(p, kind);
     void* dst = kind == 0 ? p.qRot : p.kRot;
     const PositionStreams streams = positionStreams(p);
@@ -221,8 +230,9 @@ __device__ __forceinline__ void ropePoolAnyShape(const RopePoolParams& p) {
         if (normed) partner = partner * inv * normWeightAt<S>(normWeight, weightIsF32, other);
         out = rotatedElement(out, partner, c, first ? -s : s);
       }
-      storeElement<S>(dst, rowFirst + e, out);
-      if (kind == 1 && slot >= 0) copyElement<S>(p.kPool, poolFirst + e, dst, rowFirst + e);
+      const Bits rounded = S::fromFloat(out);
+      static_cast<Bits*>(dst)[rowFirst + e] = rounded;
+      if (kind == 1 && slot >= 0) storePoolElement<S>(kTarget, poolFirst + e, rounded);
     }
   }
 }

@@ -1,8 +1,9 @@
-// ropePoolFused's launch for rows of one 16-byte vector per lane: a block takes a tile of
-// consecutive tokens, computes each (token, pair) cos/sin once into shared memory, then its lane
+// ropePoolFused's launch for rows of one 16-byte vector per lane, into pools of any layout and
+// dtype: a block takes a tile of consecutive tokens, computes each (token, pair) cos/sin once into shared memory, then its lane
 // groups stream the tile's rows with several rows in flight. Included by rope_pool.cu, which
 // defines poolRow, inputStrides and positionStreams.
 #pragma once
+#include "kv_pool.cuh"
 #include "qk_norm.cuh"
 #include "rope.cuh"
 #include "storage.cuh"
@@ -131,11 +132,14 @@ __device__ __forceinline__ void ropePoolTiles(const RopePoolParams& p) {
         bits[d] = at.token < tokens && inRow ? loadOnce16(source(firstToken + at.token, at.head) + first * kElementBytes) : make_uint4(0, 0, 0, 0);
         at.advance(groups, heads);
       }
-      // The same rows again, walked the same way: cheaper than holding DEPTH positions in registers.
-#pragma unroll
+      // The same rows again, walked the same way (cheaper than holding DEPTH positions in registers), each
+      // taken from the front as the rest move up: one copy of `use` and no dynamically indexed array.
+#pragma unroll 1
       for (int d = 0; d < DEPTH; d++) {
-        use(bits[d], row.token < tokens, min(row.token, tokens - 1), row.head);
+        use(bits[0], row.token < tokens, min(row.token, tokens - 1), row.head);
         row.advance(groups, heads);
+#pragma unroll
+        for (int e = 0; e + 1 < DEPTH; e++) bits[e] = bits[e + 1];
       }
     }
   };
@@ -154,10 +158,15 @@ __device__ __forceinline__ void ropePoolTiles(const RopePoolParams& p) {
   });
   if (H == 0) return;
 
-  // Key rows then value rows of each token: heads [0, H) rotate into kRot and the K pool, [H, 2H) copy into the V pool.
+  // Key rows then value rows of each token: heads [0, H) rotate into kRot and the K pool, [H, 2H) go to the V pool.
   const auto keys = inputRow(1), values = inputRow(2);
-  for (int t = threadIdx.x; t < tokens; t += blockDim.x) tileSlots[t] = poolRow(p, firstToken + t, true);
+  // Each token's slot as its head-0 row in the pools (poolSlotOf), -1: none; one division per slot, not per row.
+  for (int t = threadIdx.x; t < tokens; t += blockDim.x) {
+    const long long slot = poolRow(p, firstToken + t, true);
+    tileSlots[t] = slot >= 0 ? poolSlotOf(p, slot) : -1;
+  }
   __syncthreads();
+  const long long poolHeadElements = poolHeadStrideOf(p);
   stream(
       2 * H, [&](long long n, int head) { return head < H ? keys(n, head) : values(n, head - H); },
       [&](const uint4& bits, bool live, int t, int head) {
@@ -168,9 +177,12 @@ __device__ __forceinline__ void ropePoolTiles(const RopePoolParams& p) {
           if (key) out = rotated;
         }
         if (!live || !inRow) return;
-        const long long slot = tileSlots[t];
         if (key) storeOnce16(outputRow(p.kRot, H, firstToken + t, head), out);
-        if (slot >= 0) storeOnce16(outputRow(key ? p.kPool : p.vPool, H, slot, key ? head : head - H), out);
+        const long long slotFirst = tileSlots[t];
+        if (slotFirst < 0) return;
+        // K rows as rotated and rounded, V rows as loaded: their bits, or fp8 codes (kv_pool.cuh).
+        const int poolHead = key ? head : head - H;
+        storePoolVector<S>(poolTarget(p, key ? p.kPool : p.vPool, !key, poolHead), slotFirst + poolHead * poolHeadElements + first, out);
       });
 }
 

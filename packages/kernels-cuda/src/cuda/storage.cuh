@@ -37,6 +37,9 @@ __device__ __forceinline__ void store16(void* p, uint4 v) { *reinterpret_cast<ui
 // Data read or written once per call: marked evict-first, so weights, caches and indices stay in L2.
 __device__ __forceinline__ uint4 loadOnce16(const void* p) { return __ldcs(reinterpret_cast<const uint4*>(p)); }
 __device__ __forceinline__ void storeOnce16(void* p, uint4 v) { __stcs(reinterpret_cast<uint4*>(p), v); }
+// The same for the 8 and 4 bytes one vector becomes in an fp8 pool.
+__device__ __forceinline__ void storeOnce8(void* p, uint2 v) { __stcs(reinterpret_cast<uint2*>(p), v); }
+__device__ __forceinline__ void storeOnce4(void* p, uint32_t v) { __stcs(reinterpret_cast<unsigned int*>(p), v); }
 
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 

@@ -50,6 +50,7 @@ export function fusedNormRopeStacked(kernels: CudaKernels, args: FusedNormRopeSt
     angles: { cache: cacheAt!, cacheDType: cache.dtype as FloatDType },
     positions: positionsAt!,
     positionsAreI64: positions.dtype === 'i64',
+    mropeSection: args.mropeSection,
     positionRule,
     kOut: kOut.ptr,
     vOut: vOut.ptr,

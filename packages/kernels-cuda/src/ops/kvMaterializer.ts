@@ -1,5 +1,5 @@
-import type { FloatDType } from '@kvkit/contracts';
-import type { CreateKvMaterializerChecked, DeviceCheck, OpCall, KvMaterializerMaterializeChecked, KvMaterializerMaterializeIntoChecked, MaterializerKernels } from '@kvkit/contracts/backend';
+import type { FloatDType, PoolDType } from '@kvkit/contracts';
+import type { CreateKvMaterializerChecked, DeviceCheck, KvMaterializerMaterializeChecked, KvMaterializerMaterializeIntoChecked, MaterializerKernels } from '@kvkit/contracts/backend';
 import { contiguousStrides, MAX_POSITION_BELOW, OpLifecycle, Workspace } from '@kvkit/contracts/backend';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
 import { CudaTensor, ELEMENT_BYTES } from '../runtime/cudaTensor.js';
@@ -9,7 +9,8 @@ import type { SlotClaims } from '../runtime/slotOwners.js';
 import { boundCheck, claimSlots, launchNormRope, layerMajorLayout, normRopeVectorPath, valueCheck } from './normRope.js';
 import type { PoolSlots } from './normRope.js';
 import type { Angles, BoundCheck } from './normRope.js';
-import { poolScales, storePoolRows } from './kvPools.js';
+import { poolScales, poolWrite } from './kvPools.js';
+import type { PoolWrite } from './kvPools.js';
 import { Projection } from './projection.js';
 
 export function createKvMaterializer(kernels: CudaKernels, args: CreateKvMaterializerChecked): MaterializerKernels {
@@ -23,7 +24,8 @@ export function createKvMaterializer(kernels: CudaKernels, args: CreateKvMateria
  * ([L, 2, T, H, D]: per-layer GEMMs, one strided-batched call). materialize:
  * one norm + RoPE launch over K in place (V is final as projected), then
  * writeLayerKv with views of that workspace. materializeInto: the same launch
- * reads K and V there and writes the pools at `slots`.
+ * reads K and V there and writes the pools at `slots` (NHD or HND, the
+ * model dtype or fp8 codes) from the rows it holds.
  */
 class CudaKvMaterializer implements MaterializerKernels {
   readonly #kernels: CudaKernels;
@@ -144,46 +146,22 @@ class CudaKvMaterializer implements MaterializerKernels {
       const kernels = this.#kernels;
       kernels.cx.makeCurrent();
       const kv = call.take(this.#kv, T);
-      if (args.layout !== 'NHD' || args.kScale !== undefined) {
-        this.#intoPools(args, kv, call);
-        return;
-      }
       const slotTensor = kernels.own(args.slots);
-      const inputs = this.#inputs(args, [slotTensor], call.op);
+      const kPool = kernels.own(args.kPool);
+      const scales = [args.kScale, args.vScale].map((s) => (s ? kernels.own(s) : undefined));
+      // Slots and scales are read by index: views of them gathered with the call's other inputs.
+      const inputs = this.#inputs(args, [slotTensor, ...scales.filter((s) => s !== undefined)], call.op);
+      const [slotsAt, ...scalesAt] = inputs.more;
+      const pools = poolWrite(args.layout, args.dims, kPool.dtype as PoolDType, poolScales(scales, scalesAt));
       const positionRule = this.#positionRule(args);
       // Checks are numbered in the contract's order: positions, then slots.
-      const slots = { ptr: inputs.more[0]!, areI64: slotTensor.dtype === 'i64', rule: boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: S }), duplicates: args.duplicates.slots };
+      const slots = { ptr: slotsAt!, areI64: slotTensor.dtype === 'i64', rule: boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: S }), duplicates: args.duplicates.slots };
       // The claims need only the slots: enqueued ahead of the projection, they are done by the time the pools are written.
       const claims = claimSlots(kernels, slots, T, call.op);
       this.#projection.run(inputs.ctxHidden, this.#kvWeight, kv.ptr, T, call.op);
-      this.#normRope(args, kv.ptr, inputs.positions, positionRule, { kOut: kernels.own(args.kPool).ptr, vOut: kernels.own(args.vPool).ptr, outLayerStride: S * this.#H * this.#D, slots, claims });
+      // Both pool layouts put a layer's S*H*D elements together.
+      this.#normRope(args, kv.ptr, inputs.positions, positionRule, { kOut: kPool.ptr, vOut: kernels.own(args.vPool).ptr, outLayerStride: S * this.#H * this.#D, slots, claims, pools });
     });
-  }
-
-  /** Paged or fp8 pools: every layer's K and V as materialize leaves them ([L, 2, T, H, D] in the projection), then stored. */
-  #intoPools(args: KvMaterializerMaterializeIntoChecked, kv: DeviceBuffer, call: OpCall): void {
-    const kernels = this.#kernels;
-    const { T } = args.dims;
-    const { L, H, D } = this;
-    const perLayer = T * H * D;
-    const es = ELEMENT_BYTES[this.#dtype];
-    const slots = kernels.own(args.slots);
-    const scales = [args.kScale, args.vScale].map((s) => (s ? kernels.own(s) : undefined));
-    // Slots and scales are read by index: views of them gathered with the call's other inputs.
-    const inputs = this.#inputs(args, [slots, ...scales.filter((s) => s !== undefined)], call.op);
-    const [slotsAt, ...scalesAt] = inputs.more;
-    const [kScale, vScale] = poolScales(scales, scalesAt);
-    const inPlace = normRopeVectorPath(this.#dtype, D, this.#R, this.#gptj, [kv.ptr, this.#kNormWeight], { tokens: T, headRows: L * H });
-    const k = inPlace ? kv : call.take(this.#k, T);
-    const rules = this.#positionRule(args);
-    this.#projection.run(inputs.ctxHidden, this.#kvWeight, kv.ptr, T, call.op);
-    this.#normRope(args, kv.ptr, inputs.positions, rules, { kOut: k.ptr, vOut: 0, outLayerStride: (inPlace ? 2 : 1) * perLayer });
-    const job = { sourceType: this.#dtype, layers: L, tokens: T, layout: args.layout, dims: args.dims, slots: { ptr: slotsAt!, areI64: slots.dtype === 'i64' }, duplicates: args.duplicates.slots, deviceChecks: args.deviceChecks, callDims: args.dims, op: call.op };
-    const rows = { token: H * D, head: D, element: 1 };
-    storePoolRows(kernels, job, [
-      { source: k.ptr, sourceLayerElements: (inPlace ? 2 : 1) * perLayer, sourceRows: rows, pool: kernels.own(args.kPool), scale: kScale },
-      { source: kv.ptr + perLayer * es, sourceLayerElements: 2 * perLayer, sourceRows: rows, pool: kernels.own(args.vPool), scale: vScale },
-    ]);
   }
 
   get L(): number {
@@ -218,7 +196,7 @@ class CudaKvMaterializer implements MaterializerKernels {
     kv: number,
     positionsAt: number,
     positionRule: BoundCheck,
-    out: { kOut: number; vOut: number; outLayerStride: number; slots?: PoolSlots; claims?: SlotClaims },
+    out: { kOut: number; vOut: number; outLayerStride: number; slots?: PoolSlots; claims?: SlotClaims; pools?: PoolWrite },
   ): void {
     const { T } = args.dims;
     const positions = this.#kernels.own(args.positions);
@@ -243,8 +221,10 @@ class CudaKvMaterializer implements MaterializerKernels {
         angles: this.#angles,
         positions: positionsAt,
         positionsAreI64: positions.dtype === 'i64',
+        mropeSection: args.mropeSection,
         positionRule,
         ...(out.slots ? { slots: out.slots } : {}),
+        ...(out.pools ? { pools: out.pools } : {}),
         kOut: out.kOut,
         vOut: out.vOut,
         outLayerStride: out.outLayerStride,

@@ -5,6 +5,9 @@ import type { CudaKernels } from '../runtime/cudaKernels.js';
 import { ELEMENT_BYTES } from '../runtime/cudaTensor.js';
 import type { SlotClaims } from '../runtime/slotOwners.js';
 import { fusedKernel } from '../runtime/kernelNames.js';
+import { DENSE_ROWS } from './kvPools.js';
+import type { PoolWrite } from './kvPools.js';
+import { streamParams } from './positionStreams.js';
 import { planRows, vectorPathFits } from './rowTiles.js';
 
 /** Where the angles come from: cache rows (bounds [0, P)), or f_j = ropeBase^(-2j/R) on the device. */
@@ -20,8 +23,8 @@ export interface BoundCheck {
 /**
  * One launch of the norm + RoPE kernel. K row (t, l, h) is read at
  * t*tokenStride + l*layerStride + h*headStride elements into `kv` (its
- * elements elementStride apart), its V row vOffset later; both are written at l*outLayerStride + (row*H + h)*D of kOut and vOut,
- * row being t or slots[t]. vOut 0: V is not copied (K normed in place, kOut = kv).
+ * elements elementStride apart), its V row vOffset later; both are written at l*outLayerStride + (row*H + h)*D of kOut and vOut
+ * (or at the row's place in an HND pool, as fp8 codes in an fp8 one: `pools`), row being t or slots[t]. vOut 0: V is not copied (K normed in place, kOut = kv).
  */
 export interface NormRopeJob {
   readonly op: string;
@@ -42,12 +45,16 @@ export interface NormRopeJob {
   readonly angles: Angles;
   readonly positions: number;
   readonly positionsAreI64: boolean;
+  /** mRoPE: positions are [3, T] (stream s of token t at s*T + t), pairs split over the streams by this section. */
+  readonly mropeSection?: readonly number[] | undefined;
   readonly positionRule: BoundCheck;
   /** Pools: token t goes to row slots[t] (negative: skipped; of tokens naming one slot, the one `duplicates` names). */
   readonly slots?: PoolSlots;
   readonly kOut: number;
   readonly vOut: number;
   readonly outLayerStride: number;
+  /** How rows are placed and stored in a layer of kOut and vOut where they are pools; dense rows (DENSE_ROWS) where absent. */
+  readonly pools?: PoolWrite;
 }
 
 /** A pool write's slots: the index tensor, its bound, and the contract's rule for tokens sharing a slot. */
@@ -142,9 +149,11 @@ export function launchNormRope(kernels: CudaKernels, job: NormRopeJob, claimed?:
     cosSinCache: cache ? cache.cache : 0,
     ropeAngles: 'ropeAngles' in job.angles ? job.angles.ropeAngles : 0,
     positions: job.positions,
+    ...streamParams(job, job.T, job.R),
     slots: job.slots ? job.slots.ptr : 0,
     kOut: job.kOut,
     vOut: job.vOut,
+    ...(job.pools ?? DENSE_ROWS),
     badValue: kernels.badValues.record.ptr,
     numTokens: job.T,
     numLayers: job.L,

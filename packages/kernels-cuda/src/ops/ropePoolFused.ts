@@ -1,13 +1,14 @@
-import type { FloatDType } from '@kvkit/contracts';
+import type { FloatDType, PoolDType } from '@kvkit/contracts';
 import type { RopePoolFusedChecked } from '@kvkit/contracts/backend';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
 import type { CudaTensor } from '../runtime/cudaTensor.js';
 import { ELEMENT_BYTES } from '../runtime/cudaTensor.js';
 import { ropePoolKernel } from '../runtime/kernelNames.js';
-import { contiguousStrides, mropeBounds } from '@kvkit/contracts/backend';
+import { contiguousStrides } from '@kvkit/contracts/backend';
 import { aligned } from '../runtime/gatherStrided.js';
 import { boundCheck } from './normRope.js';
-import { poolScales, storePoolRows } from './kvPools.js';
+import { streamParams } from './positionStreams.js';
+import { poolScales, poolWrite } from './kvPools.js';
 import { planRows, rowStrides, vectorPathFits } from './rowTiles.js';
 import type { RowStrides } from './rowTiles.js';
 
@@ -15,7 +16,8 @@ import type { RowStrides } from './rowTiles.js';
  * SEMANTICS.md §3 on the device: claim_slots gives each slot named by several
  * tokens to the one the contract's rule names (the last; a pool row is never
  * a mix), then one launch
- * rotates Q and K and scatters K and V into the pools. q, k and v may be
+ * rotates Q and K and scatters K and V into the pools, NHD or HND, in the
+ * model dtype or as fp8 codes, from the rows it holds. q, k and v may be
  * views (of one fused qkv projection): the launch reads them through their
  * strides, 16 bytes at a time where their rows are contiguous and aligned
  * (with a Q/K-norm, a view that would miss that is copied first: stagedRows).
@@ -40,15 +42,16 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
   const slots = kernels.own(args.slots);
   const qNorm = args.qNormWeight && kernels.own(args.qNormWeight);
   const kNorm = args.kNormWeight && kernels.own(args.kNormWeight);
-  if (args.layout !== 'NHD' || args.kScale !== undefined) return ropeIntoPools(kernels, args, { q, k, v, qRot, kRot, qNorm, kNorm });
+  const scales = [args.kScale, args.vScale].map((s) => (s ? kernels.own(s) : undefined));
   const es = ELEMENT_BYTES[dtype];
   const shape = { kernel: 'ropePool', dtype, headDim: D, rotaryDim: R, gptj: args.ropeStyle === 'gptj', tokens: N, headRows: Hq + 2 * H, multiprocessors: cx.multiprocessors } as const;
   const written = [qRot.ptr, kRot.ptr, kPool.ptr, vPool.ptr];
   const rows = [q, k, v] as const;
   const staged = stagedRows(rows, qNorm !== undefined || kNorm !== undefined, vectorPathFits({ ...shape, vectorAddresses: written }), es);
-  // q, k and v are read through their strides (unless staged); the index tensors and norm weights as contiguous copies where they are views.
+  // q, k and v are read through their strides (unless staged); the index tensors, norm weights and fp8 scales as contiguous copies where they are views.
   const weights = [qNorm, kNorm].filter((w) => w !== undefined).map((w) => aligned(w, 16));
-  const gathered = kernels.gather.contiguous([positions, slots, ...weights, ...rows.filter((_, i) => staged[i]).map((t) => aligned(t, 16))], op);
+  const present = scales.filter((s) => s !== undefined);
+  const gathered = kernels.gather.contiguous([positions, slots, ...weights, ...rows.filter((_, i) => staged[i]).map((t) => aligned(t, 16)), ...present], op);
   let taken = 0;
   const take = () => gathered[taken++]!;
   const positionsAt = take();
@@ -57,6 +60,7 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
   const kNormAt = kNorm ? take() : 0;
   const inputs: RowInput[] = rows.map((t, i) => (staged[i] ? { ptr: take(), rows: rowStrides({ shape: t.shape, strides: contiguousStrides(t.shape) }) } : { ptr: t.ptr, rows: rowStrides(t) }));
   const [qAt, kAt, vAt] = inputs as [RowInput, RowInput, RowInput];
+  const pools = poolWrite(args.layout, args.dims, kPool.dtype as PoolDType, poolScales(scales, present.map(() => take())));
   const plan = planRows({
     ...shape,
     // The norm weights are read 16 bytes at a time on the vector paths too.
@@ -94,6 +98,7 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
     kRot: kRot.ptr,
     kPool: kPool.ptr,
     vPool: vPool.ptr,
+    ...pools,
     badValue: kernels.badValues.record.ptr,
     numTokens: N,
     numQoHeads: Hq,
@@ -118,109 +123,6 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
   if (claims.table !== 0) cx.launchOverlapping(kernel, p, plan.grid, plan.block, plan.sharedBytes, op);
   else cx.launch(kernel, p, plan.grid, 1, plan.block, plan.sharedBytes, op);
   return { qRot, kRot };
-}
-
-/**
- * Paged or fp8 pools: Q and K rotated (and normed) as dense rows (the kernel's
- * query path, one launch per tensor, read through their strides, no pool
- * rows), then K and V stored by pool_store (V read through its strides).
- */
-function ropeIntoPools(kernels: CudaKernels, args: RopePoolFusedChecked, t: { q: CudaTensor; k: CudaTensor; v: CudaTensor; qRot: CudaTensor; kRot: CudaTensor; qNorm?: CudaTensor; kNorm?: CudaTensor }) {
-  const op = 'ropePoolFused';
-  const { N, Hq, H, D, R } = args.dims;
-  const dtype = t.q.dtype as FloatDType;
-  const es = ELEMENT_BYTES[dtype];
-  const positions = kernels.own(args.positions);
-  const slots = kernels.own(args.slots);
-  const scales = [args.kScale, args.vScale].map((s) => (s ? kernels.own(s) : undefined));
-  const launches = [
-    { src: t.q, dst: t.qRot, heads: Hq, norm: t.qNorm },
-    { src: t.k, dst: t.kRot, heads: H, norm: t.kNorm },
-  ].map((l) => {
-    const shape = { kernel: 'ropePool', dtype, headDim: D, rotaryDim: R, gptj: args.ropeStyle === 'gptj', tokens: N, headRows: l.heads, multiprocessors: kernels.cx.multiprocessors } as const;
-    const [staged] = stagedRows([l.src], l.norm !== undefined, vectorPathFits({ ...shape, vectorAddresses: [l.dst.ptr] }), es);
-    return { ...l, shape, staged: staged! };
-  });
-  // The index tensors, norm weights and fp8 scales as contiguous copies where they are views; q or k copied first where stagedRows says so.
-  const weights = launches.flatMap((l) => (l.norm ? [aligned(l.norm, 16)] : []));
-  const stagedInputs = launches.flatMap((l) => (l.staged ? [aligned(l.src, 16)] : []));
-  const present = scales.filter((s) => s !== undefined);
-  const gathered = kernels.gather.contiguous([positions, slots, ...weights, ...stagedInputs, ...present], op);
-  let taken = 0;
-  const take = () => gathered[taken++]!;
-  const positionsAt = take();
-  const slotsAt = take();
-  const normsAt = launches.map((l) => (l.norm ? take() : 0));
-  const inputs: RowInput[] = launches.map((l) => (l.staged ? { ptr: take(), rows: rowStrides({ shape: l.src.shape, strides: contiguousStrides(l.src.shape) }) } : { ptr: l.src.ptr, rows: rowStrides(l.src) }));
-  const [kScale, vScale] = poolScales(scales, present.map(() => take()));
-  const angles = kernels.ropeAngles({ ropeBase: args.ropeBase, rotaryDim: R, ropeScaling: args.ropeScaling, angles: args.angles }, op);
-  launches.forEach((l, i) => {
-    const { ptr, rows } = inputs[i]!;
-    const normAt = normsAt[i]!;
-    const plan = planRows({ ...l.shape, vectorAddresses: [ptr, l.dst.ptr, ...(l.norm ? [normAt] : []), rows.token * es, rows.head * es], elementStrides: [rows.element] });
-    const p = kernels.params.ropePool;
-    p.write({
-      q: ptr,
-      k: ptr,
-      v: ptr,
-      qTokenStride: rows.token,
-      qHeadStride: rows.head,
-      qElementStride: rows.element,
-      kTokenStride: rows.token,
-      kHeadStride: rows.head,
-      kElementStride: rows.element,
-      vTokenStride: rows.token,
-      vHeadStride: rows.head,
-      vElementStride: rows.element,
-      ropeAngles: angles,
-      positions: positionsAt,
-      slots: slotsAt,
-      ...streamParams(args, N, R),
-      // Every row of this launch is a query row to the kernel: this tensor's weight goes in the query slot.
-      qNormWeight: normAt,
-      kNormWeight: 0,
-      qNormWeightIsF32: l.norm?.dtype === 'f32' ? 1 : 0,
-      kNormWeightIsF32: 0,
-      normEps: args.eps ?? 0,
-      qRot: l.dst.ptr,
-      kRot: l.dst.ptr,
-      kPool: 0,
-      vPool: 0,
-      badValue: kernels.badValues.record.ptr,
-      numTokens: N,
-      numQoHeads: l.heads,
-      numKvHeads: 0,
-      headDim: D,
-      rotaryDim: R,
-      gptj: args.ropeStyle === 'gptj' ? 1 : 0,
-      positionsAreI64: positions.dtype === 'i64' ? 1 : 0,
-      slotsAreI64: slots.dtype === 'i64' ? 1 : 0,
-      // With no key heads no row writes a pool; a slot bound no slot reaches keeps the slot lookups silent.
-      slotBelow: Number.MAX_SAFE_INTEGER,
-      slotCheck: 0xffffffff,
-      slotOwners: 0,
-      slotOwnersMask: 0,
-      generation: 0,
-      tokensPerBlock: plan.tokensPerBlock,
-      rowsPerUnit: plan.rowsPerUnit,
-      unitsPerToken: plan.unitsPerToken,
-      lanesPerRow: plan.lanesPerRow,
-    });
-    kernels.cx.launch(ropePoolKernel(dtype, plan.path), p, plan.grid, 1, plan.block, plan.sharedBytes, op);
-  });
-  const job = { sourceType: dtype, layers: 1, tokens: N, layout: args.layout, dims: args.dims, slots: { ptr: slotsAt, areI64: slots.dtype === 'i64' }, duplicates: args.duplicates.slots, deviceChecks: args.deviceChecks, callDims: args.dims, op };
-  storePoolRows(kernels, job, [
-    { source: t.kRot.ptr, sourceLayerElements: 0, sourceRows: rowStrides(t.kRot), pool: kernels.own(args.kPool), scale: kScale },
-    { source: t.v.ptr, sourceLayerElements: 0, sourceRows: rowStrides(t.v), pool: kernels.own(args.vPool), scale: vScale },
-  ]);
-  return { qRot: t.qRot, kRot: t.kRot };
-}
-
-/** mRoPE's streams as the kernel takes them (rope_pool.cu, mrope.cuh); one stream without mropeSection. */
-function streamParams(args: RopePoolFusedChecked, N: number, R: number) {
-  if (!args.mropeSection) return { positionStreamStride: 0, mropeTemporalPairs: R / 2, mropeHeightPairsEnd: R / 2 };
-  const [temporalPairs, heightPairsEnd] = mropeBounds(args.mropeSection);
-  return { positionStreamStride: N, mropeTemporalPairs: temporalPairs, mropeHeightPairsEnd: heightPairsEnd };
 }
 
 /** Where the launch reads one of q, k and v: its address and row strides (a staged copy's, contiguous). */

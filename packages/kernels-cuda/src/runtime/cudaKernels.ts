@@ -40,7 +40,6 @@ export class CudaKernels implements BackendKernels {
     spin: new ParamBlock('SpinParams'),
     fill: new ParamBlock('FillParams'),
     claimSlots: new ParamBlock('ClaimSlotsParams'),
-    poolStore: new ParamBlock('PoolStoreParams'),
     poolRead: new ParamBlock('PoolReadParams'),
     halves: new ParamBlock('HalvesParams'),
     gatherStrided: new ParamBlock('GatherStridedParams'),

@@ -197,7 +197,7 @@ class WgslKvMaterializer implements MaterializerKernels {
     let cosSin: BufferRange;
     if (this.#ropeSource === 'tokenTable') {
       cosSin = call.take(this.#table, T).range(0, T * R * 4);
-      launchRopeTable(k, positions.dtype as IndexDType, { positions: positions.range, angleTable: this.#angleTable!, table: cosSin }, T, R);
+      launchRopeTable(k, positions.dtype as IndexDType, { positions: positions.range, angleTable: this.#angleTable!, table: cosSin }, T, R, args.mropeSection);
     } else {
       cosSin = this.#cosSin!.range(0, this.#cosSin!.byteLength);
     }
@@ -242,10 +242,10 @@ class WgslKvMaterializer implements MaterializerKernels {
         flagWords: words,
         epsWordOffset: this.#epsWordOffset,
         pool: pools?.params,
+        mropeSection: args.mropeSection,
       },
     );
   }
-
 }
 
 /** Bytes of one layer of a [T, H, D] workspace, padded so each layer's view binds on its own. */

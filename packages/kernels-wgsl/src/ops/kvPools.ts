@@ -55,6 +55,7 @@ export function storePoolRows(k: WebGpuKernels, job: PoolStoreJob, pools: readon
     const wholeWords = run % 4 === 0;
     const plan: PoolStorePlan = {
       kernel: 'poolStore',
+      f16: k.runtime.caps.f16,
       sourceType: job.sourceType,
       poolType: pool.dtype as Fp8DType,
       slotType: job.slots.dtype as IndexDType,
@@ -74,7 +75,6 @@ export function storePoolRows(k: WebGpuKernels, job: PoolStoreJob, pools: readon
       segmentUnits,
       slotBelow: S,
       pageSize,
-      pages: S / pageSize,
       sourceLayerElements: job.sourceLayerElements,
       sourceOffset: rows.offset,
       sourceTokenStride: rows.tokenStride,
@@ -98,6 +98,7 @@ export function dequantizeKv(k: WebGpuKernels, args: DequantizeKvChecked): void 
   const wholeWords = (D * bytes) % 4 === 0;
   const plan: PoolReadPlan = {
     kernel: 'poolRead',
+    f16: k.runtime.caps.f16,
     poolType: pool.dtype as PoolReadPlan['poolType'],
     rowsType,
     slotType: slots.dtype as IndexDType,

@@ -33,13 +33,17 @@ export interface NormRopeLaunch {
   readonly epsWordOffset: number;
   /** The pools' page size and fp8 scales, where the scatter writes pools that take them. */
   readonly pool?: PoolWriteParams;
+  /** mRoPE: positions are [3, T], pairs split over the streams by this section. */
+  readonly mropeSection?: readonly number[] | undefined;
 }
 
 /** RMSNorm + RoPE of every K head and the V copy (fusedNormRopeStacked.wgsl.ts). */
 export function launchNormRope(k: WebGpuKernels, request: NormRopeRequest, ranges: NormRopeRanges, at: NormRopeLaunch): void {
-  const plan = planNormRope(k.runtime.caps, request);
+  const plan = planNormRope(k.runtime.caps, request, at.mropeSection !== undefined);
   const kernel = k.runtime.kernel(plan, () => normRopeShader(plan));
   const rows = at.tokens * at.layers * at.heads;
+  const half = request.R / 2;
+  const [temporalPairs, heightPairsEnd] = at.mropeSection ? mropeBounds(at.mropeSection) : [half, half];
   const vectorBytes = poolVectorBytes(plan.layout, request.kvType === 'f32' ? 4 : 2, plan.pool?.fp8);
   k.runtime.dispatch(
     kernel,
@@ -50,6 +54,9 @@ export function launchNormRope(k: WebGpuKernels, request: NormRopeRequest, range
       heads: at.heads,
       rows,
       positionBelow: at.positionBelow,
+      streamStride: at.mropeSection ? at.tokens : 0,
+      temporalPairs,
+      heightPairsEnd,
       slotBelow: at.slotBelow,
       positionFlag: at.flagWords[0] ?? 0,
       slotFlag: at.flagWords[1] ?? 0,

@@ -5,6 +5,7 @@
  * measured on the same device in the same run.
  */
 import type { Backend, FloatDType } from '@kvkit/contracts';
+import { ContractError } from '@kvkit/contracts';
 import { decodeBf16, decodeF16, encodeHalves } from '@kvkit/contracts/backend';
 import { launchGemm } from '../ops/launch.js';
 import { webGpuKernelsOf } from '../runtime/createBackend.js';
@@ -140,6 +141,21 @@ function fillRandomWords(k: WebGpuKernels, storage: DeviceStorage, size: number)
   }
 }
 
+/** The copies the ceilings are measured with: vec4<u32> copied, 1, 2 or 4 per invocation. */
+const COPY_WIDTHS = [1, 2, 4] as const;
+const copyName = (perInvocation: number) => `webgpu-copy-x${perInvocation}`;
+
+/** A dispatch of the WGSL copy with `perInvocation` vectors per invocation: `size` bytes (a multiple of 16) from `src` to `dst`. */
+function copyDispatch(k: WebGpuKernels, perInvocation: number): (src: DeviceStorage, dst: DeviceStorage, size: number) => void {
+  const plan = planCopy(k.runtime.caps, perInvocation);
+  const kernel = k.runtime.kernel(plan, () => copyShader(plan));
+  return (src, dst, size) => {
+    const vectors = size / 16;
+    const invocations = Math.ceil(vectors / perInvocation);
+    k.runtime.dispatch(kernel, { src: src.range(0, size), dst: dst.range(0, size) }, { vectors, invocations }, Math.ceil(invocations / plan.workgroupSize));
+  };
+}
+
 /**
  * The bandwidth ceilings of the same run: a vec4<u32> copy of `bytes` of
  * random data (capped at the device's largest binding), with 1, 2 or 4
@@ -164,20 +180,56 @@ export async function measureCopyCeilings(backend: Backend, bytes: number): Prom
   try {
     fillRandomWords(k, src, size);
     const out: CopyCeiling[] = [];
-    for (const perInvocation of [1, 2, 4]) {
-      const plan = planCopy(k.runtime.caps, perInvocation);
-      const kernel = k.runtime.kernel(plan, () => copyShader(plan));
-      const vectors = size / 16;
-      const invocations = Math.ceil(vectors / perInvocation);
-      const enqueue = () =>
-        k.runtime.dispatch(kernel, { src: src.range(0, size), dst: dst.range(0, size) }, { vectors, invocations }, Math.ceil(invocations / plan.workgroupSize));
-      const timing = await timeOnDevice(backend, enqueue, { warmup: 3, reps: 20 });
-      out.push({ name: `webgpu-copy-x${perInvocation}`, gbs: (2 * size) / (timing.medianUs * 1e3), timing });
+    for (const perInvocation of COPY_WIDTHS) {
+      const copy = copyDispatch(k, perInvocation);
+      const timing = await timeOnDevice(backend, () => copy(src, dst, size), { warmup: 3, reps: 20 });
+      out.push({ name: copyName(perInvocation), gbs: (2 * size) / (timing.medianUs * 1e3), timing });
     }
     return out;
   } finally {
     src.release();
     dst.release();
+  }
+}
+
+/**
+ * One copy of the ceilings (`copy`, a name `measureCopyCeilings` reports) on
+ * a problem of `bytes` moved, half read and half written, rotated through
+ * `copies` pairs of random source and destination buffers as a benchmark
+ * rotates an op's inputs, so a small one is not served from L2: what an op
+ * that moves those bytes could reach at best. A half past the device's
+ * largest binding is KV045, as a tensor of that size would be.
+ */
+export async function measureCopyAt(backend: Backend, opts: { copy: string; bytes: number; copies?: number; reps?: number }): Promise<CopyCeiling> {
+  const op = 'measureCopyAt';
+  const k = webGpuKernelsOf(backend, op);
+  const perInvocation = COPY_WIDTHS.find((n) => copyName(n) === opts.copy);
+  if (perInvocation === undefined) throw new ContractError('KV009', op, { arg: 'copy', expected: COPY_WIDTHS.map((n) => `'${copyName(n)}'`).join(', '), actual: `'${opts.copy}'` });
+  const size = Math.max(16, Math.floor(opts.bytes / 32) * 16);
+  const copies = Math.max(1, opts.copies ?? 1);
+  const pairs: { src: DeviceStorage; dst: DeviceStorage }[] = [];
+  try {
+    for (let i = 0; i < copies; i++) {
+      const src = k.storage(size, 'kvkit sized copy source', op);
+      pairs.push({ src, dst: k.storage(size, 'kvkit sized copy destination', op) });
+      fillRandomWords(k, src, size);
+    }
+    const copy = copyDispatch(k, perInvocation);
+    let next = 0;
+    const timing = await timeOnDevice(
+      backend,
+      () => {
+        const { src, dst } = pairs[next++ % copies]!;
+        copy(src, dst, size);
+      },
+      { warmup: 3, reps: opts.reps ?? 20 },
+    );
+    return { name: opts.copy, gbs: (2 * size) / (timing.medianUs * 1e3), timing };
+  } finally {
+    for (const { src, dst } of pairs) {
+      src.release();
+      dst.release();
+    }
   }
 }
 

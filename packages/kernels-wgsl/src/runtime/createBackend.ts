@@ -3,6 +3,8 @@ import type { Backend } from '@kvkit/contracts';
 import { ContractError } from '@kvkit/contracts';
 import type { DeviceCaps } from '../shaders/plan.js';
 import { findAdapter as probeAdapter, KERNEL_TOGGLES, noAdapterFix } from './adapter.js';
+import { runProbe } from './deviceProbe.js';
+import { chooseF16Conversion } from './f16Conversion.js';
 import { GpuRuntime } from './gpuRuntime.js';
 import { WebGpuKernels } from './webGpuKernels.js';
 import { wrapFor } from './wrap.js';
@@ -17,6 +19,11 @@ export interface WebGpuBackendOptions {
   readonly gpu?: { requestAdapter(options?: GPURequestAdapterOptions): Promise<GPUAdapter | null> };
   /** Reduce head rows with subgroup shuffles where the device has `subgroups` (default true); false forces workgroup memory. */
   readonly useSubgroups?: boolean;
+  /**
+   * How kernels convert f16: by default `unpack2x16float` / `pack2x16float` where a probe at creation finds
+   * them giving the integer code's bits, else the integer code. 'builtin' or 'integer' forces one (for tests).
+   */
+  readonly f16Conversion?: 'builtin' | 'integer';
 }
 
 const OP = 'createWebGpuBackend';
@@ -50,13 +57,17 @@ export async function createWebGpuBackend(options: WebGpuBackendOptions = {}): P
     if (info) description = `${describeInfo(info)}, a device passed in`;
     adapterSubgroupMin = (info as { subgroupMinSize?: number } | undefined)?.subgroupMinSize;
   }
-  const subgroups = options.useSubgroups !== false && device.features.has('subgroups') ? await subgroupLayout(device) : undefined;
+  const [subgroups, f16] = await Promise.all([
+    options.useSubgroups !== false && device.features.has('subgroups') ? subgroupLayout(device) : undefined,
+    chooseF16Conversion(device, options.f16Conversion),
+  ]);
   const caps: DeviceCaps = {
     subgroups: subgroups !== undefined,
     subgroupMinSize: Math.min(subgroups ?? 0, adapterSubgroupMin ?? Infinity),
     maxWorkgroupStorageBytes: device.limits.maxComputeWorkgroupStorageSize,
     maxInvocationsPerWorkgroup: device.limits.maxComputeInvocationsPerWorkgroup,
     maxStorageBuffersPerStage: device.limits.maxStorageBuffersPerShaderStage,
+    f16,
   };
   const runtime = new GpuRuntime(device, caps, device.features.has('timestamp-query'));
   const kernels = new WebGpuKernels(runtime, options.device === undefined, description);
@@ -128,41 +139,24 @@ function describeAdapter(adapter: GPUAdapter): string {
  */
 async function subgroupLayout(device: GPUDevice): Promise<number | undefined> {
   const lanes = 256;
-  try {
-    const module = device.createShaderModule({
-      code: `enable subgroups;
+  const words = await runProbe(
+    device,
+    `enable subgroups;
 @group(0) @binding(0) var<storage, read_write> out: array<u32>;
 @compute @workgroup_size(${lanes})
 fn main(@builtin(local_invocation_index) lane: u32, @builtin(subgroup_size) size: u32, @builtin(subgroup_invocation_id) id: u32) {
   out[2u * lane] = size;
   out[2u * lane + 1u] = id;
 }`,
-    });
-    const pipeline = device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: 'main' } });
-    const bytes = lanes * 8;
-    const data = device.createBuffer({ size: bytes, usage: 0x0080 | 0x0004 }); // STORAGE | COPY_SRC
-    const readback = device.createBuffer({ size: bytes, usage: 0x0001 | 0x0008 }); // MAP_READ | COPY_DST
-    const encoder = device.createCommandEncoder();
-    const pass = encoder.beginComputePass();
-    pass.setPipeline(pipeline);
-    pass.setBindGroup(0, device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries: [{ binding: 0, resource: { buffer: data } }] }));
-    pass.dispatchWorkgroups(1);
-    pass.end();
-    encoder.copyBufferToBuffer(data, 0, readback, 0, bytes);
-    device.queue.submit([encoder.finish()]);
-    await readback.mapAsync(0x0001);
-    const words = new Uint32Array(readback.getMappedRange().slice(0));
-    readback.unmap();
-    data.destroy();
-    readback.destroy();
-    let smallest = Infinity;
-    for (let lane = 0; lane < lanes; lane++) {
-      const size = words[2 * lane]!;
-      if (size < 2 || (size & (size - 1)) !== 0 || words[2 * lane + 1] !== lane % size) return undefined;
-      smallest = Math.min(smallest, size);
-    }
-    return smallest;
-  } catch {
-    return undefined;
+    2 * lanes,
+    1,
+  );
+  if (!words) return undefined;
+  let smallest = Infinity;
+  for (let lane = 0; lane < lanes; lane++) {
+    const size = words[2 * lane]!;
+    if (size < 2 || (size & (size - 1)) !== 0 || words[2 * lane + 1] !== lane % size) return undefined;
+    smallest = Math.min(smallest, size);
   }
+  return smallest;
 }

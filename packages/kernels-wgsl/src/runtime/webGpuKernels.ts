@@ -6,6 +6,7 @@ import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';
 import { dequantizeKv } from '../ops/kvPools.js';
 import { readsStrided, ropePoolFused } from '../ops/ropePoolFused.js';
+import type { F16Conversion } from '../shaders/common.wgsl.js';
 import { DeviceChecks } from './deviceChecks.js';
 import { DeviceStorage } from './gpuRuntime.js';
 import type { GpuRuntime } from './gpuRuntime.js';
@@ -28,6 +29,8 @@ export interface WebGpuBackendStats {
   readonly submits: number;
   /** Strided copies made for views that kernels do not read as they are (a fast path makes none). */
   readonly gathers: number;
+  /** How the kernels convert f16 on this device: the WGSL builtins (found exact at creation) or integer code. */
+  readonly f16Conversion: F16Conversion;
 }
 
 let instances = 0;
@@ -88,6 +91,7 @@ export class WebGpuKernels implements BackendKernels {
       dispatches: this.runtime.dispatches,
       submits: this.runtime.submits,
       gathers: this.gathers,
+      f16Conversion: this.runtime.caps.f16,
     };
   }
 

@@ -15,13 +15,26 @@
  */
 import { NORM_ROPE } from '../generated/params.js';
 import type { NormRopeParams, NormRopeRanges } from '../generated/params.js';
-import { elementReader, ENTRY_BUILTINS, HALF_FLOAT_WGSL, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
+import { elementReader, ENTRY_BUILTINS, halfFloatWgsl, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
 import { FP8_WGSL } from './fp8.wgsl.js';
 import { poolRowWgsl, poolVectorType, scaleBitsWgsl, storeRowVector } from './kvPoolRows.wgsl.js';
 import type { NormRopePlan } from './plan.js';
 import { halfStorer, laneSumCode, packVector, rotateVector, rowElementReader, storeElement, vectorType, vectorValues } from './rowCode.js';
 import { kernelSource } from './source.js';
 import type { KernelSource } from './source.js';
+
+/**
+ * mRoPE: the height and width positions of token t (at streamStride + t and
+ * 2·streamStride + t), each checked as the temporal one is and recorded by
+ * its own index in positions, so the flag names the entry the host check names.
+ */
+const STREAM_CHECKS = `let position1 = positionAt(params.streamStride + t);
+  let position2 = positionAt(2u * params.streamStride + t);
+  let position1Ok = indexBelow(position1, params.positionBelow);
+  let position2Ok = indexBelow(position2, params.positionBelow);
+  if (live && laneInRow == 0u && !position1Ok) { atomicMax(&flags[params.positionFlag], 0xffffffffu - (params.streamStride + t)); }
+  if (live && laneInRow == 0u && !position2Ok) { atomicMax(&flags[params.positionFlag], 0xffffffffu - (2u * params.streamStride + t)); }
+  let streamsOk = position1Ok && position2Ok;`;
 
 export function normRopeShader(plan: NormRopePlan): KernelSource<NormRopeParams, NormRopeRanges> {
   const { layout, D, R, kvType } = plan;
@@ -53,6 +66,10 @@ export function normRopeShader(plan: NormRopePlan): KernelSource<NormRopeParams,
     .join('\n  ');
 
   const reduce = laneSumCode(plan.reduction, G, 'sumSquares');
+  // mRoPE over a cache: pair j reads the row of its stream's position (a per-token table already holds it).
+  const streamRows = plan.streams && plan.ropeSource === 'cache';
+  const cacheRowOf = (j: string) => (streamRows ? `select(select(csBase2, csBase1, ${j} < params.heightPairsEnd), csBase, ${j} < params.temporalPairs)` : 'csBase');
+  const streamsOk = plan.streams ? ' && streamsOk' : '';
 
   const writes = vecs
     .map((v) => {
@@ -76,7 +93,7 @@ export function normRopeShader(plan: NormRopePlan): KernelSource<NormRopeParams,
             values: raw.map((_, k) => `${prefix}${k}`),
           };
         },
-        cosSin: (j, which) => `cosSinAt(csBase + ${which === 0 ? '' : `${R / 2}u + `}${j})`,
+        cosSin: (j, which) => `cosSinAt(${cacheRowOf(j)} + ${which === 0 ? '' : `${R / 2}u + `}${j})`,
       });
       const store = element
         ? [storeElement(kvType, 'kDst', 'storeK', `dBase + c${v}`, rotation.out[0]!), copyElement(kvType, v)]
@@ -85,7 +102,7 @@ export function normRopeShader(plan: NormRopePlan): KernelSource<NormRopeParams,
     })
     .join('\n  ');
 
-  const code = `${plan.reduction === 'subgroup' ? 'enable subgroups;\n' : ''}${HALF_FLOAT_WGSL}
+  const code = `${plan.reduction === 'subgroup' ? 'enable subgroups;\n' : ''}${halfFloatWgsl(plan.f16)}
 ${INDEX_RANGE_WGSL}
 ${fp8 ? FP8_WGSL : ''}
 ${NORM_ROPE.uniformsWgsl}
@@ -116,6 +133,7 @@ fn main(${ENTRY_BUILTINS}) {
   let position = positionAt(t);
   let positionOk = indexBelow(position, params.positionBelow);
   if (live && laneInRow == 0u && !positionOk) { atomicMax(&flags[params.positionFlag], 0xffffffffu - t); }
+  ${plan.streams ? STREAM_CHECKS : ''}
   let epsBits = ${plan.epsInWeights ? 'weights[params.epsWordOffset + l]' : 'bitcast<u32>(eps[l])'};
   let epsOk = epsBits < 0x7f800000u || epsBits == 0x80000000u;
   if (live && laneInRow == 0u && h == 0u && !epsOk) { atomicMax(&flags[params.epsFlag], 0xffffffffu - l); }
@@ -125,12 +143,13 @@ fn main(${ENTRY_BUILTINS}) {
   let skipped = indexIsNegative(slot);
   let slotOk = indexBelow(slot, params.slotBelow);
   if (live && laneInRow == 0u && !skipped && !slotOk) { atomicMax(&flags[params.slotFlag], 0xffffffffu - t); }
-  let ok = live && positionOk && slotOk && epsOk;
+  let ok = live && positionOk && slotOk && epsOk${streamsOk};
   let destToken = select(0u, slot.x, slotOk);`
-      : `let ok = live && positionOk && epsOk;
+      : `let ok = live && positionOk && epsOk${streamsOk};
   let destToken = t;`
   }
   let csBase = ${plan.ropeSource === 'cache' ? 'select(0u, position.x, positionOk)' : 't'} * ${R}u;
+  ${streamRows ? `let csBase1 = select(0u, position1.x, position1Ok) * ${R}u;\n  let csBase2 = select(0u, position2.x, position2Ok) * ${R}u;` : ''}
   let wBase = l * ${D}u;
   let kRow = (t * params.layers + l) * 2u * params.heads + h;
   let kElemBase = kRow * ${D}u;

@@ -6,7 +6,7 @@
  */
 import type { FloatDType, Fp8DType } from '@kvkit/contracts';
 import type { PoolLayoutName } from '@kvkit/contracts/backend';
-import { f32BitsOf } from './common.wgsl.js';
+import { wordValues } from './common.wgsl.js';
 import { fp8Word } from './fp8.wgsl.js';
 import type { RowLayout } from './plan.js';
 import { vectorWords } from './rowCode.js';
@@ -61,7 +61,8 @@ export function poolVectorBytes(layout: RowLayout, elementBytes: number, fp8: Fp
  * packed four a word, lowest element in the lowest byte.
  */
 function fp8Vector(fp8: Fp8DType, dtype: FloatDType, layout: RowLayout, vector: string, scale: string): string {
-  const bits = vectorWords(layout, vector).flatMap((w) => (dtype === 'f32' ? [w] : [f32BitsOf(dtype, `(${w} & 0xffffu)`), f32BitsOf(dtype, `(${w} >> 16u)`)]));
+  // A half word's two values come from one decode (f16: the pair conversion the plan's f16 picks).
+  const bits = vectorWords(layout, vector).flatMap((w) => (dtype === 'f32' ? [w] : wordValues(dtype, w).map((x) => `bitcast<u32>(${x})`)));
   const words: string[] = [];
   for (let i = 0; i < bits.length; i += 4) words.push(fp8Word(fp8, `vec4<u32>(${bits.slice(i, i + 4).join(', ')})`, scale));
   return words.length === 1 ? words[0]! : `vec2<u32>(${words.join(', ')})`;

@@ -8,6 +8,7 @@ import type { FloatDType, IndexDType } from '@kvkit/contracts';
 import type { DuplicateRule } from '@kvkit/contracts/backend';
 import { ROPE_ROWS } from '../generated/params.js';
 import { elementBytes } from './common.wgsl.js';
+import type { F16Conversion } from './common.wgsl.js';
 import type { PoolFormat } from './kvPoolRows.wgsl.js';
 import type { PoolReadPlan, PoolStorePlan } from './poolStore.wgsl.js';
 
@@ -21,6 +22,8 @@ export interface DeviceCaps {
   readonly maxInvocationsPerWorkgroup: number;
   /** Storage buffers one kernel may bind (8 by default in WebGPU; most GPUs offer more). */
   readonly maxStorageBuffersPerStage: number;
+  /** How kernels convert f16: the builtins where the start-up probe found them exact. */
+  readonly f16: F16Conversion;
 }
 
 export type RopeStyle = 'neox' | 'gptj';
@@ -104,6 +107,9 @@ export interface NormRopeRequest {
 
 export interface NormRopePlan extends NormRopeRequest {
   readonly kernel: 'normRope';
+  readonly f16: F16Conversion;
+  /** mRoPE: positions are [3, T] and every stream is checked; with a cache, pair j reads its stream's row. */
+  readonly streams: boolean;
   readonly layout: RowLayout;
   readonly partner: PartnerMode;
   /** Lanes per head row (a power of two), vectors per lane, and how their partial sums meet. */
@@ -125,9 +131,9 @@ function rowLanes(caps: DeviceCaps, layout: RowLayout): Pick<NormRopePlan, 'lane
   };
 }
 
-export function planNormRope(caps: DeviceCaps, r: NormRopeRequest): NormRopePlan {
+export function planNormRope(caps: DeviceCaps, r: NormRopeRequest, streams = false): NormRopePlan {
   const layout = rowLayout(r.kvType, r.D);
-  return { ...r, kernel: 'normRope', layout, partner: partnerMode(r.style, r.R, layout), ...rowLanes(caps, layout) };
+  return { ...r, kernel: 'normRope', f16: caps.f16, streams, layout, partner: partnerMode(r.style, r.R, layout), ...rowLanes(caps, layout) };
 }
 
 export interface RopeRowsRequest {
@@ -144,6 +150,7 @@ export interface RopeRowsRequest {
 
 export interface RopeRowsPlan extends RopeRowsRequest {
   readonly kernel: 'ropeRows';
+  readonly f16: F16Conversion;
   readonly layout: RowLayout;
   readonly partner: PartnerMode;
   /** One invocation per rotation pair of vectors (neox, whole vectors apart) instead of one per vector. */
@@ -163,7 +170,7 @@ export const ROPE_ALL_BINDINGS = ROPE_ROWS.bindings({ queries: true, keys: true,
 export function planRopeRows(caps: DeviceCaps, r: RopeRowsRequest): RopeRowsPlan {
   const layout = rowLayout(r.dtype, r.D);
   const partner = partnerMode(r.style, r.R, layout);
-  return { ...r, kernel: 'ropeRows', layout, partner, pairs: partner === 'chunk', workgroupSize: Math.min(tuning.rowWorkgroup, caps.maxInvocationsPerWorkgroup) };
+  return { ...r, kernel: 'ropeRows', f16: caps.f16, layout, partner, pairs: partner === 'chunk', workgroupSize: Math.min(tuning.rowWorkgroup, caps.maxInvocationsPerWorkgroup) };
 }
 
 /** Which rows a Q/K-norm dispatch handles: every part in one, or q, k and v apart where bindings are few. */
@@ -188,6 +195,7 @@ export interface RopeNormRowsRequest extends RopeNormParts {
 
 export interface RopeNormRowsPlan extends RopeNormRowsRequest {
   readonly kernel: 'ropeNormRows';
+  readonly f16: F16Conversion;
   readonly layout: RowLayout;
   readonly partner: PartnerMode;
   /** Lanes per head row, vectors per lane and how a row's sum of squares meets: as the norm + RoPE kernel decides. */
@@ -199,7 +207,7 @@ export interface RopeNormRowsPlan extends RopeNormRowsRequest {
 
 export function planRopeNormRows(caps: DeviceCaps, r: RopeNormRowsRequest): RopeNormRowsPlan {
   const layout = rowLayout(r.dtype, r.D);
-  return { ...r, kernel: 'ropeNormRows', layout, partner: partnerMode(r.style, r.R, layout), ...rowLanes(caps, layout) };
+  return { ...r, kernel: 'ropeNormRows', f16: caps.f16, layout, partner: partnerMode(r.style, r.R, layout), ...rowLanes(caps, layout) };
 }
 
 export interface RopeTablePlan {
@@ -228,6 +236,7 @@ export function planSlotOwners(caps: DeviceCaps, stage: SlotOwnersPlan['stage'],
 export interface GemmPlan {
   readonly kernel: 'gemm';
   readonly dtype: FloatDType;
+  readonly f16: F16Conversion;
   /** Rows of C per workgroup tile (16 threads down, tileM / 16 rows each). */
   readonly tileM: number;
   /** Columns of C per workgroup tile (16 threads across, 8 columns each). */
@@ -243,6 +252,7 @@ export interface GemmPlan {
 export interface GemmReducePlan {
   readonly kernel: 'gemmReduce';
   readonly dtype: FloatDType;
+  readonly f16: F16Conversion;
   readonly workgroupSize: number;
 }
 
@@ -263,7 +273,7 @@ export function gemmSplits(plan: GemmPlan, shape: { M: number; N: number; K: num
 }
 
 export function planGemmReduce(caps: DeviceCaps, dtype: FloatDType): GemmReducePlan {
-  return { kernel: 'gemmReduce', dtype, workgroupSize: Math.min(256, caps.maxInvocationsPerWorkgroup) };
+  return { kernel: 'gemmReduce', dtype, f16: caps.f16, workgroupSize: Math.min(256, caps.maxInvocationsPerWorkgroup) };
 }
 
 export function planGemm(caps: DeviceCaps, dtype: FloatDType, shape: { T: number; K: number }, partial = false): GemmPlan {
@@ -272,7 +282,7 @@ export function planGemm(caps: DeviceCaps, dtype: FloatDType, shape: { T: number
   const tileM = shape.T <= 16 ? 16 : shape.T <= 32 ? 32 : shape.T <= 64 ? 64 : 128;
   let tileK = tuning.gemmTileK;
   while (tileK > 4 && 2 * tileK * (tileM + tileN) * 4 > caps.maxWorkgroupStorageBytes) tileK /= 2;
-  return { kernel: 'gemm', dtype, tileM, tileN, tileK, vectorLoads: (shape.K * elementBytes(dtype)) % 16 === 0 && tileK % (16 / elementBytes(dtype)) === 0, partial };
+  return { kernel: 'gemm', dtype, f16: caps.f16, tileM, tileN, tileK, vectorLoads: (shape.K * elementBytes(dtype)) % 16 === 0 && tileK % (16 / elementBytes(dtype)) === 0, partial };
 }
 
 export interface CopyPlan {

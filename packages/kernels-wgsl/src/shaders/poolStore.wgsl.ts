@@ -13,7 +13,8 @@ import type { FloatDType, Fp8DType, IndexDType, PoolDType } from '@kvkit/contrac
 import { isFp8 } from '@kvkit/contracts';
 import { POOL_READ, POOL_STORE } from '../generated/params.js';
 import type { PoolReadParams, PoolReadRanges, PoolStoreParams, PoolStoreRanges } from '../generated/params.js';
-import { ENTRY_BUILTINS, encodeHalf, f32BitsOf, HALF_FLOAT_WGSL, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
+import { ENTRY_BUILTINS, encodeHalf, f32BitsOf, halfFloatWgsl, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
+import type { F16Conversion } from './common.wgsl.js';
 import { FP8_WGSL, fp8Decode, fp8Encode } from './fp8.wgsl.js';
 import { poolRowWgsl } from './kvPoolRows.wgsl.js';
 import { kernelSource } from './source.js';
@@ -21,6 +22,7 @@ import type { KernelSource } from './source.js';
 
 export interface PoolStorePlan {
   readonly kernel: 'poolStore';
+  readonly f16: F16Conversion;
   readonly sourceType: FloatDType;
   readonly poolType: Fp8DType;
   readonly slotType: IndexDType;
@@ -32,6 +34,7 @@ export interface PoolStorePlan {
 
 export interface PoolReadPlan {
   readonly kernel: 'poolRead';
+  readonly f16: F16Conversion;
   readonly poolType: PoolDType;
   readonly rowsType: FloatDType;
   readonly slotType: IndexDType;
@@ -85,7 +88,7 @@ export function poolStoreShader(plan: PoolStorePlan): KernelSource<PoolStorePara
   pool[(first + u * 4u) >> 2u] = word;`
     : `${sourceIndex('u')}
   store_element(first + u, ${stored});`;
-  const code = `${HALF_FLOAT_WGSL}
+  const code = `${halfFloatWgsl(plan.f16)}
 ${INDEX_RANGE_WGSL}
 ${FP8_WGSL}
 ${POOL_STORE.uniformsWgsl}
@@ -137,7 +140,7 @@ export function poolReadShader(plan: PoolReadPlan): KernelSource<PoolReadParams,
   rows[((row0 + u * ${perWord}u) * ${rowBytes}u) >> 2u] = word;`
     : `let e = u;
   store_element(row0 + u, ${encoded(value)});`;
-  const code = `${HALF_FLOAT_WGSL}
+  const code = `${halfFloatWgsl(plan.f16)}
 ${INDEX_RANGE_WGSL}
 ${scaled ? FP8_WGSL : ''}
 ${POOL_READ.uniformsWgsl}

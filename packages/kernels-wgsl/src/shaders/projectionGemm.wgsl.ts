@@ -13,7 +13,7 @@
  */
 import { GEMM, GEMM_REDUCE } from '../generated/params.js';
 import type { GemmParams, GemmRanges, GemmReduceParams, GemmReduceRanges } from '../generated/params.js';
-import { elementReader, ENTRY_BUILTINS, HALF_FLOAT_WGSL, LINEAR_WORKGROUP, packWord, wordValues } from './common.wgsl.js';
+import { elementReader, ENTRY_BUILTINS, halfFloatWgsl, LINEAR_WORKGROUP, packWord, wordValues } from './common.wgsl.js';
 import type { GemmPlan, GemmReducePlan } from './plan.js';
 import { kernelSource } from './source.js';
 import type { KernelSource } from './source.js';
@@ -134,7 +134,7 @@ export function projectionGemmShader(plan: GemmPlan): KernelSource<GemmParams, G
     writes.push('    }\n  }');
   }
 
-  const code = `${HALF_FLOAT_WGSL}
+  const code = `${halfFloatWgsl(plan.f16)}
 ${GEMM.uniformsWgsl}
 ${bindings.wgsl}
 ${plan.vectorLoads ? '' : `${elementReader('aAt', 'a', dtype)}\n${elementReader('wAt', 'w', dtype)}`}
@@ -190,7 +190,7 @@ export function gemmReduceShader(plan: GemmReducePlan): KernelSource<GemmReduceP
   const bindings = GEMM_REDUCE.bindings();
   const perWord = plan.dtype === 'f32' ? 1 : 2;
   const sums = Array.from({ length: perWord }, (_, i) => `sum${i}`);
-  const code = `${HALF_FLOAT_WGSL}
+  const code = `${halfFloatWgsl(plan.f16)}
 ${GEMM_REDUCE.uniformsWgsl}
 ${bindings.wgsl}
 @compute @workgroup_size(${plan.workgroupSize})

@@ -17,7 +17,7 @@
  */
 import { ROPE_NORM_ROWS } from '../generated/params.js';
 import type { RopeNormRowsParams, RopeNormRowsRanges } from '../generated/params.js';
-import { elementReader, ENTRY_BUILTINS, HALF_FLOAT_WGSL, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
+import { elementReader, ENTRY_BUILTINS, halfFloatWgsl, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
 import { FP8_WGSL } from './fp8.wgsl.js';
 import { poolRowWgsl, poolVectorType, scaleBitsWgsl, storeRowVector } from './kvPoolRows.wgsl.js';
 import type { RopeNormRowsPlan } from './plan.js';
@@ -126,7 +126,7 @@ export function ropeNormRowsShader(plan: RopeNormRowsPlan): KernelSource<RopeNor
   ].join('\n  ');
   const headsPerToken = [queries ? 'params.queryHeads' : '', pool ? 'params.keyHeads' : ''].filter(Boolean).join(' + ');
 
-  const code = `${plan.reduction === 'subgroup' && squares ? 'enable subgroups;\n' : ''}${HALF_FLOAT_WGSL}
+  const code = `${plan.reduction === 'subgroup' && squares ? 'enable subgroups;\n' : ''}${halfFloatWgsl(plan.f16)}
 ${INDEX_RANGE_WGSL}
 ${fp8 ? FP8_WGSL : ''}
 ${ROPE_NORM_ROWS.uniformsWgsl}

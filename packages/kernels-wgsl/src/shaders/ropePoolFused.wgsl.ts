@@ -14,7 +14,7 @@
  */
 import { ROPE_ROWS } from '../generated/params.js';
 import type { RopeRowsParams, RopeRowsRanges } from '../generated/params.js';
-import { ENTRY_BUILTINS, HALF_FLOAT_WGSL, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
+import { ENTRY_BUILTINS, halfFloatWgsl, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
 import { FP8_WGSL } from './fp8.wgsl.js';
 import { poolRowWgsl, poolVectorType, scaleBitsWgsl, storeRowVector } from './kvPoolRows.wgsl.js';
 import type { RopeRowsPlan } from './plan.js';
@@ -160,7 +160,7 @@ export function ropeRowsShader(plan: RopeRowsPlan): KernelSource<RopeRowsParams,
     ${body('k', 'kRot', 'params.keyHeads')}
   }`;
 
-  const code = `${HALF_FLOAT_WGSL}
+  const code = `${halfFloatWgsl(plan.f16)}
 ${INDEX_RANGE_WGSL}
 ${fp8 ? FP8_WGSL : ''}
 ${ROPE_ROWS.uniformsWgsl}

@@ -1,0 +1,247 @@
+import { createCpuBackend } from '@kvkit/kernels-cpu';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Profiler } from '../src/profilers.js';
+import { markdownTable, meetsTargets, referencedRow } from '../src/results.js';
+import type { BenchResults, ResultRow } from '../src/results.js';
+import { materializeIntoPools, repsFor, rowLabel, runBackend } from '../src/run.js';
+import type { BackendRun } from '../src/run.js';
+import { scaledRope } from '../src/shapes.js';
+import type { BenchPlan, MaterializeShape } from '../src/shapes.js';
+import { materializeIntoBytes, ropePoolBytes } from '../src/traffic.js';
+import { CACHE_ROWS, copiesFor, LONG_CONTEXT, materializeIntoWorkload, materializeWorkload, PAGE_SIZE, randomFloats, randomPositions, ropePoolWorkload } from '../src/workloads.js';
+
+describe('traffic of the new rows', () => {
+  it('counts mRoPE’s three position streams, and nothing else, beyond plain RoPE', () => {
+    const s = { N: 6, Hq: 4, H: 2, D: 8, R: 8 };
+    const mrope = { rope: { mropeSection: [2, 1, 1] as const } };
+    expect(ropePoolBytes(s, 'bf16', mrope) - ropePoolBytes(s)).toBe(2 * 6 * 4);
+    expect(ropePoolBytes(s, 'bf16', { rope: {} })).toBe(ropePoolBytes(s));
+  });
+
+  it('counts materializeInto as hidden states and weights read once, pools written at their stored size', () => {
+    const s: MaterializeShape = { L: 3, H: 2, D: 8, R: 4, T: 5, hidden: 16 };
+    const bf16 = materializeIntoBytes(s, 100);
+    const hidden = 5 * 16 * 2;
+    const weight = 3 * 2 * 2 * 8 * 16 * 2;
+    const pools = 2 * 3 * 5 * 2 * 8 * 2;
+    expect(bf16).toBe(hidden + weight + pools + 3 * 8 * 2 + 3 * 4 + 2 * 5 * 4 + 5 * 4 * 4);
+    // fp8: one byte an element, plus the per-head scales of both pools; the layout moves the same bytes.
+    expect(bf16 - materializeIntoBytes(s, 100, { poolDtype: 'fp8e4m3' })).toBe(pools / 2 - 2 * 2 * 4);
+    // The cos/sin rows touched are at most the cache's.
+    expect(materializeIntoBytes(s, 100) - materializeIntoBytes(s, 2)).toBe(3 * 4 * 4);
+  });
+});
+
+describe('the new workloads on the CPU reference', () => {
+  it('draws positions over a long context, uniform and in range', () => {
+    const p = randomPositions(20_000, LONG_CONTEXT, 3);
+    expect(Math.min(...p)).toBeGreaterThanOrEqual(0);
+    expect(Math.max(...p)).toBeLessThan(LONG_CONTEXT);
+    expect(Math.max(...p)).toBeGreaterThan(0.95 * LONG_CONTEXT); // they reach past the 65536 rows of the cache rows
+    expect(new Set(p).size).toBeGreaterThan(18_000);
+  });
+
+  it('runs every scaled RoPE config, each rotating q and k differently from plain RoPE and leaving V alone', async () => {
+    const backend = createCpuBackend();
+    const s = { N: 5, Hq: 4, H: 2, D: 128, R: 128 };
+    const plain = ropePoolWorkload(backend, s, 1);
+    const [qPlain, kPlain, , vPlain] = await plain.probe();
+    plain.dispose();
+    for (const [name, rope] of scaledRope) {
+      const w = ropePoolWorkload(backend, s, 2, 'bf16', { rope });
+      const [q, k, , v] = await w.probe();
+      expect(q, name).not.toEqual(qPlain);
+      expect(k, name).not.toEqual(kPlain);
+      expect(v, name).toEqual(vPlain);
+      w.enqueue();
+      w.enqueue();
+      w.dispose();
+    }
+    backend.dispose();
+  });
+
+  it('writes through materializeInto exactly what materialize hands out, at the scattered slots, in each pool', async () => {
+    const backend = createCpuBackend();
+    const s: MaterializeShape = { L: 2, H: 2, D: 8, R: 8, T: 20, hidden: 16 };
+    const views = await materializeWorkload(backend, s, 1).probe(); // k0, v0, k1, v1, each [T, H, D]
+    const row = s.H * s.D;
+    const slotOf = (t: number) => (t * 7919) % s.T;
+    // The per-head scales the workload gives fp8 pools.
+    const [kScales, vScales] = [19, 23].map((seed) => Float32Array.from(randomFloats(s.H, seed), (x) => 0.05 + Math.abs(x) / 8));
+    for (const [name, pool] of materializeIntoPools) {
+      const w = materializeIntoWorkload(backend, s, 2, pool);
+      const [kPool, vPool] = await w.probe();
+      const hnd = pool.layout === 'HND';
+      const slots = hnd ? Math.ceil(s.T / PAGE_SIZE) * PAGE_SIZE : s.T;
+      expect(kPool, name).toHaveLength(s.L * slots * row);
+      for (let l = 0; l < s.L; l++) {
+        for (let t = 0; t < s.T; t++) {
+          const slot = slotOf(t);
+          for (let h = 0; h < s.H; h++) {
+            // NHD: [L, S, H, D]; HND: [L, pages, H, PAGE_SIZE, D].
+            const at = hnd ? ((l * (slots / PAGE_SIZE) + Math.floor(slot / PAGE_SIZE)) * s.H + h) * PAGE_SIZE * s.D + (slot % PAGE_SIZE) * s.D : (l * slots + slot) * row + h * s.D;
+            const got = [kPool!.subarray(at, at + s.D), vPool!.subarray(at, at + s.D)];
+            const want = [views[2 * l]!.subarray(t * row + h * s.D, t * row + (h + 1) * s.D), views[2 * l + 1]!.subarray(t * row + h * s.D, t * row + (h + 1) * s.D)];
+            const where = `${name} layer ${l} token ${t} head ${h}`;
+            if (!pool.poolDtype) expect(got, where).toEqual(want);
+            else {
+              // fp8 holds x / scale, the scale per head; read() decodes the codes only. e4m3 keeps 3 fraction bits: within
+              // 2^-4 relative, or half its least subnormal (2^-10) times the scale near zero.
+              [kScales[h]!, vScales[h]!].forEach((scale, i) => {
+                const worst = Math.max(...want[i]!.map((x, e) => Math.abs(got[i]![e]! * scale - x) - (2 ** -4 * Math.abs(x) + 2 ** -10 * scale)));
+                expect(worst, where).toBeLessThanOrEqual(1e-7);
+              });
+            }
+          }
+        }
+      }
+      w.enqueue();
+      w.dispose();
+    }
+    backend.dispose();
+  });
+});
+
+/** A plan of small shapes: longTokens 20 makes the T or N = 24 shapes the long ones. */
+const smallPlan: BenchPlan = {
+  normRope: [
+    { L: 1, H: 2, D: 8, R: 8, T: 16 },
+    { L: 1, H: 2, D: 8, R: 8, T: 24 },
+  ],
+  ropePool: [
+    { N: 8, Hq: 4, H: 2, D: 128, R: 128 },
+    { N: 24, Hq: 4, H: 2, D: 128, R: 128 },
+    { N: 24, Hq: 4, H: 2, D: 128, R: 64 },
+  ],
+  materialize: [
+    { L: 2, H: 2, D: 128, R: 128, T: 8, hidden: 32 },
+    { L: 2, H: 2, D: 128, R: 128, T: 24, hidden: 32 },
+  ],
+  longTokens: 20,
+};
+
+/** A profiler over the CPU backend: each timing runs the call once and reports the next of a few made-up times. */
+function fakeProfiler() {
+  const backend = createCpuBackend();
+  let timings = 0;
+  const copyCalls: { copy: string; bytes: number; copies: number; reps: number }[] = [];
+  const profiler: Profiler = {
+    impl: 'kvkit-cuda',
+    backend,
+    gemmCeiling: 'cublas-gemm',
+    time: async (enqueue) => {
+      enqueue();
+      const medianUs = 10 + (timings++ % 7);
+      return { medianUs, samplesUs: [medianUs], method: 'made-up' };
+    },
+    ceilings: async () => [
+      { name: 'slow-copy', backend: 'cpu', unit: 'GB/s', value: 100 },
+      { name: 'fast-copy', backend: 'cpu', unit: 'GB/s', value: 200 },
+      { name: 'cublas-gemm', backend: 'cpu', unit: 'TFLOP/s', value: 1 },
+    ],
+    copyAt: async (copy, bytes, copies, reps) => {
+      copyCalls.push({ copy, bytes, copies, reps });
+      return { gbs: 150 + copyCalls.length };
+    },
+    gemm: async () => ({ medianUs: 9, samplesUs: [9], method: 'made-up', tflops: 1, engine: 'cublasLt' }),
+  };
+  return { profiler, copyCalls };
+}
+
+const labelOf = (r: ResultRow) => rowLabel(r.op, r.dtype, r.shape, r.variant);
+
+describe('a run of the harness', () => {
+  let full: { run: BackendRun; copyCalls: ReturnType<typeof fakeProfiler>['copyCalls'] } | undefined;
+  // One run of the small plan for the checks below: bf16 and f32, every row (each op's check on the CPU takes a while).
+  beforeAll(async () => {
+    const { profiler, copyCalls } = fakeProfiler();
+    full = { run: await runBackend(profiler, () => {}, { dtypes: ['bf16', 'f32'], plan: smallPlan }), copyCalls };
+    profiler.backend.dispose();
+  }, 180_000);
+  const runFull = async () => full!;
+
+  it('reads each scaled RoPE row against the plain row of its shape: plain µs over its own, target 1/1.05', async () => {
+    const { run } = await runFull();
+    expect(run.notes.filter((n) => !n.includes('relative error'))).toEqual([]);
+    const scaled = run.rows.filter((r) => r.ceiling === 'plain ropePoolFused');
+    // bf16 only, at the long R = 128 shape only.
+    expect(scaled.map(labelOf)).toEqual(scaledRope.map(([name]) => rowLabel('ropePoolFused', 'bf16', { N: 24, Hq: 4, H: 2, D: 128, R: 128 }, name)));
+    for (const r of scaled) {
+      const plain = referencedRow(run.rows, r);
+      expect(plain && labelOf(plain)).toBe(rowLabel('ropePoolFused', 'bf16', r.shape));
+      expect(r.fraction).toBe(plain!.us / r.us);
+      expect(r.target).toBe(1 / 1.05);
+      expect(meetsTargets(r)).toBe(r.us <= 1.05 * plain!.us);
+      expect(r.sizedCopyGbs).toBeUndefined();
+      expect(r.bytes).toBe(ropePoolBytes(r.shape as never, 'bf16', { rope: scaledRope.find(([n]) => n === r.variant)![1] }));
+    }
+  });
+
+  it('reads each materializeInto row against the projection alone, at the long token counts, with its bytes at stored sizes', async () => {
+    const { run } = await runFull();
+    const into = run.rows.filter((r) => r.op === 'materializeInto');
+    const s = smallPlan.materialize[1]!;
+    expect(into.map(labelOf)).toEqual(materializeIntoPools.map(([name]) => rowLabel('materializeInto', 'bf16', { ...s }, name)));
+    for (const r of into) {
+      const projection = referencedRow(run.rows, r);
+      expect(projection?.op).toBe('projection');
+      expect(projection?.impl).toBe('kvkit-cuda (cublasLt)');
+      expect(r.fraction).toBe(projection!.us / r.us);
+      expect(r.target).toBe(1 / 1.05);
+      expect(r.bytes).toBe(materializeIntoBytes(s, CACHE_ROWS, materializeIntoPools.find(([n]) => n === r.variant)![1]));
+      expect(r.gbs).toBeNull();
+    }
+  });
+
+  it('times the best copy at the size of every row with a bandwidth target, rotated like the row, and at no other', async () => {
+    const { run, copyCalls } = await runFull();
+    const bandwidth = run.rows.filter((r) => r.ceiling === 'fast-copy');
+    expect(bandwidth.length).toBeGreaterThan(0);
+    expect(run.rows.some((r) => r.ceiling === 'slow-copy')).toBe(false);
+    const sized = bandwidth.filter((r) => r.target !== undefined);
+    // Both dtypes: T = 24 fused rows, N = 24 plain rows (R = 128 and 64), then the qk-norm and HND variants; bf16 also the fp8 ones.
+    expect(sized).toHaveLength(2 * (1 + 2 + 2) + 2);
+    expect(copyCalls.map((c) => c.bytes)).toEqual(sized.map((r) => r.bytes));
+    for (const [i, r] of sized.entries()) {
+      expect(copyCalls[i]).toEqual({ copy: 'fast-copy', bytes: r.bytes, copies: copiesFor(r.bytes), reps: repsFor(r.bytes) });
+      expect(r.sizedCopyGbs).toBe(151 + i);
+    }
+    for (const r of run.rows.filter((x) => x.target === undefined || x.ceiling !== 'fast-copy')) expect(r.sizedCopyGbs, labelOf(r)).toBeUndefined();
+  });
+
+  it('labels every row once, and every reference names exactly one row', async () => {
+    const { run } = await runFull();
+    const labels = run.rows.map((r) => `${r.impl} ${labelOf(r)}`);
+    expect(new Set(labels).size).toBe(labels.length);
+    for (const r of run.rows.filter((x) => x.reference)) expect(referencedRow(run.rows, r), labelOf(r)).toBeDefined();
+  });
+
+  it('with --only, runs the rows matched and the rows they are read against, nothing else', async () => {
+    const { profiler } = fakeProfiler();
+    const only = /ropePoolFused bf16 N=24 .*\(yarn\)|materializeInto .*T=24.*\(fp8e4m3 HND pool\)/;
+    const run = await runBackend(profiler, () => {}, { dtypes: ['bf16'], plan: smallPlan, only });
+    profiler.backend.dispose();
+    const s = smallPlan.materialize[1]!;
+    expect(run.rows.map((r) => `${r.impl} ${labelOf(r)}`)).toEqual([
+      `kvkit-cuda ${rowLabel('ropePoolFused', 'bf16', { N: 24, Hq: 4, H: 2, D: 128, R: 128 })}`,
+      `kvkit-cuda ${rowLabel('ropePoolFused', 'bf16', { N: 24, Hq: 4, H: 2, D: 128, R: 128 }, 'yarn')}`,
+      `kvkit-cuda (cublasLt) ${rowLabel('projection', 'bf16', { ...s })}`,
+      `kvkit-cuda ${rowLabel('materializeInto', 'bf16', { ...s }, 'fp8e4m3 HND pool')}`,
+    ]);
+    for (const r of run.rows.filter((x) => x.reference)) expect(referencedRow(run.rows, r)).toBeDefined();
+  });
+});
+
+describe('the markdown table of the new rows', () => {
+  it('names the row a fraction is of with its time, and gives the same-size copy with the row’s share of it', () => {
+    const base = { impl: 'kvkit-cuda', dtype: 'bf16' as const, shape: { N: 4096 }, flops: 0, tflops: null, bytes: 1e9 };
+    const plain: ResultRow = { ...base, op: 'ropePoolFused', us: 250, gbs: 4000, ceiling: 'fast-copy', fraction: 0.8, target: 0.9, sizedCopyGbs: 3200 };
+    const yarn: ResultRow = { ...base, op: 'ropePoolFused', variant: 'yarn', us: 260, gbs: 3846, ceiling: 'plain ropePoolFused', fraction: 250 / 260, reference: { op: 'ropePoolFused', impl: 'kvkit-cuda' }, target: 1 / 1.05 };
+    const r: BenchResults = { schema: 1, date: '2026-01-01', gpu: 'g', driver: 'd', notes: [], ceilings: [], rows: [plain, yarn] };
+    const md = markdownTable(r);
+    expect(md).toContain('| ropePoolFused | bf16 | N=4096 | kvkit-cuda | 250.00 |  | 4000 |  | 80.0% | fast-copy | ≥ 90% | no | 3200 (125.0%) |');
+    expect(md).toContain('| ropePoolFused (yarn) | bf16 | N=4096 | kvkit-cuda | 260.00 |  | 3846 |  | 96.2% | plain ropePoolFused, 250.00 µs | ≥ 95% | yes |  |');
+    // A reference the results do not hold (a run cut short) leaves the label alone.
+    expect(markdownTable({ ...r, rows: [yarn] })).toContain('| 96.2% | plain ropePoolFused | ≥ 95% | yes |  |');
+  });
+});
