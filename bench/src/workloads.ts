@@ -216,17 +216,22 @@ export function ropePoolWorkload(backend: Backend, s: RopePoolShape, copies: num
   };
 }
 
+/** The bench's draft model as a materializer: random weights (kept with `keep`) and a cos/sin cache. */
+function draftMaterializer(backend: Backend, s: MaterializeShape, keep: <T extends Tensor>(t: T) => T) {
+  const out = 2 * s.H * s.D;
+  const kvWeight = keep(backend.tensor('bf16', [s.L, out, s.hidden], randomFloats(s.L * out * s.hidden, 5).map((x) => x / 32)));
+  const kNormWeight = keep(backend.tensor('bf16', [s.L, s.D], randomFloats(s.L * s.D, 9)));
+  const cache = keep(backend.tensor('f32', [CACHE_ROWS, s.R], cosSinCache(CACHE_ROWS, s.R)));
+  return backend.createKvMaterializer({ kvWeight, kNormWeight, eps: 1e-6, numKvHeads: s.H, headDim: s.D, rotaryDim: s.R, cosSinCache: cache });
+}
+
 export function materializeWorkload(backend: Backend, s: MaterializeShape, copies: number): Workload {
   const made: Tensor[] = [];
   const keep = <T extends Tensor>(t: T): T => {
     made.push(t);
     return t;
   };
-  const out = 2 * s.H * s.D;
-  const kvWeight = keep(backend.tensor('bf16', [s.L, out, s.hidden], randomFloats(s.L * out * s.hidden, 5).map((x) => x / 32)));
-  const kNormWeight = keep(backend.tensor('bf16', [s.L, s.D], randomFloats(s.L * s.D, 9)));
-  const cache = keep(backend.tensor('f32', [CACHE_ROWS, s.R], cosSinCache(CACHE_ROWS, s.R)));
-  const m = backend.createKvMaterializer({ kvWeight, kNormWeight, eps: 1e-6, numKvHeads: s.H, headDim: s.D, rotaryDim: s.R, cosSinCache: cache });
+  const m = draftMaterializer(backend, s, keep);
   const sets = Array.from({ length: copies }, (_, i) => ({
     ctxHidden: keep(backend.tensor('bf16', [s.T, s.hidden], randomSource(s.T * s.hidden, 81 + i))),
     positions: keep(backend.tensor('i32', [s.T], positionsFor(s.T, CACHE_ROWS, i))),
@@ -261,11 +266,7 @@ export function materializeIntoWorkload(backend: Backend, s: MaterializeShape, c
     made.push(t);
     return t;
   };
-  const out = 2 * s.H * s.D;
-  const kvWeight = keep(backend.tensor('bf16', [s.L, out, s.hidden], randomFloats(s.L * out * s.hidden, 5).map((x) => x / 32)));
-  const kNormWeight = keep(backend.tensor('bf16', [s.L, s.D], randomFloats(s.L * s.D, 9)));
-  const cache = keep(backend.tensor('f32', [CACHE_ROWS, s.R], cosSinCache(CACHE_ROWS, s.R)));
-  const m = backend.createKvMaterializer({ kvWeight, kNormWeight, eps: 1e-6, numKvHeads: s.H, headDim: s.D, rotaryDim: s.R, cosSinCache: cache });
+  const m = draftMaterializer(backend, s, keep);
   const options = poolOptions(backend, keep, s.H, variant);
   const slots = scatteredSlots(s.T);
   const sets = Array.from({ length: copies }, (_, i) => ({
