@@ -3,6 +3,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { findAdapter, KERNEL_TOGGLES } from '../src/runtime/adapter.js';
 import { chooseF16Conversion } from '../src/runtime/f16Conversion.js';
 import { halfFloatWgsl, INTEGER_F16 } from '../src/shaders/common.wgsl.js';
+import { FP8_WGSL } from '../src/shaders/fp8.wgsl.js';
 import type { F16Conversion } from '../src/shaders/common.wgsl.js';
 
 // The host codec is tested in @kvkit/contracts; here, that the shaders' own conversions agree with it.
@@ -15,11 +16,11 @@ const chosen = device ? await chooseF16Conversion(device) : INTEGER_F16;
 if (probe.ok) console.log(`kernels-wgsl: the f16 probe chose ${JSON.stringify(chosen)} on ${probe.description}`);
 const BUILTIN_F16: F16Conversion = { decode: 'builtin', encode: 'builtin' };
 
-/** Runs `body` (WGSL statements using `input[i]` and writing `output[i]`) over `input` on the device, converting f16 as `f16` says. */
-async function onDevice(body: string, input: Uint32Array, f16: F16Conversion = INTEGER_F16): Promise<Uint32Array> {
+/** Runs `body` (WGSL statements using `input[i]` and writing `output[i]`) over `input` on the device, converting f16 as `f16` says, after `prelude`. */
+async function onDevice(body: string, input: Uint32Array, f16: F16Conversion = INTEGER_F16, prelude = ''): Promise<Uint32Array> {
   if (!device) throw new Error('no adapter');
   const module = device.createShaderModule({
-    code: `${halfFloatWgsl(f16)}
+    code: `${halfFloatWgsl(f16)}${prelude}
 @group(0) @binding(0) var<storage, read> input: array<u32>;
 @group(0) @binding(1) var<storage, read_write> output: array<u32>;
 @compute @workgroup_size(64) fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) n: vec3<u32>) {
@@ -126,7 +127,62 @@ async function f16EncodeMismatches(f16: F16Conversion, strict = false): Promise<
   return bad;
 }
 
+/** x / s rounded once to f32, as fp8 pools quantise it; quotients below the normal range as signed zero (fp8 rounds them to zero too). */
+function hostQuotientBits(x: number, s: number): number {
+  const [fx, fs] = new Float32Array(new Uint32Array([x, s]).buffer);
+  const q = Math.fround(fx! / fs!);
+  if (Number.isNaN(q)) return 0x7fc00000;
+  if (q !== 0 && Math.abs(q) < 2 ** -126) return (x ^ s) & 0x80000000 ? 0x80000000 : 0;
+  return f32Bits(q);
+}
+
+/** Pairs (x, s) of f32 bits: exact quotients (small integers times powers of two), random ones of every binade, subnormal operands. */
+const QUOTIENT_PAIRS = (() => {
+  const pairs: number[] = [];
+  let seed = 0x2545f491;
+  const next = () => {
+    seed ^= seed << 13;
+    seed ^= seed >>> 17;
+    seed ^= seed << 5;
+    return seed >>> 0;
+  };
+  for (let a = 1; a < 64; a++) for (let b = 1; b < 64; b++) pairs.push(f32Bits(a * b * 2 ** ((a % 7) - 3)), f32Bits(b * 2 ** ((b % 5) - 60)));
+  for (let i = 0; i < 20000; i++) pairs.push(next() & 0xbfffffff, (next() & 0x3fffffff) | 0x00800000);
+  for (let i = 0; i < 4000; i++) pairs.push(next() & 0x807fffff, next() & 0x3fffffff);
+  for (let i = 0; i < 4000; i++) pairs.push(next() & 0x3fffffff, next() & 0x007fffff);
+  // Significands one step either side of a multiple of the divisor's.
+  for (let i = 0; i < 4000; i++) {
+    const s = 0x3f800000 | (next() & 0x7fffff);
+    const exact = Math.fround(new Float32Array(new Uint32Array([s]).buffer)[0]! * ((next() % 255) + 1));
+    pairs.push(f32Bits(exact) + (i % 3) - 1, s);
+  }
+  return Uint32Array.from(pairs);
+})();
+
 describe.skipIf(!probe.ok)(`device conversions (WGSL) agree with the host${probe.ok ? '' : ' (skipped: no WebGPU adapter)'}`, () => {
+  it('divides x by an fp8 pool scale rounded once to f32, exact quotients and neighbours included', async () => {
+    const got = await onDevice('if (i % 2u == 0u) { output[i] = quotientBits(input[i], input[i + 1u]); }', QUOTIENT_PAIRS, INTEGER_F16, FP8_WGSL);
+    const bad: string[] = [];
+    for (let i = 0; i < QUOTIENT_PAIRS.length; i += 2) {
+      const want = hostQuotientBits(QUOTIENT_PAIRS[i]!, QUOTIENT_PAIRS[i + 1]!);
+      if (got[i] !== want) bad.push(`0x${QUOTIENT_PAIRS[i]!.toString(16)} / 0x${QUOTIENT_PAIRS[i + 1]!.toString(16)}: 0x${got[i]!.toString(16)}, want 0x${want.toString(16)}`);
+    }
+    expect(bad.slice(0, 10)).toEqual([]);
+  });
+
+  it('corrects a seed quotient a dozen units off either way to the same exact bits', async () => {
+    // The f32 quotient that seeds the division is within 2.5 ulp (12 units of the 26-bit quotient); force it off by as much.
+    const seed = 'var q = u32(f32(mx) / f32(ms) * 33554432.0);';
+    expect(FP8_WGSL).toContain(seed);
+    const exact = await onDevice('if (i % 2u == 0u) { output[i] = quotientBits(input[i], input[i + 1u]); }', QUOTIENT_PAIRS, INTEGER_F16, FP8_WGSL);
+    for (const off of ['+ 12u', '- 12u', '+ 1u', '- 1u']) {
+      const prelude = FP8_WGSL.replace(seed, `var q = u32(f32(mx) / f32(ms) * 33554432.0) ${off};`);
+      const got = await onDevice('if (i % 2u == 0u) { output[i] = quotientBits(input[i], input[i + 1u]); }', QUOTIENT_PAIRS, INTEGER_F16, prelude);
+      const differing = got.filter((w, i) => i % 2 === 0 && w !== exact[i]).length;
+      expect(differing, `seed ${off}`).toBe(0);
+    }
+  });
+
   it('decodes every f16 and bf16 bit pattern exactly', async () => {
     const all = Uint32Array.from({ length: 65536 }, (_, h) => h);
     const bf16 = await onDevice('output[i] = bitcast<u32>(bf16ToF32(input[i]));', all);

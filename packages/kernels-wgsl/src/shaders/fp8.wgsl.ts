@@ -1,6 +1,7 @@
 /**
- * fp8 in WGSL, with integer operations only (no native fp8, and f32
- * arithmetic there may flush subnormals and divides to 2.5 ulp): the exact
+ * fp8 in WGSL, with integer operations (no native fp8, and f32 arithmetic
+ * there may flush subnormals and divides to 2.5 ulp, so an f32 quotient only
+ * seeds the exact one): the exact
  * f32 quotient x / scale, its rounding to fp8 (nearest, ties to even,
  * saturating, NaN to the canonical NaN) and the exact decoding, as the
  * host codec (contracts/src/backend/fp8.ts) defines them.
@@ -14,7 +15,7 @@ const FORMAT: Readonly<Record<Fp8DType, { fraction: number; minExponent: number;
 };
 
 export const FP8_WGSL = /* wgsl */ `
-// The bits of x / s rounded once to f32 (nearest even), from the significands by long division.
+// The bits of x / s rounded once to f32 (nearest even), from the significands' exact quotient and remainder.
 // Quotients below the normal f32 range come out as signed zero: every fp8 format rounds them to zero too.
 fn quotientBits(x: u32, s: u32) -> u32 {
   let sign = (x ^ s) & 0x80000000u;
@@ -33,16 +34,16 @@ fn quotientBits(x: u32, s: u32) -> u32 {
   if (es == 0) { let z = countLeadingZeros(ms) - 8u; ms = ms << z; es = 1 - i32(z); } else { ms = ms | 0x800000u; }
   var e = ex - es;
   if (mx < ms) { mx = mx << 1u; e = e - 1; }
-  var r = mx;
-  var q = 0u;
-  for (var i = 0u; i < 26u; i = i + 1u) {
-    q = q << 1u;
-    if (r >= ms) { r = r - ms; q = q | 1u; }
-    r = r << 1u;
-  }
+  // q = floor(mx * 2^25 / ms), 26 bits: f32's quotient of the two significands (WGSL bounds its error
+  // by 2.5 ulp for these operands, a dozen units of q) made exact with the remainder, which then fits
+  // in 32 signed bits, so wrapping u32 products give it exactly.
+  var q = u32(f32(mx) / f32(ms) * 33554432.0);
+  var r = bitcast<i32>((mx << 25u) - q * ms);
+  loop { if (r >= 0) { break; } r = r + i32(ms); q = q - 1u; }
+  loop { if (r < i32(ms)) { break; } r = r - i32(ms); q = q + 1u; }
   var m = q >> 2u;
   let guard = (q >> 1u) & 1u;
-  let rest = (q & 1u) | select(0u, 1u, r != 0u);
+  let rest = (q & 1u) | select(0u, 1u, r != 0);
   if (guard == 1u && (rest == 1u || (m & 1u) == 1u)) { m = m + 1u; }
   if (m == 0x1000000u) { m = 0x800000u; e = e + 1; }
   let biased = e + 127;
