@@ -17,6 +17,7 @@ interface SidebarGroup {
 export function sidebar(entries: readonly CatalogEntry[], ops: readonly OpDecl[]): (SidebarLink | SidebarGroup)[] {
   return [
     { label: 'Look up an error message', link: `/${lookupPath}` },
+    { label: 'What every op promises', link: '/semantics/' },
     {
       label: 'Ops',
       items: [{ label: 'All ops', link: '/ops/' }, ...ops.map((op) => ({ label: op.name, link: `/${opPath(op.name)}` }))],
