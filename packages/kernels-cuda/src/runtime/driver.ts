@@ -76,7 +76,7 @@ export class CudaDriver {
   readonly cuCtxPopCurrent: Fn;
   readonly cuCtxGetDevice: Fn;
   readonly cuStreamGetCtx: Fn;
-  readonly cuPointerGetAttribute: Fn;
+  readonly cuPointerGetAttributes: Fn;
   readonly cuStreamCreate: Fn;
   readonly cuStreamDestroy: Fn;
   readonly cuStreamSynchronize: Fn;
@@ -129,7 +129,8 @@ export class CudaDriver {
     this.cuCtxPopCurrent = f('int cuCtxPopCurrent_v2(_Out_ void **ctx)');
     this.cuCtxGetDevice = f('int cuCtxGetDevice(_Out_ int *device)');
     this.cuStreamGetCtx = f('int cuStreamGetCtx(void *stream, _Out_ void **ctx)');
-    this.cuPointerGetAttribute = f('int cuPointerGetAttribute(void *data, int attribute, uint64_t ptr)');
+    // The plural form answers null values for an address the driver does not know, where the singular fails.
+    this.cuPointerGetAttributes = f('int cuPointerGetAttributes(unsigned int count, const int *attributes, void *data, uint64_t ptr)');
     this.cuStreamCreate = f('int cuStreamCreate(_Out_ void **stream, unsigned int flags)');
     this.cuStreamDestroy = f('int cuStreamDestroy_v2(void *stream)');
     this.cuStreamSynchronize = f('int cuStreamSynchronize(void *stream)');

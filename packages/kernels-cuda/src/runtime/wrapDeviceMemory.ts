@@ -4,7 +4,9 @@ import { describeValue, validateTensorCreation, validateWrapLayout } from '@kvki
 import type { ValidationContext } from '@kvkit/contracts/backend';
 import { CudaTensor, ELEMENT_BYTES } from './cudaTensor.js';
 import type { CudaKernels } from './cudaKernels.js';
+import koffi from 'koffi';
 import { MEMORY_TYPE, POINTER_ATTRIBUTE } from './driver.js';
+import type { CudaDriver } from './driver.js';
 import { DeviceBuffer } from './memory.js';
 import { findCudaKernels } from './registry.js';
 
@@ -66,24 +68,32 @@ function checkedAddress(kernels: CudaKernels, ptr: unknown, dtype: DType): { add
   const { cx } = kernels;
   const device = kernels.device.ordinal;
   cx.makeCurrent();
-  const cu = cx.cu;
-  const word = Buffer.alloc(8);
-  const attribute = (id: number): bigint | string => {
-    word.fill(0);
-    const status = cu.cuPointerGetAttribute(word, id, address);
-    return status === 0 ? word.readBigUInt64LE(0) : cu.errorName(status);
+  const { memoryType, ordinal, context, start, size } = pointerAttributes(cx.cu, address);
+  if (memoryType === 0) wrong('device memory the CUDA driver knows', `${hex(address)}, which the driver does not`);
+  if (memoryType !== MEMORY_TYPE.device && memoryType !== MEMORY_TYPE.unified) wrong('device memory', `${hex(address)}, ${memoryType === MEMORY_TYPE.host ? 'page-locked host memory' : `memory of type ${memoryType}`}`);
+  if (ordinal !== device) wrong(`memory of device ${device}, this backend's`, `${hex(address)} on device ${ordinal}`);
+  // Pool and virtual-memory allocations belong to no context (the driver answers null): only a named other one is refused.
+  if (context !== 0n && context !== cx.context) wrong("memory of this backend's CUDA context", `${hex(address)}, memory of another context`);
+  if (size === 0n) wrong('device memory whose allocation the driver can bound', `${hex(address)}, whose allocation the driver gives no size`);
+  return { address, start: Number(start), end: Number(start + size) };
+}
+
+/** The attributes read, in the order of their 8-byte slots; each value is zero (null) where the driver knows no such pointer. */
+const PROBED = [POINTER_ATTRIBUTE.memoryType, POINTER_ATTRIBUTE.deviceOrdinal, POINTER_ATTRIBUTE.context, POINTER_ATTRIBUTE.rangeStart, POINTER_ATTRIBUTE.rangeSize];
+const probeIds = Buffer.from(new Int32Array(PROBED).buffer);
+// 256 bytes keep the values off V8's heap, so the addresses handed to the driver stay put.
+const probeValues = Buffer.alloc(256);
+const probeSlots = Buffer.alloc(8 * PROBED.length);
+PROBED.forEach((_, i) => probeSlots.writeBigUInt64LE(BigInt(koffi.address(probeValues)) + BigInt(8 * i), 8 * i));
+
+function pointerAttributes(cu: CudaDriver, address: number): { memoryType: number; ordinal: number; context: bigint; start: bigint; size: bigint } {
+  probeValues.fill(0);
+  cu.check(OP, 'cuPointerGetAttributes', cu.cuPointerGetAttributes(PROBED.length, probeIds, probeSlots, address));
+  return {
+    memoryType: probeValues.readUInt32LE(0),
+    ordinal: probeValues.readInt32LE(8),
+    context: probeValues.readBigUInt64LE(16),
+    start: probeValues.readBigUInt64LE(24),
+    size: probeValues.readBigUInt64LE(32),
   };
-  const memoryType = attribute(POINTER_ATTRIBUTE.memoryType);
-  if (typeof memoryType === 'string') wrong('device memory the CUDA driver knows', `${hex(address)}, which the driver does not (${memoryType})`);
-  const type = Number(BigInt.asUintN(32, memoryType as bigint));
-  if (type !== MEMORY_TYPE.device && type !== MEMORY_TYPE.unified) wrong('device memory', `${hex(address)}, ${type === MEMORY_TYPE.host ? 'page-locked host memory' : `memory of type ${type}`}`);
-  const ordinal = attribute(POINTER_ATTRIBUTE.deviceOrdinal);
-  if (typeof ordinal === 'bigint' && Number(BigInt.asIntN(32, ordinal)) !== device) wrong(`memory of device ${device}, this backend's`, `${hex(address)} on device ${Number(BigInt.asIntN(32, ordinal))}`);
-  // Pool and virtual-memory allocations belong to no context (the driver answers 0 or an error): only a named other one is refused.
-  const context = attribute(POINTER_ATTRIBUTE.context);
-  if (typeof context === 'bigint' && context !== 0n && context !== cx.context) wrong("memory of this backend's CUDA context", `${hex(address)}, memory of another context`);
-  const start = attribute(POINTER_ATTRIBUTE.rangeStart);
-  const size = attribute(POINTER_ATTRIBUTE.rangeSize);
-  if (typeof start === 'string' || typeof size === 'string') return wrong('device memory whose allocation the driver can bound', `${hex(address)} (${typeof start === 'string' ? start : size})`);
-  return { address, start: Number(start), end: Number((start as bigint) + (size as bigint)) };
 }
