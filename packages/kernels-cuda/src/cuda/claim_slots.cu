@@ -1,13 +1,12 @@
 // The pass before a pool write: for each slot named by several tokens of a call, the last token owns it.
 #include "generated/params.cuh"
+#include "grid_order.cuh"
 #include "slot_owners.cuh"
 #include "storage.cuh"
 
 extern "C" __global__ void __launch_bounds__(kvkit::ClaimSlotsLaunch::kThreads) claim_slots(const kvkit::ClaimSlotsParams p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // The pool-writing grid after this one may start now: it waits for these claims only where it needs them.
-  asm volatile("griddepcontrol.launch_dependents;");
-#endif
+  kvkit::letNextGridLaunch();
   const long long n = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (n >= p.numTokens) return;
   const long long slot = kvkit::loadIndex(p.slots, p.slotsAreI64, n);

@@ -3,6 +3,7 @@
 // or (materializeInto) into pools of any layout and dtype at the slots (kv_pool.cuh).
 #include "bad_values.cuh"
 #include "generated/params.cuh"
+#include "grid_order.cuh"
 #include "kv_pool.cuh"
 #include "mrope.cuh"
 #include "rope.cuh"
@@ -255,12 +256,22 @@ using kvkit::FusedNormRopeParams;
 
 // Launch bounds and template arguments from the kernel's declaration (generated/params.cuh), which
 // src/ops/rowTiles.ts plans with: blocks per multiprocessor, vectors per lane, rows per step, a row ahead.
-#define KVKIT_FUSED_ENTRY(name, S, path, L) \
-  extern "C" __global__ void __launch_bounds__(L::kThreads, L::kMinBlocksPerSM) fused_norm_rope_##name##_##path(const FusedNormRopeParams p) { kvkit::fusedNormRopeUnits<S, L::kVectorsPerLane, L::kRowsPerStep, L::kRowAhead>(p); }
-#define KVKIT_FUSED_ENTRIES(name, S)                          \
-  KVKIT_FUSED_ENTRY(name, S, nv1, FusedNormRopeNv1Launch)     \
-  KVKIT_FUSED_ENTRY(name, S, nv2, FusedNormRopeNv2Launch)     \
-  extern "C" __global__ void __launch_bounds__(FusedNormRopeAnyLaunch::kThreads) fused_norm_rope_##name##_any(const FusedNormRopeParams p) { kvkit::fusedNormRopeAnyShape<S>(p); }
+// Launched to overlap the grid ahead (its launch latency hidden behind that grid's tail), each waits for
+// it before any global access, and lets the next grid launch at once.
+#define KVKIT_FUSED_ENTRY(name, S, path, L)                                                                                               \
+  extern "C" __global__ void __launch_bounds__(L::kThreads, L::kMinBlocksPerSM) fused_norm_rope_##name##_##path(const FusedNormRopeParams p) { \
+    kvkit::waitForPreviousGrid();                                                                                                         \
+    kvkit::letNextGridLaunch();                                                                                                           \
+    kvkit::fusedNormRopeUnits<S, L::kVectorsPerLane, L::kRowsPerStep, L::kRowAhead>(p);                                                   \
+  }
+#define KVKIT_FUSED_ENTRIES(name, S)                                                                                                 \
+  KVKIT_FUSED_ENTRY(name, S, nv1, FusedNormRopeNv1Launch)                                                                            \
+  KVKIT_FUSED_ENTRY(name, S, nv2, FusedNormRopeNv2Launch)                                                                            \
+  extern "C" __global__ void __launch_bounds__(FusedNormRopeAnyLaunch::kThreads) fused_norm_rope_##name##_any(const FusedNormRopeParams p) { \
+    kvkit::waitForPreviousGrid();                                                                                                    \
+    kvkit::letNextGridLaunch();                                                                                                      \
+    kvkit::fusedNormRopeAnyShape<S>(p);                                                                                              \
+  }
 
 KVKIT_FUSED_ENTRIES(f32, kvkit::F32)
 KVKIT_FUSED_ENTRIES(f16, kvkit::F16)

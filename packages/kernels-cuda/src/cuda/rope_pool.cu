@@ -3,6 +3,7 @@
 // HND, in the model dtype or as fp8 codes (kv_pool.cuh), in the same row loop.
 #include "bad_values.cuh"
 #include "generated/params.cuh"
+#include "grid_order.cuh"
 #include "kv_pool.cuh"
 #include "mrope.cuh"
 #include "qk_norm.cuh"
@@ -12,14 +13,6 @@
 #include "unit_walk.cuh"
 
 namespace kvkit {
-
-// Waits for the grid before this one on the stream (claim_slots) when this grid was
-// launched to overlap it (Hopper's programmatic dependent launch); otherwise a no-op.
-__device__ __forceinline__ void waitForPreviousGrid() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
 
 // The position streams of a call: one ([N] positions), or mRoPE's three.
 __device__ __forceinline__ PositionStreams positionStreams(const RopePoolParams& p) {

@@ -185,5 +185,6 @@ export function launchNormRope(kernels: CudaKernels, job: NormRopeJob, claimed?:
     unitsPerToken: plan.unitsPerToken,
     lanesPerRow: plan.lanesPerRow,
   });
-  cx.launch(fusedKernel(job.dtype, plan.path), p, plan.grid, 1, plan.block, plan.sharedBytes, job.op);
+  // The kernel waits for the grid ahead before touching memory, so it may launch while that grid runs.
+  cx.launchOverlapping(fusedKernel(job.dtype, plan.path), p, plan.grid, plan.block, plan.sharedBytes, job.op);
 }
