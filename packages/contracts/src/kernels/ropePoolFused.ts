@@ -63,7 +63,8 @@ export const ropePoolCuda = cudaKernel({
     nv2: { threads: 256, minBlocksPerSM: 2, constants: { vectorsPerLane: 2, rowsPerStep: 1, rowAhead: false }, doc: 'rows of two 16-byte vectors per lane' },
     any: { threads: 256, doc: 'any row shape, element by element' },
   },
-  entries: entryGrid('rope_pool_{dtype}_{launch}', FLOAT_DTYPES, ['nv1', 'nv2', 'any']),
+  // The token tiles again for fp8 pools: the model-dtype build leaves the fp8 stores out, and with them the registers they take.
+  entries: [...entryGrid('rope_pool_{dtype}_{launch}', FLOAT_DTYPES, ['nv1', 'nv2', 'any']), ...entryGrid('rope_pool_{dtype}_{launch}_fp8', FLOAT_DTYPES, ['nv1'])],
 });
 
 export const claimSlotsCuda = cudaKernel({

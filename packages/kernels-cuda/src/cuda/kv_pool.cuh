@@ -74,9 +74,10 @@ __device__ __forceinline__ long long poolRowOf(const P& p, long long slot, long 
 }
 
 // The K pool's (values false) or the V pool's (values true) target for rows of head `head`, at `base`.
-template <typename P>
+// A kernel built for model-dtype pools only (MAY_BE_FP8 false) has no fp8 code to carry.
+template <typename P, bool MAY_BE_FP8 = true>
 __device__ __forceinline__ PoolTarget poolTarget(const P& p, void* base, bool values, long long head) {
-  const int code = static_cast<int>(p.poolDType);
+  const int code = MAY_BE_FP8 ? static_cast<int>(p.poolDType) : kPoolModelDType;
   if (code == kPoolModelDType) return PoolTarget{base, code, 1.0f};
   const float* scale = values ? p.vScale : p.kScale;
   const bool perHead = (values ? p.vScalePerHead : p.kScalePerHead) != 0;
@@ -100,10 +101,10 @@ __device__ __forceinline__ void storePoolElement(const PoolTarget& t, long long 
  * of kPer16 elements and the pool is 16-byte aligned (the host's vector-path
  * rule), so every store is aligned to its size.
  */
-template <typename S>
+template <typename S, bool MAY_BE_FP8 = true>
 __device__ __forceinline__ void storePoolVector(const PoolTarget& t, long long first, const uint4& bits) {
   constexpr int VEC = S::kPer16;
-  if (t.code == kPoolModelDType) {
+  if (!MAY_BE_FP8 || t.code == kPoolModelDType) {
     storeOnce16(static_cast<char*>(t.base) + first * static_cast<long long>(sizeof(typename S::Bits)), bits);
     return;
   }

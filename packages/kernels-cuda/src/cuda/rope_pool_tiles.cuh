@@ -57,8 +57,10 @@ struct TileAngles {
  * multiprocessor leave.) A warp's groups walk in step (a group past its rows
  * idles through them), so every shuffle is the whole warp's. The arithmetic
  * is the other paths', in the same order, so all give the same bits.
+ * FP8_POOLS: built for fp8 pools too (rope_pool_*_nv1_fp8); without, for
+ * pools of the model dtype alone, with the registers fp8 stores take freed.
  */
-template <typename S, int DEPTH>
+template <typename S, int DEPTH, bool FP8_POOLS>
 __device__ __forceinline__ void ropePoolTiles(const RopePoolParams& p) {
   constexpr int VEC = S::kPer16;
   constexpr long long kElementBytes = sizeof(typename S::Bits);
@@ -183,7 +185,7 @@ __device__ __forceinline__ void ropePoolTiles(const RopePoolParams& p) {
         if (slotFirst < 0) return;
         // K rows as rotated and rounded, V rows as loaded: their bits, or fp8 codes (kv_pool.cuh).
         const int poolHead = key ? head : head - H;
-        storePoolVector<S>(poolTarget(p, key ? p.kPool : p.vPool, !key, poolHead), slotFirst + poolHead * poolHeadElements + first, out);
+        storePoolVector<S, FP8_POOLS>(poolTarget<RopePoolParams, FP8_POOLS>(p, key ? p.kPool : p.vPool, !key, poolHead), slotFirst + poolHead * poolHeadElements + first, out);
       });
 }
 

@@ -1,4 +1,5 @@
 import type { FloatDType, PoolDType } from '@kvkit/contracts';
+import { isFp8 } from '@kvkit/contracts';
 import type { RopePoolFusedChecked } from '@kvkit/contracts/backend';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
 import type { CudaTensor } from '../runtime/cudaTensor.js';
@@ -118,7 +119,7 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
     unitsPerToken: plan.unitsPerToken,
     lanesPerRow: plan.lanesPerRow,
   });
-  const kernel = ropePoolKernel(dtype, plan.path);
+  const kernel = ropePoolKernel(dtype, plan.path, isFp8(kPool.dtype as PoolDType));
   // Overlap only with claim_slots, the launch just before (none for a single token).
   if (claims.table !== 0) cx.launchOverlapping(kernel, p, plan.grid, plan.block, plan.sharedBytes, op);
   else cx.launch(kernel, p, plan.grid, 1, plan.block, plan.sharedBytes, op);

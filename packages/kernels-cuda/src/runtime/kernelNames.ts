@@ -11,6 +11,7 @@ export function fusedKernel(dtype: FloatDType, path: RowPath): Extract<KernelNam
   return `fused_norm_rope_${dtype}_${path}`;
 }
 
-export function ropePoolKernel(dtype: FloatDType, path: RowPath): Extract<KernelName, `rope_pool_${string}`> {
-  return `rope_pool_${dtype}_${path}`;
+/** The token tiles (nv1) come in two builds: for pools of the model dtype, and for fp8 pools too. */
+export function ropePoolKernel(dtype: FloatDType, path: RowPath, fp8Pools: boolean): Extract<KernelName, `rope_pool_${string}`> {
+  return path === 'nv1' && fp8Pools ? `rope_pool_${dtype}_nv1_fp8` : `rope_pool_${dtype}_${path}`;
 }
