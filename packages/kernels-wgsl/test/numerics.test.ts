@@ -1,9 +1,10 @@
-import { decodeBf16, decodeF16, encodeHalves } from '@kvkit/contracts/backend';
+import { decodeBf16, decodeF16, decodeFp8, encodeFp8, encodeHalves } from '@kvkit/contracts/backend';
+import type { Fp8DType } from '@kvkit/contracts';
 import { afterAll, describe, expect, it } from 'vitest';
 import { findAdapter, KERNEL_TOGGLES } from '../src/runtime/adapter.js';
 import { chooseF16Conversion } from '../src/runtime/f16Conversion.js';
 import { halfFloatWgsl, INTEGER_F16 } from '../src/shaders/common.wgsl.js';
-import { FP8_WGSL } from '../src/shaders/fp8.wgsl.js';
+import { FP8_WGSL, fp8Encode, fp8Quotient } from '../src/shaders/fp8.wgsl.js';
 import type { F16Conversion } from '../src/shaders/common.wgsl.js';
 
 // The host codec is tested in @kvkit/contracts; here, that the shaders' own conversions agree with it.
@@ -159,6 +160,40 @@ const QUOTIENT_PAIRS = (() => {
   return Uint32Array.from(pairs);
 })();
 
+/**
+ * Pairs (x, s) of f32 bits whose quotient lies on or a few units either side
+ * of a rounding boundary of `dtype` (the midpoint of two neighbouring codes,
+ * either sign), over divisors of many binades; then random pairs.
+ */
+function fp8BoundaryPairs(dtype: Fp8DType): Uint32Array {
+  const pairs: number[] = [];
+  let seed = 0x1d872b41;
+  const next = () => {
+    seed ^= seed << 13;
+    seed ^= seed >>> 17;
+    seed ^= seed << 5;
+    return seed >>> 0;
+  };
+  const max = dtype === 'fp8e4m3' ? 0x7e : 0x7b;
+  for (let code = 0; code < max; code++) {
+    const midpoint = (decodeFp8(dtype, code) + decodeFp8(dtype, code + 1)) / 2;
+    for (let k = 0; k < 24; k++) {
+      const s = ((next() % 200) + 27) << 23 | (next() & 0x7fffff);
+      const x = f32Bits(Math.fround(midpoint * new Float32Array(new Uint32Array([s]).buffer)[0]!)) + (k % 7) - 3;
+      pairs.push(k % 2 ? (x | 0x80000000) >>> 0 : x, s);
+    }
+  }
+  for (let i = 0; i < 8000; i++) pairs.push(next() & 0xbfffffff, (next() & 0x3fffffff) | 0x00800000);
+  return Uint32Array.from(pairs);
+}
+
+/** The fp8 codes the host gives x / s of each pair (x at even indices, s after it), at the pair's even index. */
+function hostFp8Quotients(dtype: Fp8DType, pairs: Uint32Array): Uint32Array {
+  const out = new Uint32Array(pairs.length);
+  for (let i = 0; i < pairs.length; i += 2) out[i] = encodeFp8(dtype, new Float32Array(new Uint32Array([hostQuotientBits(pairs[i]!, pairs[i + 1]!)]).buffer)[0]!);
+  return out;
+}
+
 describe.skipIf(!probe.ok)(`device conversions (WGSL) agree with the host${probe.ok ? '' : ' (skipped: no WebGPU adapter)'}`, () => {
   it('divides x by an fp8 pool scale rounded once to f32, exact quotients and neighbours included', async () => {
     const got = await onDevice('if (i % 2u == 0u) { output[i] = quotientBits(input[i], input[i + 1u]); }', QUOTIENT_PAIRS, INTEGER_F16, FP8_WGSL);
@@ -180,6 +215,54 @@ describe.skipIf(!probe.ok)(`device conversions (WGSL) agree with the host${probe
       const got = await onDevice('if (i % 2u == 0u) { output[i] = quotientBits(input[i], input[i + 1u]); }', QUOTIENT_PAIRS, INTEGER_F16, prelude);
       const differing = got.filter((w, i) => i % 2 === 0 && w !== exact[i]).length;
       expect(differing, `seed ${off}`).toBe(0);
+    }
+  });
+
+  it('rounds f32 to fp8 as the host codec does: a spread of every binade, and every tie with its neighbours', async () => {
+    for (const dtype of ['fp8e4m3', 'fp8e5m2'] as const) {
+      const patterns: number[] = [];
+      for (let b = 0; b < 2 ** 32; b += 4099) patterns.push(b);
+      const max = dtype === 'fp8e4m3' ? 0x7e : 0x7b;
+      for (let code = 0; code < max + 2; code++) {
+        const tie = f32Bits((decodeFp8(dtype, code) + (code < max ? decodeFp8(dtype, code + 1) : 2 * decodeFp8(dtype, max) - decodeFp8(dtype, max - 1))) / 2);
+        for (let k = -3; k <= 3; k++) patterns.push(tie + k, (tie + k + 0x80000000) >>> 0);
+      }
+      const input = Uint32Array.from(patterns);
+      const got = await onDevice(`output[i] = ${fp8Encode(dtype, 'input[i]')};`, input, INTEGER_F16, FP8_WGSL);
+      const values = new Float32Array(input.buffer);
+      const bad: string[] = [];
+      input.forEach((bits, i) => {
+        const want = encodeFp8(dtype, values[i]!);
+        if (got[i] !== want) bad.push(`${dtype}(0x${bits.toString(16)}) = 0x${got[i]!.toString(16)}, want 0x${want.toString(16)}`);
+      });
+      expect(bad.slice(0, 5), dtype).toEqual([]);
+    }
+  });
+
+  it('rounds x / s to fp8 as the host does, at every rounding boundary, with x times the inverse scale off by as much as WGSL allows', async () => {
+    // x times f32's inverse of s may be 3 * 2^-23 off relatively: 7 units of the quotient's bits where the exact one is a
+    // binade lower. Forced 7 off, the codes stay exact; with no slack around the product, they do not (so the test sees
+    // the slack at work).
+    const product = 'bitcast<f32>(ax) * inverse';
+    expect(FP8_WGSL).toContain(product);
+    const slack = 'const QUOTIENT_SLACK = 8u;';
+    expect(FP8_WGSL).toContain(slack);
+    for (const dtype of ['fp8e4m3', 'fp8e5m2'] as const) {
+      const pairs = fp8BoundaryPairs(dtype);
+      const want = hostFp8Quotients(dtype, pairs);
+      const body = `if (i % 2u == 0u) { output[i] = ${fp8Quotient(dtype, 'input[i]', 'input[i + 1u]')}; }`;
+      const mismatches = async (prelude: string) => {
+        const got = await onDevice(body, pairs, INTEGER_F16, prelude);
+        const bad: string[] = [];
+        for (let i = 0; i < pairs.length; i += 2) if (got[i] !== want[i]) bad.push(`0x${pairs[i]!.toString(16)} / 0x${pairs[i + 1]!.toString(16)}: 0x${got[i]!.toString(16)}, want 0x${want[i]!.toString(16)}`);
+        return bad;
+      };
+      expect((await mismatches(FP8_WGSL)).slice(0, 5), dtype).toEqual([]);
+      for (const off of ['+ 7u', '- 7u']) {
+        const forced = FP8_WGSL.replace(product, `bitcast<f32>(bitcast<u32>(${product}) ${off})`);
+        expect((await mismatches(forced)).slice(0, 5), `${dtype}, quotient ${off}`).toEqual([]);
+        expect((await mismatches(forced.replace(slack, 'const QUOTIENT_SLACK = 0u;'))).length, `${dtype}, quotient ${off}, no slack`).toBeGreaterThan(0);
+      }
     }
   });
 

@@ -1,8 +1,8 @@
 /**
  * fp8 in WGSL, with integer operations (no native fp8, and f32 arithmetic
- * there may flush subnormals and divides to 2.5 ulp, so an f32 quotient only
- * seeds the exact one): the exact
- * f32 quotient x / scale, its rounding to fp8 (nearest, ties to even,
+ * there may flush subnormals and divides to 2.5 ulp, so x times an f32
+ * inverse of the scale is taken only where its error cannot change the code): the exact f32
+ * quotient x / scale, its rounding to fp8 (nearest, ties to even,
  * saturating, NaN to the canonical NaN) and the exact decoding, as the
  * host codec (contracts/src/backend/fp8.ts) defines them.
  */
@@ -52,25 +52,64 @@ fn quotientBits(x: u32, s: u32) -> u32 {
   return sign | (u32(biased) << 23u) | (m & 0x7fffffu);
 }
 
-// The fp8 code of f32 bits b: on the grid of b's binade (at least the smallest normal one), rounded to nearest even.
+// The fp8 code of f32 bits b: nearest, ties to even, saturating, NaN to the canonical NaN.
 fn fp8OfBits(b: u32, fraction: u32, minExponent: i32, maxCode: u32, nan: u32) -> u32 {
   let a = b & 0x7fffffffu;
   if (a > 0x7f800000u) { return nan; }
-  let sign = (b >> 24u) & 0x80u;
-  if (a < 0x00800000u) { return sign; }
-  let e = i32(a >> 23u) - 127;
-  let binade = max(e, minExponent);
-  let m = (a & 0x7fffffu) | 0x800000u;
-  let shift = u32(23 - i32(fraction) + binade - e);
-  var steps = 0u;
-  if (shift < 25u) { steps = (m + (1u << (shift - 1u)) - 1u + ((m >> shift) & 1u)) >> shift; }
-  return sign | min((u32(binade - minExponent) << fraction) + steps, maxCode);
+  return ((b >> 24u) & 0x80u) | min(fp8Magnitude(a, fraction, minExponent), maxCode);
+}
+
+// The code of magnitude bits a (not NaN) before saturation. From fp8's smallest normal value up, fp8's
+// codes are f32's bits rounded to a multiple of 2^(23 - fraction) (a carry moves to the next binade);
+// below it the steps are 2^(minExponent - fraction), and a times their inverse is exact.
+fn fp8Magnitude(a: u32, fraction: u32, minExponent: i32) -> u32 {
+  let smallestNormal = u32(127 + minExponent) << 23u;
+  if (a < smallestNormal) { return u32(round(bitcast<f32>(a) * exp2(f32(i32(fraction) - minExponent)))); }
+  let shift = 23u - fraction;
+  let biased = a - smallestNormal + (1u << 23u);
+  return (biased + (1u << (shift - 1u)) - 1u + ((biased >> shift) & 1u)) >> shift;
+}
+
+// The fp8 code of x / s (f32 bits), rounded once to f32 as quotientBits rounds it; inverse is 1 / |s| in f32.
+// Where x is finite and normal (or zero) and |s| in [2^-126, 2^126], x * inverse is within 3 * 2^-23 of
+// x / s relatively (WGSL's 2.5 ulp division, then a correctly rounded product), so within 7 units of the
+// f32 quotient's bits, even across a binade. When no rounding boundary of fp8 lies within QUOTIENT_SLACK
+// units of the product's bits, its code is the code. Boundaries are ties: in the normal range, bits whose
+// remainder below the code is exactly half a step; below it (and in the first normal binade, whose steps
+// are the same), where both ends of the span round apart. Products that close to one (about one in
+// 65 000 for e4m3) take the exact division.
+const QUOTIENT_SLACK = 8u;
+fn fp8OfQuotient(x: u32, s: u32, inverse: f32, fraction: u32, minExponent: i32, maxCode: u32, nan: u32) -> u32 {
+  let ax = x & 0x7fffffffu;
+  let as_ = s & 0x7fffffffu;
+  if (ax < 0x7f800000u && (ax >= 0x00800000u || ax == 0u) && as_ >= 0x00800000u && as_ <= 0x7e800000u) {
+    let aq = bitcast<u32>(bitcast<f32>(ax) * inverse);
+    let sign = ((x ^ s) >> 24u) & 0x80u;
+    let smallestNormal = u32(127 + minExponent) << 23u;
+    if (aq >= smallestNormal + QUOTIENT_SLACK) {
+      let shift = 23u - fraction;
+      let rest = (aq - smallestNormal) & ((1u << shift) - 1u);
+      // |rest - half a step| > QUOTIENT_SLACK, in wrapping arithmetic.
+      if (rest - (1u << (shift - 1u)) + QUOTIENT_SLACK > 2u * QUOTIENT_SLACK) { return sign | min(fp8Magnitude(aq, fraction, minExponent), maxCode); }
+    } else {
+      let steps = exp2(f32(i32(fraction) - minExponent));
+      let low = round(bitcast<f32>(max(aq, QUOTIENT_SLACK) - QUOTIENT_SLACK) * steps);
+      if (low == round(bitcast<f32>(aq + QUOTIENT_SLACK) * steps)) { return sign | u32(low); }
+    }
+  }
+  return fp8OfBits(quotientBits(x, s), fraction, minExponent, maxCode, nan);
+}
+
+// 1 / |s| for fp8OfQuotient, s as f32 bits.
+fn inverseScale(s: u32) -> f32 {
+  return 1.0 / bitcast<f32>(s & 0x7fffffffu);
 }
 
 // The codes of four f32 bits b over the scale of f32 bits s, lowest element in the lowest byte: one word of an fp8 row.
 fn fp8WordOf(b: vec4<u32>, s: u32, fraction: u32, minExponent: i32, maxCode: u32, nan: u32) -> u32 {
+  let inverse = inverseScale(s);
   var word = 0u;
-  for (var i = 0u; i < 4u; i = i + 1u) { word = word | (fp8OfBits(quotientBits(b[i], s), fraction, minExponent, maxCode, nan) << (8u * i)); }
+  for (var i = 0u; i < 4u; i = i + 1u) { word = word | (fp8OfQuotient(b[i], s, inverse, fraction, minExponent, maxCode, nan) << (8u * i)); }
   return word;
 }
 
@@ -93,10 +132,16 @@ fn bitsOfFp8(code: u32, fraction: u32, minExponent: i32, ieeeTop: bool) -> u32 {
 }
 `;
 
-/** WGSL expression: the fp8 code of f32 bits `bits` in `dtype`. */
+/** WGSL expression: the fp8 code in `dtype` of f32 bits `bits`. */
 export function fp8Encode(dtype: Fp8DType, bits: string): string {
   const f = FORMAT[dtype];
   return `fp8OfBits(${bits}, ${f.fraction}u, ${f.minExponent}, ${f.maxCode}u, ${f.nan}u)`;
+}
+
+/** WGSL expression: the fp8 code in `dtype` of x / s, both given as f32 bits. */
+export function fp8Quotient(dtype: Fp8DType, x: string, s: string): string {
+  const f = FORMAT[dtype];
+  return `fp8OfQuotient(${x}, ${s}, inverseScale(${s}), ${f.fraction}u, ${f.minExponent}, ${f.maxCode}u, ${f.nan}u)`;
 }
 
 /** WGSL expression: the word of the fp8 codes in `dtype` of four f32 bits (`bits`, a vec4<u32>) over the scale whose f32 bits are `scale`. */

@@ -15,7 +15,7 @@ import { POOL_READ, POOL_STORE } from '../generated/params.js';
 import type { PoolReadParams, PoolReadRanges, PoolStoreParams, PoolStoreRanges } from '../generated/params.js';
 import { ENTRY_BUILTINS, encodeHalf, f32BitsOf, halfFloatWgsl, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
 import type { F16Conversion } from './common.wgsl.js';
-import { FP8_WGSL, fp8Decode, fp8Encode } from './fp8.wgsl.js';
+import { FP8_WGSL, fp8Decode, fp8Quotient } from './fp8.wgsl.js';
 import { poolRowWgsl } from './kvPoolRows.wgsl.js';
 import { kernelSource } from './source.js';
 import type { KernelSource } from './source.js';
@@ -77,7 +77,7 @@ function sourceIndex(e: string): string {
 export function poolStoreShader(plan: PoolStorePlan): KernelSource<PoolStoreParams, PoolStoreRanges> {
   const bindings = POOL_STORE.bindings({ scaled: true, Dst: plan.wholeWords ? 'u32' : 'atomic<u32>' });
   // The fp8 code of source element i.
-  const stored = fp8Encode(plan.poolType, `quotientBits(${f32BitsOf(plan.sourceType, 'sourceBits(i)')}, scale[select(0u, head, params.perHeadScale == 1u)])`);
+  const stored = fp8Quotient(plan.poolType, f32BitsOf(plan.sourceType, 'sourceBits(i)'), 'scale[select(0u, head, params.perHeadScale == 1u)]');
   const store = plan.wholeWords
     ? `var word = 0u;
   for (var k = 0u; k < 4u; k = k + 1u) {
