@@ -84,7 +84,7 @@ const probeIds = Buffer.from(new Int32Array(PROBED).buffer);
 // 256 bytes keep the values off V8's heap, so the addresses handed to the driver stay put.
 const probeValues = Buffer.alloc(256);
 const probeSlots = Buffer.alloc(8 * PROBED.length);
-PROBED.forEach((_, i) => probeSlots.writeBigUInt64LE(BigInt(koffi.address(probeValues)) + BigInt(8 * i), 8 * i));
+for (let i = 0; i < PROBED.length; i++) probeSlots.writeBigUInt64LE(BigInt(koffi.address(probeValues)) + BigInt(8 * i), 8 * i);
 
 function pointerAttributes(cu: CudaDriver, address: number): { memoryType: number; ordinal: number; context: bigint; start: bigint; size: bigint } {
   probeValues.fill(0);
