@@ -1,10 +1,11 @@
 /**
- * fp8 in WGSL, with integer operations (no native fp8, and f32 arithmetic
- * there may flush subnormals and divides to 2.5 ulp, so x times an f32
- * inverse of the scale is taken only where its error cannot change the code): the exact f32
- * quotient x / scale, its rounding to fp8 (nearest, ties to even,
- * saturating, NaN to the canonical NaN) and the exact decoding, as the
- * host codec (contracts/src/backend/fp8.ts) defines them.
+ * fp8 in WGSL (no native fp8): the code of x / scale as the host codec
+ * (contracts/src/backend/fp8.ts) defines it, the f32 quotient rounded once,
+ * then to fp8 (nearest, ties to even, saturating, NaN to the canonical NaN),
+ * and the exact decoding. f32 arithmetic there may flush subnormals and
+ * divides to 2.5 ulp, so x times an f32 inverse of the scale is taken only
+ * where its error cannot change the code, and an exact division with
+ * integer operations elsewhere.
  */
 import type { Fp8DType } from '@kvkit/contracts';
 
