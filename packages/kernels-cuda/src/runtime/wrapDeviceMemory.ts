@@ -1,10 +1,10 @@
 import { ContractError } from '@kvkit/contracts';
+import koffi from 'koffi';
 import type { Backend, DType, Shape, Tensor } from '@kvkit/contracts';
 import { describeValue, validateTensorCreation, validateWrapLayout } from '@kvkit/contracts/backend';
 import type { ValidationContext } from '@kvkit/contracts/backend';
 import { CudaTensor, ELEMENT_BYTES } from './cudaTensor.js';
 import type { CudaKernels } from './cudaKernels.js';
-import koffi from 'koffi';
 import { MEMORY_TYPE, POINTER_ATTRIBUTE } from './driver.js';
 import type { CudaDriver } from './driver.js';
 import { DeviceBuffer } from './memory.js';
