@@ -137,16 +137,21 @@ function hostQuotientBits(x: number, s: number): number {
   return f32Bits(q);
 }
 
+/** A 32-bit xorshift generator from `seed`: the same pairs every run. */
+function xorshift(seed: number): () => number {
+  let state = seed;
+  return () => {
+    state ^= state << 13;
+    state ^= state >>> 17;
+    state ^= state << 5;
+    return state >>> 0;
+  };
+}
+
 /** Pairs (x, s) of f32 bits: exact quotients (small integers times powers of two), random ones of every binade, subnormal operands. */
 const QUOTIENT_PAIRS = (() => {
   const pairs: number[] = [];
-  let seed = 0x2545f491;
-  const next = () => {
-    seed ^= seed << 13;
-    seed ^= seed >>> 17;
-    seed ^= seed << 5;
-    return seed >>> 0;
-  };
+  const next = xorshift(0x2545f491);
   for (let a = 1; a < 64; a++) for (let b = 1; b < 64; b++) pairs.push(f32Bits(a * b * 2 ** ((a % 7) - 3)), f32Bits(b * 2 ** ((b % 5) - 60)));
   for (let i = 0; i < 20000; i++) pairs.push(next() & 0xbfffffff, (next() & 0x3fffffff) | 0x00800000);
   for (let i = 0; i < 4000; i++) pairs.push(next() & 0x807fffff, next() & 0x3fffffff);
@@ -167,13 +172,7 @@ const QUOTIENT_PAIRS = (() => {
  */
 function fp8BoundaryPairs(dtype: Fp8DType): Uint32Array {
   const pairs: number[] = [];
-  let seed = 0x1d872b41;
-  const next = () => {
-    seed ^= seed << 13;
-    seed ^= seed >>> 17;
-    seed ^= seed << 5;
-    return seed >>> 0;
-  };
+  const next = xorshift(0x1d872b41);
   const max = dtype === 'fp8e4m3' ? 0x7e : 0x7b;
   for (let code = 0; code < max; code++) {
     const midpoint = (decodeFp8(dtype, code) + decodeFp8(dtype, code + 1)) / 2;
