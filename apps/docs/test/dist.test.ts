@@ -2,11 +2,12 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { allOps } from '@kvkit/contracts/dsl';
+import { cudaKernels, wgslKernels } from '@kvkit/contracts/kernels';
 import { catalog } from '@kvkit/errors-catalog';
 import { describe, expect, inject, it } from 'vitest';
 import { isCallOf } from '../src/site/ops.js';
 import { ropeVariants } from '../src/site/sidebar.js';
-import { errorPath, opPath } from '../src/site/routes.js';
+import { errorPath, kernelsPath, opPath } from '../src/site/routes.js';
 import { docsRoot, fileForPath, listFiles } from './support/site.js';
 import { attrValues, h1, ids, mainContent, section, textOf } from './support/html.js';
 
@@ -172,6 +173,32 @@ describe('pages', () => {
     const entry = JSON.parse(read('pagefind/pagefind-entry.json')) as { languages: Record<string, { page_count: number }> };
     const indexed = Object.values(entry.languages).reduce((n, l) => n + l.page_count, 0);
     expect(indexed).toBe(pages.filter((f) => f !== '404.html').length);
+  });
+});
+
+describe('kernels page', () => {
+  const content = mainContent(pageAt(kernelsPath)!);
+  const text = norm(textOf(content));
+
+  it('lists every CUDA kernel with its struct, each launch with its threads, and every entry point and parameter', () => {
+    for (const k of cudaKernels) {
+      expect(ids(content).has(`cuda-${k.kernel.toLowerCase()}`), k.kernel).toBe(true);
+      expect(text).toContain(`${k.kernel} (${k.struct})`);
+      for (const [name, launch] of Object.entries(k.launches)) expect(text, `${k.kernel} ${name}`).toContain(`${name}${launch.doc ? `: ${launch.doc}` : ''} ${launch.threads}`);
+      for (const e of k.entries) expect(text).toContain(e.name);
+      for (const [name, p] of Object.entries(k.params)) expect(text, `${k.struct}.${name}`).toContain(norm(p.doc));
+      expect(text).toContain(`${Object.keys(k.params).length} parameters of ${k.struct}`);
+    }
+  });
+
+  it('lists every WGSL kernel with each binding, type slot, variant flag and uniform word', () => {
+    for (const k of wgslKernels) {
+      expect(ids(content).has(`wgsl-${k.kernel.toLowerCase()}`), k.kernel).toBe(true);
+      for (const [name, b] of Object.entries(k.bindings)) expect(text, `${k.kernel}.${name}`).toContain(`${name} ${b.access} ${b.element} ${norm(b.doc)}`);
+      for (const slot of Object.keys(k.types ?? {})) expect(text).toContain(`${slot}:`);
+      for (const flag of Object.keys(k.variants ?? {})) expect(text).toContain(`flag ${flag}`);
+      expect(text).toContain(`${Object.keys(k.uniforms).length} uniform words`);
+    }
   });
 });
 

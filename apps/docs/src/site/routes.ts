@@ -10,6 +10,7 @@ export const opPath = (op: string): string => `ops/${opSlug(op)}/`;
 
 export const lookupPath = 'lookup/';
 export const benchmarksPath = 'benchmarks/';
+export const kernelsPath = 'kernels/';
 
 /** Joins the configured base (`/` or `/v0.1.0/`) and a page path. */
 export function withBase(base: string, path: string): string {

@@ -1,6 +1,6 @@
 import type { OpDecl } from '@kvkit/contracts/dsl';
 import type { CatalogEntry } from '@kvkit/errors-catalog';
-import { benchmarksPath, errorPath, lookupPath, opPath } from './routes.js';
+import { benchmarksPath, errorPath, kernelsPath, lookupPath, opPath } from './routes.js';
 
 interface SidebarLink {
   label: string;
@@ -43,6 +43,7 @@ export function sidebar(entries: readonly CatalogEntry[], ops: readonly OpDecl[]
         })),
       ],
     },
+    { label: 'Kernels and their launches', link: `/${kernelsPath}` },
     { label: 'Benchmarks', link: `/${benchmarksPath}` },
   ];
 }
