@@ -78,6 +78,9 @@ function fromCommonJs(dir: string, name: string): { required: string; imported: 
 }
 const ESM_ONLY = { required: 'ERR_PACKAGE_PATH_NOT_EXPORTED', imported: true };
 
+/** For a test that installs several packages from the registry and typechecks against them. */
+const INSTALL_TIMEOUT_MS = 240_000;
+
 describe('packed packages, installed alone', () => {
   it('@kvkit/kernels-cpu runs an op and its types check shapes', () => {
     const dir = install('@kvkit/kernels-cpu', {
@@ -160,6 +163,7 @@ describe('packed packages, installed alone', () => {
     expect(fromCommonJs(dir, '@kvkit/errors-catalog')).toEqual(ESM_ONLY);
   });
 
+  // Two installs from the registry (Dawn, koffi, @webgpu/types) and three tsc runs: past a minute on a slow network.
   it('@kvkit/kernels-wgsl and @kvkit/kernels-cuda import and probe without throwing', () => {
     const wgsl = install('@kvkit/kernels-wgsl', {
       'use.mjs': `import { probeWebGpu } from '@kvkit/kernels-wgsl'; const r = await probeWebGpu(); console.log(typeof r.ok);`,
@@ -193,7 +197,7 @@ describe('packed packages, installed alone', () => {
     expect(installed(cuda)).toEqual(['contracts', 'kernels-cuda']);
     expect(typecheck(cuda)).toBe('');
     expect(fromCommonJs(cuda, '@kvkit/kernels-cuda')).toEqual(ESM_ONLY);
-  });
+  }, INSTALL_TIMEOUT_MS);
 
   it('@kvkit/kernels-wgsl without its optional peer webgpu (a browser project): no Dawn downloaded; Node is told to install webgpu', () => {
     const dir = install(
