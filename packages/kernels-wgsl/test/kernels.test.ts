@@ -3,7 +3,7 @@ import type { Backend, FloatDType, Tensor } from '@kvkit/contracts';
 import { createCpuBackend } from '@kvkit/kernels-cpu';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createWebGpuBackend, probeWebGpu, webGpuBackendStats } from '../src/index.js';
-import { findAdapter, KERNEL_TOGGLES } from '../src/runtime/adapter.js';
+import { onDefaultLimits } from './defaultLimits.js';
 import { INTEGER_F16 } from '../src/shaders/common.wgsl.js';
 import { gemmSplits, planGemm, planKey, planNormRope, planRopeRows, ropeRowUnits } from '../src/shaders/plan.js';
 
@@ -142,20 +142,12 @@ withDevice(`ropePoolFused across head dims and both dispatch layouts${skipNote}`
     });
   }
   it('on a device with the default 8 storage bindings, the query and key parts run as two dispatches with the same answers', async () => {
-    const found = await findAdapter({}, KERNEL_TOGGLES);
-    if (!found.ok) throw new Error(found.reason);
-    const device = await found.adapter.requestDevice();
-    expect(device.limits.maxStorageBuffersPerShaderStage).toBeLessThan(10);
-    const small = await createWebGpuBackend({ device });
-    try {
+    await onDefaultLimits(async (small) => {
       const before = webGpuBackendStats(small).dispatches;
       await ropePoolAgainstCpu(small, 'bf16', { N: 6, Hq: 4, H: 2, D: 16, R: 16, style: 'neox', S: 8 });
       // cos/sin table, the slot ownership pass (claim, resolve), query part, key part.
       expect(webGpuBackendStats(small).dispatches - before).toBe(5);
-    } finally {
-      small.dispose();
-      device.destroy();
-    }
+    });
   });
 });
 

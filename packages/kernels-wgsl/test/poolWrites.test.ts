@@ -4,7 +4,7 @@ import { isFp8 } from '@kvkit/contracts';
 import { createCpuBackend } from '@kvkit/kernels-cpu';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createWebGpuBackend, probeWebGpu, webGpuBackendStats } from '../src/index.js';
-import { findAdapter, KERNEL_TOGGLES } from '../src/runtime/adapter.js';
+import { onDefaultLimits } from './defaultLimits.js';
 
 /**
  * The row kernels write paged (HND) and fp8 pools themselves: a call into
@@ -169,12 +169,7 @@ withDevice(`paged and fp8 pools, written by the row kernels${skipNote}`, () => {
   it(
     'on a device with the default 8 storage bindings: the parts apart, no pool pass, the bytes of the CPU reference',
     async () => {
-      const found = await findAdapter({}, KERNEL_TOGGLES);
-      if (!found.ok) throw new Error(found.reason);
-      const device = await found.adapter.requestDevice();
-      expect(device.limits.maxStorageBuffersPerShaderStage).toBeLessThan(10);
-      const small = await createWebGpuBackend({ device });
-      try {
+      await onDefaultLimits(async (small, device) => {
         const p: Pools = { layout: 'HND', poolType: 'fp8e4m3', D: 16 };
         // Table, ownership pass, then q rows and k + v rows (RoPE only), or q, k and v rows (Q/K-norm).
         expect(await ropePoolDispatches(small, p, false)).toBe(5);
@@ -201,10 +196,7 @@ withDevice(`paged and fp8 pools, written by the row kernels${skipNote}`, () => {
           expect(a, pool).toEqual(e);
         }
         for (const buffer of buffers) buffer.destroy();
-      } finally {
-        small.dispose();
-        device.destroy();
-      }
+      });
     },
     TIMEOUT_MS,
   );

@@ -3,7 +3,7 @@ import type { Backend } from '@kvkit/contracts';
 import { createCpuBackend } from '@kvkit/kernels-cpu';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createWebGpuBackend, probeWebGpu, webGpuBackendStats } from '../src/index.js';
-import { findAdapter, KERNEL_TOGGLES } from '../src/runtime/adapter.js';
+import { onDefaultLimits } from './defaultLimits.js';
 
 /**
  * The Q/K-norm kernel's other shapes: its three-dispatch form on a device
@@ -29,12 +29,7 @@ withDevice(`ropePoolFused with a Q/K-norm, other kernel shapes${skipNote}`, () =
   it(
     'on a device with the default 8 storage bindings: q, k and v rows in three dispatches, the same answers, views too',
     async () => {
-      const found = await findAdapter({}, KERNEL_TOGGLES);
-      if (!found.ok) throw new Error(found.reason);
-      const device = await found.adapter.requestDevice();
-      expect(device.limits.maxStorageBuffersPerShaderStage).toBeLessThan(12);
-      const small = await createWebGpuBackend({ device });
-      try {
+      await onDefaultLimits(async (small) => {
         for (const c of normed) {
           const before = webGpuBackendStats(small).dispatches;
           await runMropeQkNormCase(small, cpu, c, 'bf16');
@@ -43,10 +38,7 @@ withDevice(`ropePoolFused with a Q/K-norm, other kernel shapes${skipNote}`, () =
         }
         // Each of the three dispatches finds its rows through the views' strides.
         await checkMropeQkNormOnViews(small, 'bf16');
-      } finally {
-        small.dispose();
-        device.destroy();
-      }
+      });
     },
     TIMEOUT_MS,
   );
