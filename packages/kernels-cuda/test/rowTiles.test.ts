@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { LAUNCHES } from '../src/generated/kernels.js';
 import { planRows, ROW_KERNEL_SHAPES, VECTOR_PATH_MAX_ROWS } from '../src/ops/rowTiles.js';
 import type { RowLaunch } from '../src/ops/rowTiles.js';
 
@@ -76,8 +77,12 @@ describe('row kernel launch plans', () => {
           expect(plan.lanesPerRow).toBeGreaterThanOrEqual(numVec);
           const pairsPerVector = s.gptj ? vec / 2 : vec;
           const slots = Math.ceil((rotaryDim >> 1) / pairsPerVector) * pairsPerVector;
-          expect(plan.sharedBytes).toBe(plan.tokensPerBlock * (slots * 8 + 8));
+          // Each thread's staged rows (batches of rowsPerStep 16-byte vectors), the two norm weights as f32, then the tile's.
+          const { rowsPerStep, stagedBatches, minBlocksPerSM } = LAUNCHES.ropePool.nv1;
+          expect(plan.sharedBytes).toBe(plan.block * 16 * rowsPerStep * stagedBatches + 2 * s.headDim * 4 + plan.tokensPerBlock * (slots * 8 + 8));
           expect(plan.sharedBytes).toBeLessThanOrEqual(48 * 1024);
+          // The declared blocks per multiprocessor fit in an sm_80/sm_90 multiprocessor's shared memory (164 KiB on sm_80).
+          expect(plan.sharedBytes * minBlocksPerSM).toBeLessThanOrEqual(164 * 1024);
           return;
         }
         expect(plan.lanesPerRow & (plan.lanesPerRow - 1)).toBe(0);
@@ -93,6 +98,7 @@ describe('row kernel launch plans', () => {
         // Each thread's cos/sin slots, within what a block may use without opting in.
         expect(plan.sharedBytes).toBe(plan.block * 2 * (plan.path === 'nv1' ? 1 : 2) * vec * 4);
         expect(plan.sharedBytes).toBeLessThanOrEqual(48 * 1024);
+        expect(plan.sharedBytes * blocksPerSM).toBeLessThanOrEqual(164 * 1024);
       }),
       { numRuns: 2000 },
     );

@@ -58,8 +58,9 @@ export const ropePoolCuda = cudaKernel({
     lanesPerRow: i64('power of two <= 32'),
   },
   launches: {
-    // Token tiles: a row here is one tensor's, half a fused row's bytes; each lane group keeps four rows in flight.
-    nv1: { threads: 256, minBlocksPerSM: 4, constants: { vectorsPerLane: 1, rowsPerStep: 4 }, doc: 'token tiles, rows of one 16-byte vector per lane' },
+    // Token tiles: a row here is one tensor's, half a fused row's bytes; each lane group works on four rows while
+    // the next four load into shared memory (stagedBatches: the batches of rowsPerStep rows a group has there).
+    nv1: { threads: 256, minBlocksPerSM: 4, constants: { vectorsPerLane: 1, rowsPerStep: 4, stagedBatches: 2 }, doc: 'token tiles, rows of one 16-byte vector per lane' },
     nv2: { threads: 256, minBlocksPerSM: 2, constants: { vectorsPerLane: 2, rowsPerStep: 1, rowAhead: false }, doc: 'rows of two 16-byte vectors per lane' },
     any: { threads: 256, doc: 'any row shape, element by element' },
   },

@@ -243,10 +243,10 @@ using kvkit::RopePoolParams;
   extern "C" __global__ void __launch_bounds__(L::kThreads, L::kMinBlocksPerSM) rope_pool_##name##_##path(const RopePoolParams p) { kvkit::ropePoolUnits<S, L::kVectorsPerLane, L::kRowsPerStep, L::kRowAhead>(p); }
 #define KVKIT_ROPE_POOL_ENTRIES(name, S)                                                                                                                            \
   extern "C" __global__ void __launch_bounds__(RopePoolNv1Launch::kThreads, RopePoolNv1Launch::kMinBlocksPerSM) rope_pool_##name##_nv1(const RopePoolParams p) { \
-    kvkit::ropePoolTiles<S, RopePoolNv1Launch::kRowsPerStep, false>(p);                                                                                             \
+    kvkit::ropePoolTiles<S, RopePoolNv1Launch::kRowsPerStep, RopePoolNv1Launch::kStagedBatches, false>(p);                                                            \
   }                                                                                                                                                                 \
   extern "C" __global__ void __launch_bounds__(RopePoolNv1Launch::kThreads, RopePoolNv1Launch::kMinBlocksPerSM) rope_pool_##name##_nv1_fp8(const RopePoolParams p) { \
-    kvkit::ropePoolTiles<S, RopePoolNv1Launch::kRowsPerStep, true>(p);                                                                                                  \
+    kvkit::ropePoolTiles<S, RopePoolNv1Launch::kRowsPerStep, RopePoolNv1Launch::kStagedBatches, true>(p);                                                                 \
   }                                                                                                                                                                     \
   KVKIT_ROPE_POOL_ENTRY(name, S, nv2, RopePoolNv2Launch)                                                                                                            \
   extern "C" __global__ void __launch_bounds__(RopePoolAnyLaunch::kThreads) rope_pool_##name##_any(const RopePoolParams p) { kvkit::ropePoolAnyShape<S>(p); }

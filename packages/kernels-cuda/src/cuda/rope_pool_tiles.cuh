@@ -6,6 +6,7 @@
 #include "kv_pool.cuh"
 #include "qk_norm.cuh"
 #include "rope.cuh"
+#include "staged_rows.cuh"
 #include "storage.cuh"
 
 namespace kvkit {
@@ -48,19 +49,23 @@ struct TileAngles {
 
 /**
  * Token tiles: block b takes tokens [b*T, b*T + T) (T = tokensPerBlock).
- * Its threads fill the tile's cos/sin, then lane groups stream the query
- * rows, DEPTH rows loaded before any is used; then the tile's slots are
- * settled (on Hopper this waits for claim_slots, by now long done) and the
- * key and value rows follow the same way. (Overlapping the cos/sin and the
- * slots with the first loads measured slower on the H200, 267 against 255 µs
- * at N = 32768: it needs more than the 64 registers that four blocks a
- * multiprocessor leave.) A warp's groups walk in step (a group past its rows
- * idles through them), so every shuffle is the whole warp's. The arithmetic
- * is the other paths', in the same order, so all give the same bits.
- * FP8_POOLS: built for fp8 pools too (rope_pool_*_nv1_fp8); without, for
- * pools of the model dtype alone, with the registers fp8 stores take freed.
+ * Its lane groups walk the tile's query rows, then its key and value rows,
+ * in batches of DEPTH rows a group, STAGES - 1 batches loading (into shared
+ * memory, staged_rows.cuh) while one is worked on: the first before the
+ * block computes the tile's cos/sin, the first key batches while it works on
+ * the last query rows. Before its first key rows the block settles the
+ * tile's slots (on Hopper this waits for claim_slots, by now long done).
+ * (Loads held in registers instead left the next batch unstarted while a
+ * group worked on this one: with 16-bit rows, whose arithmetic per byte is
+ * twice f32's, bf16 reached 75% of the copy where f32 reached 89%.) Every
+ * group walks the same number of batches (a group past its rows idles
+ * through them), so every shuffle is the whole warp's and the barrier the
+ * whole block's. The arithmetic is the other paths', in the same order, so
+ * all give the same bits. FP8_POOLS: built for fp8 pools too
+ * (rope_pool_*_nv1_fp8); without, for pools of the model dtype alone, with
+ * the registers fp8 stores take freed.
  */
-template <typename S, int DEPTH, bool FP8_POOLS>
+template <typename S, int DEPTH, int STAGES, bool FP8_POOLS>
 __device__ __forceinline__ void ropePoolTiles(const RopePoolParams& p) {
   constexpr int VEC = S::kPer16;
   constexpr long long kElementBytes = sizeof(typename S::Bits);
@@ -74,12 +79,75 @@ __device__ __forceinline__ void ropePoolTiles(const RopePoolParams& p) {
   const long long firstToken = static_cast<long long>(blockIdx.x) * p.tokensPerBlock;
   const int tokens = static_cast<int>(min(p.tokensPerBlock, p.numTokens - firstToken));
   const TileAngles<VEC> layout(R, gptj);
+  // Shared memory: the staged rows [STAGES][DEPTH][blockDim.x], the Q- and K-norm weights as f32 [2][D], the tile's
+  // cos/sin [tokensPerBlock][layout.perToken], its slots.
   extern __shared__ float4 tileShared[];
-  float2* tileCosSin = reinterpret_cast<float2*>(tileShared);  // [tokensPerBlock][layout.perToken]
+  uint4* staged = reinterpret_cast<uint4*>(tileShared);
+  float* tileWeights = reinterpret_cast<float*>(staged + STAGES * DEPTH * blockDim.x);
+  float2* tileCosSin = reinterpret_cast<float2*>(tileWeights + 2 * D);
   long long* tileSlots = reinterpret_cast<long long*>(tileCosSin + p.tokensPerBlock * layout.perToken);
 
-  // Every (token, pair) cos/sin of the tile, once.
+  // This lane's vector of a row, and where its pairs' angles sit.
+  const int first = lane * VEC;
+  const bool inRow = first < D;
+  const bool rotates = first < R;
+  // Every element of the vector rotates (always so for neox, whose R/2 is a whole number of vectors).
+  const bool rotatesWhole = first + VEC <= R;
+  const bool firstHalf = first < halfR;
+  const int offsetVec = halfR / VEC;
+  const int partnerLane = lane < offsetVec ? lane + offsetVec : lane - offsetVec;
+  const int angleVector = gptj || firstHalf ? lane : lane - offsetVec;
+  const float eps = static_cast<float>(p.normEps);
+
+  // Where the rows start: query rows are heads [0, Hq) of a token; in the key part heads [0, H) are k's, [H, 2H) v's.
+  auto inputRow = [&](int kind) {
+    const RowStrides in = inputStrides(p, kind);
+    const char* base = static_cast<const char*>(inputBase(p, kind));
+    return [=](long long n, int head) { return base + (n * in.token + static_cast<long long>(head) * in.head) * kElementBytes; };
+  };
+  const auto queries = inputRow(0), keys = inputRow(1), values = inputRow(2);
+  auto rowSource = [&](bool keyPart, long long n, int head) { return !keyPart ? queries(n, head) : head < H ? keys(n, head) : values(n, head - H); };
+  // This lane's vector of row (t, head) of a dense [N, heads, D] output: the tile's first row, then 32-bit row
+  // arithmetic (a tile's rows, t * heads + head, number fewer than the launch's 2^31).
+  auto outputRow = [&](void* out, int heads, int t, int head) {
+    char* tile = static_cast<char*>(out) + (firstToken * heads * D + first) * kElementBytes;
+    return tile + static_cast<long long>(t * heads + head) * (D * kElementBytes);
+  };
+
+  // Batches of each part, the same for every group: group g takes rows g, g + groups, ... of the part's tokens * heads.
+  auto batchesOf = [&](int rows) { return ((rows + groups - 1) / groups + DEPTH - 1) / DEPTH; };
+  const int queryBatches = batchesOf(tokens * Hq);
+  const int batches = queryBatches + (H == 0 ? 0 : batchesOf(tokens * 2 * H));
+
+  // Starts the next batch's copies into its stage.
+  const uint64_t policy = evictFirstPolicy();
+  int issued = 0;
+  TileRows issueAt(group, Hq);
+  auto stageNextBatch = [&]() {
+    const bool keyPart = issued >= queryBatches;
+    if (issued == queryBatches) issueAt = TileRows(group, 2 * H);
+    uint4* stage = staged + (issued % STAGES) * DEPTH * blockDim.x + threadIdx.x;
+#pragma unroll
+    for (int d = 0; d < DEPTH; d++) {
+      const bool here = issueAt.token < tokens && inRow;
+      stageOnce16(stage + d * blockDim.x, here ? rowSource(keyPart, firstToken + issueAt.token, issueAt.head) + first * kElementBytes : p.q, here, policy);
+      issueAt.advance(groups, keyPart ? 2 * H : Hq);
+    }
+    issued++;
+  };
+#pragma unroll
+  for (int b = 0; b + 1 < STAGES; b++) {
+    if (b < batches) stageNextBatch();
+    closeStagedBatch();
+  }
+
+  // Every (token, pair) cos/sin of the tile, and the norm weights, once, while the first rows load.
+  const bool qNormed = p.qNormWeight != nullptr, kNormed = p.kNormWeight != nullptr;
   {
+    for (int i = threadIdx.x; i < D; i += blockDim.x) {
+      if (qNormed) tileWeights[i] = normWeightAt<S>(p.qNormWeight, p.qNormWeightIsF32 != 0, i);
+      if (kNormed) tileWeights[D + i] = normWeightAt<S>(p.kNormWeight, p.kNormWeightIsF32 != 0, i);
+    }
     const PositionStreams streams = positionStreams(p);
     const unsigned* table = static_cast<const unsigned*>(p.ropeAngles);
     for (int i = threadIdx.x; i < tokens * halfR; i += blockDim.x) {
@@ -91,102 +159,90 @@ __device__ __forceinline__ void ropePoolTiles(const RopePoolParams& p) {
     __syncthreads();
   }
 
-  // This lane's vector of a row, and where its pairs' angles sit.
-  const int first = lane * VEC;
-  const bool inRow = first < D;
-  const bool rotates = first < R;
-  const bool firstHalf = first < halfR;
-  const int offsetVec = halfR / VEC;
-  const int partnerLane = lane < offsetVec ? lane + offsetVec : lane - offsetVec;
-  const int angleVector = gptj || firstHalf ? lane : lane - offsetVec;
-  const float eps = static_cast<float>(p.normEps);
-
-  // One row's values: normed (where `normed`), rotated over R, packed back. Every lane of the warp calls it.
-  auto rotate = [&](const uint4& bits, int t, bool normed, const void* weight, bool weightIsF32) -> uint4 {
+  // One row's values: normed (where `normed`, by `weights`), rotated over R, packed back. Every lane of the warp calls it.
+  auto rotate = [&](const uint4& bits, int t, bool normed, const float* weights) -> uint4 {
     float x[1][VEC];
     unpack16<S>(bits, x[0]);
-    if (__any_sync(kFullWarp, normed)) normRowInLanes<S, 1>(x, normed, weight, weightIsF32, eps, lane, lanes, D);
+    if (__any_sync(kFullWarp, normed)) normVectorInLanes<S>(x, normed && inRow, weights + first, eps, lanes, D);
     float partner[VEC];
 #pragma unroll
-    for (int u = 0; u < VEC; u++) partner[u] = gptj ? x[0][u ^ 1] : __shfl_sync(kFullWarp, x[0][u], partnerLane, lanes);
-    if (rotates) {
-      const float4* angles = reinterpret_cast<const float4*>(tileCosSin + t * layout.perToken) + angleVector;
+    for (int u = 0; u < VEC; u++) {
+      // Shuffled for gptj rows too (the warp's lanes stay together, with no branch around each shuffle).
+      const float across = __shfl_sync(kFullWarp, x[0][u], partnerLane, lanes);
+      partner[u] = gptj ? x[0][u ^ 1] : across;
+    }
+    const float4* angles = reinterpret_cast<const float4*>(tileCosSin + t * layout.perToken) + angleVector;
+    auto rotateElement = [&](int u) {
+      const int m = gptj ? u >> 1 : u;
+      const float4 a = angles[(m >> 1) * layout.vectors];
+      const float c = (m & 1) ? a.z : a.x, sn = (m & 1) ? a.w : a.y;
+      const bool firstOfPair = gptj ? (u & 1) == 0 : firstHalf;
+      x[0][u] = rotatedElement(x[0][u], partner[u], c, firstOfPair ? -sn : sn);
+    };
+    if (rotatesWhole) {
 #pragma unroll
-      for (int u = 0; u < VEC; u++) {
-        if (first + u >= R) continue;
-        const int m = gptj ? u >> 1 : u;
-        const float4 a = angles[(m >> 1) * layout.vectors];
-        const float c = (m & 1) ? a.z : a.x, sn = (m & 1) ? a.w : a.y;
-        const bool firstOfPair = gptj ? (u & 1) == 0 : firstHalf;
-        x[0][u] = rotatedElement(x[0][u], partner[u], c, firstOfPair ? -sn : sn);
-      }
+      for (int u = 0; u < VEC; u++) rotateElement(u);
+    } else if (rotates) {
+#pragma unroll
+      for (int u = 0; u < VEC; u++)
+        if (first + u < R) rotateElement(u);
     }
     return pack16<S>(x[0]);
   };
 
-  // Streams rows [0, tokens * heads) of one tensor kind, the warp's groups in step: DEPTH loads in flight, then each row used.
-  auto stream = [&](int heads, auto&& source, auto&& use) {
-    TileRows at(group, heads);
-    while (__any_sync(kFullWarp, at.token < tokens)) {
-      uint4 bits[DEPTH];
-      TileRows row = at;
-#pragma unroll
-      for (int d = 0; d < DEPTH; d++) {
-        bits[d] = at.token < tokens && inRow ? loadOnce16(source(firstToken + at.token, at.head) + first * kElementBytes) : make_uint4(0, 0, 0, 0);
-        at.advance(groups, heads);
-      }
-      // The same rows again, walked the same way (cheaper than holding DEPTH positions in registers), each
-      // taken from the front as the rest move up: one copy of `use` and no dynamically indexed array.
-#pragma unroll 1
-      for (int d = 0; d < DEPTH; d++) {
-        use(bits[0], row.token < tokens, min(row.token, tokens - 1), row.head);
-        row.advance(groups, heads);
-#pragma unroll
-        for (int e = 0; e + 1 < DEPTH; e++) bits[e] = bits[e + 1];
-      }
-    }
+  // A query row: rotated into qRot.
+  auto useQuery = [&](const uint4& bits, bool live, int t, int head) {
+    const uint4 out = rotate(bits, t, qNormed, tileWeights);
+    if (live && inRow) storeOnce16(outputRow(p.qRot, Hq, t, head), out);
   };
-  auto inputRow = [&](int kind) {
-    const RowStrides in = inputStrides(p, kind);
-    const char* base = static_cast<const char*>(inputBase(p, kind));
-    return [=](long long n, int head) { return base + (n * in.token + static_cast<long long>(head) * in.head) * kElementBytes; };
-  };
-  auto outputRow = [&](void* out, int heads, long long n, int head) { return static_cast<char*>(out) + ((n * heads + head) * D + first) * kElementBytes; };
-
-  const bool qNormed = p.qNormWeight != nullptr, kNormed = p.kNormWeight != nullptr;
-  const bool qWeightIsF32 = p.qNormWeightIsF32 != 0, kWeightIsF32 = p.kNormWeightIsF32 != 0;
-  stream(Hq, inputRow(0), [&](const uint4& bits, bool live, int t, int head) {
-    const uint4 out = rotate(bits, t, qNormed, p.qNormWeight, qWeightIsF32);
-    if (live && inRow) storeOnce16(outputRow(p.qRot, Hq, firstToken + t, head), out);
-  });
-  if (H == 0) return;
-
-  // Key rows then value rows of each token: heads [0, H) rotate into kRot and the K pool, [H, 2H) go to the V pool.
-  const auto keys = inputRow(1), values = inputRow(2);
-  // Each token's slot as its head-0 row in the pools (poolSlotOf), -1: none; one division per slot, not per row.
-  for (int t = threadIdx.x; t < tokens; t += blockDim.x) {
-    const long long slot = poolRow(p, firstToken + t, true);
-    tileSlots[t] = slot >= 0 ? poolSlotOf(p, slot) : -1;
-  }
-  __syncthreads();
+  // A key row (heads [0, H): rotated into kRot and the K pool) or a value row ([H, 2H): to the V pool as loaded).
   const long long poolHeadElements = poolHeadStrideOf(p);
-  stream(
-      2 * H, [&](long long n, int head) { return head < H ? keys(n, head) : values(n, head - H); },
-      [&](const uint4& bits, bool live, int t, int head) {
-        const bool key = head < H;
-        uint4 out = bits;
-        if (__any_sync(kFullWarp, key)) {
-          const uint4 rotated = rotate(bits, t, key && kNormed, p.kNormWeight, kWeightIsF32);
-          if (key) out = rotated;
-        }
-        if (!live || !inRow) return;
-        if (key) storeOnce16(outputRow(p.kRot, H, firstToken + t, head), out);
-        const long long slotFirst = tileSlots[t];
-        if (slotFirst < 0) return;
-        // K rows as rotated and rounded, V rows as loaded: their bits, or fp8 codes (kv_pool.cuh).
-        const int poolHead = key ? head : head - H;
-        storePoolVector<S, FP8_POOLS>(poolTarget<RopePoolParams, FP8_POOLS>(p, key ? p.kPool : p.vPool, !key, poolHead), slotFirst + poolHead * poolHeadElements + first, out);
-      });
+  auto useKeyOrValue = [&](const uint4& bits, bool live, int t, int head) {
+    const bool key = head < H;
+    uint4 out = bits;
+    if (__any_sync(kFullWarp, key)) {
+      const uint4 rotated = rotate(bits, t, key && kNormed, tileWeights + D);
+      if (key) out = rotated;
+    }
+    if (!live || !inRow) return;
+    if (key) storeOnce16(outputRow(p.kRot, H, t, head), out);
+    const long long slotFirst = tileSlots[t];
+    if (slotFirst < 0) return;
+    // K rows as rotated and rounded, V rows as loaded: their bits, or fp8 codes (kv_pool.cuh).
+    const int poolHead = key ? head : head - H;
+    storePoolVector<S, FP8_POOLS>(poolTarget<RopePoolParams, FP8_POOLS>(p, key ? p.kPool : p.vPool, !key, poolHead), slotFirst + poolHead * poolHeadElements + first, out);
+  };
+
+  TileRows useAt(group, Hq);
+  for (int b = 0; b < batches; b++) {
+    if (issued < batches) stageNextBatch();
+    closeStagedBatch();
+    waitStagedBatches<STAGES - 1>();
+    const bool keyPart = b >= queryBatches;
+    if (b == queryBatches) {
+      // Each token's slot as its head-0 row in the pools (poolSlotOf), -1: none; one division per slot, not per row.
+      for (int t = threadIdx.x; t < tokens; t += blockDim.x) {
+        const long long slot = poolRow(p, firstToken + t, true);
+        tileSlots[t] = slot >= 0 ? poolSlotOf(p, slot) : -1;
+      }
+      __syncthreads();
+      useAt = TileRows(group, 2 * H);
+    }
+    const uint4* stage = staged + (b % STAGES) * DEPTH * blockDim.x + threadIdx.x;
+    // One copy of each use: the batch's rows in turn.
+#pragma unroll 1
+    for (int d = 0; d < DEPTH; d++) {
+      const uint4 bits = stage[d * blockDim.x];
+      const bool live = useAt.token < tokens;
+      const int t = min(useAt.token, tokens - 1);
+      if (keyPart) {
+        useKeyOrValue(bits, live, t, useAt.head);
+      } else {
+        useQuery(bits, live, t, useAt.head);
+      }
+      useAt.advance(groups, keyPart ? 2 * H : Hq);
+    }
+  }
 }
 
 }  // namespace kvkit

@@ -38,7 +38,7 @@ export interface RowLaunch {
   /** Rows of one token per unit of work (vector paths). */
   readonly rowsPerUnit: number;
   readonly unitsPerToken: number;
-  /** Each thread's cos/sin slots (vector paths). */
+  /** Dynamic shared memory of a block: cos/sin slots (vector paths), rows in flight and norm weights (token tiles). */
   readonly sharedBytes: number;
 }
 
@@ -150,9 +150,15 @@ export function planRows(s: RowShape): RowLaunch {
 /** The most tokens one tile takes: on the H200 (bf16, 48 rows a token) 8 beat 4, 16 and 32 at N = 4096 and 32768. */
 const MAX_TOKENS_PER_TILE = 8;
 
+/** Shared memory for the rows a token tile's threads have loading: stagedBatches batches of rowsPerStep 16-byte vectors each. */
+function tokenTileStagingBytes(threads: number): number {
+  const { rowsPerStep, stagedBatches } = LAUNCHES.ropePool.nv1;
+  return stagedBatches * rowsPerStep * threads * 16;
+}
+
 /**
  * ropePool's token tiles (src/cuda/rope_pool_tiles.cuh): a block per tile of
- * consecutive tokens, its cos/sin and slots in shared memory. Tiles are as
+ * consecutive tokens, its rows in flight, norm weights, cos/sin and slots in shared memory. Tiles are as
  * large as they can be (a block's fixed costs, the cos/sin pass and the two
  * barriers, spread over more rows) while the grid still fills the GPU once.
  */
@@ -172,7 +178,7 @@ function planTokenTiles(s: RowShape, lanes: number, threads: number, blocksPerSM
     tokensPerBlock,
     rowsPerUnit: 0,
     unitsPerToken: 0,
-    // cos and sin (f32) of every (token, pair) of the tile, then its slots (i64).
-    sharedBytes: tokensPerBlock * (slots * 8 + 8),
+    // The rows staged in flight, the Q- and K-norm weights (f32), cos and sin (f32) of every (token, pair) of the tile, its slots (i64).
+    sharedBytes: tokenTileStagingBytes(threads) + 2 * s.headDim * 4 + tokensPerBlock * (slots * 8 + 8),
   };
 }
