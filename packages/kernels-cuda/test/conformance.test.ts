@@ -1,11 +1,12 @@
 import { defineConformanceSuite, definePropertySuite, defineResourceSuite, defineValidationSuite } from '@kvkit/conformance';
 import { describe } from 'vitest';
-import { createCudaBackend, cudaBackendInfo } from '../src/index.js';
+import { createCudaBackend } from '../src/index.js';
 import { defineCudaChecks } from './cudaChecks.js';
 import { defineCudaViewChecks } from './cudaViews.js';
 import { defineExternalMemoryChecks } from './externalMemory.js';
 import { gpu } from './helpers.js';
 import { defineLargePoolChecks } from './largePools.js';
+import { cudaResourceOptions } from './resourceOptions.js';
 
 const why = gpu.ok ? '' : ` (skipped: ${gpu.reason})`;
 
@@ -13,8 +14,7 @@ describe.skipIf(!gpu.ok)(`cuda on a GPU${why}`, () => {
   defineConformanceSuite('cuda', () => createCudaBackend());
   defineValidationSuite('cuda', () => createCudaBackend());
   definePropertySuite('cuda', () => createCudaBackend());
-  defineResourceSuite('cuda', () => createCudaBackend(), { buffers: (b) => cudaBackendInfo(b).liveAllocations, buffersAreLive: true });
-  // The package's own GEMM (tensor cores for f16/bf16, FMA for f32), where cuBLASLt would otherwise run.
+  defineResourceSuite('cuda', () => createCudaBackend(), cudaResourceOptions);
   defineConformanceSuite('cuda, package GEMM', () => createCudaBackend({ gemm: 'kvkit' }));
   defineCudaChecks(() => createCudaBackend());
   defineLargePoolChecks(() => createCudaBackend());

@@ -17,6 +17,7 @@ import { defineCudaFaultChecks } from '../../../packages/kernels-cuda/test/cudaF
 import { defineCudaViewChecks } from '../../../packages/kernels-cuda/test/cudaViews.js';
 import { defineExternalMemoryChecks } from '../../../packages/kernels-cuda/test/externalMemory.js';
 import { defineLargePoolChecks } from '../../../packages/kernels-cuda/test/largePools.js';
+import { cudaResourceOptions } from '../../../packages/kernels-cuda/test/resourceOptions.js';
 
 const suites: Record<string, () => Promise<void>> = {
   cuda: async () => {
@@ -26,7 +27,7 @@ const suites: Record<string, () => Promise<void>> = {
     defineConformanceSuite('cuda', () => createCudaBackend());
     defineValidationSuite('cuda', () => createCudaBackend());
     definePropertySuite('cuda', () => createCudaBackend());
-    defineResourceSuite('cuda', () => createCudaBackend(), { buffers: (b) => cudaBackendInfo(b).liveAllocations, buffersAreLive: true });
+    defineResourceSuite('cuda', () => createCudaBackend(), cudaResourceOptions);
     defineConformanceSuite('cuda, package GEMM', () => createCudaBackend({ gemm: 'kvkit' }));
     defineCudaChecks(() => createCudaBackend());
     defineLargePoolChecks(() => createCudaBackend());
