@@ -39,7 +39,7 @@ __device__ __forceinline__ void normRowInLanes(float (&x)[NV][S::kPer16], bool a
   }
 }
 
-// The same for a lane of one vector whose weights sit in shared memory as f32 (w: its VEC weights, 16-byte aligned).
+// The same for rows of one vector a lane, the lane's weights in shared memory as f32 (w: its VEC weights, 16-byte aligned).
 template <typename S>
 __device__ __forceinline__ void normVectorInLanes(float (&x)[1][S::kPer16], bool apply, const float* w, float eps, int lanes, int D, unsigned mask = kFullWarp) {
   const float inv = inverseRmsInLanes<S, 1>(x, eps, lanes, D, mask);

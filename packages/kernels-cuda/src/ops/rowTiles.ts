@@ -158,9 +158,10 @@ function tokenTileStagingBytes(threads: number): number {
 
 /**
  * ropePool's token tiles (src/cuda/rope_pool_tiles.cuh): a block per tile of
- * consecutive tokens, its rows in flight, norm weights, cos/sin and slots in shared memory. Tiles are as
- * large as they can be (a block's fixed costs, the cos/sin pass and the two
- * barriers, spread over more rows) while the grid still fills the GPU once.
+ * consecutive tokens, its rows in flight, norm weights, cos/sin and slots in
+ * shared memory. Tiles are as large as they can be (a block's fixed costs,
+ * the cos/sin pass and the two barriers, spread over more rows) while the
+ * grid still fills the GPU once.
  */
 function planTokenTiles(s: RowShape, lanes: number, threads: number, blocksPerSM: number): RowLaunch {
   const resident = s.multiprocessors * blocksPerSM;
