@@ -13,7 +13,9 @@ const packages = [
 const reportOf = (p) => join(p, '.test-results', 'vitest.json');
 for (const p of packages) rmSync(reportOf(p), { force: true });
 
-const turbo = spawnSync('pnpm', ['exec', 'turbo', 'run', 'typecheck', 'test', 'lint', '--continue', ...process.argv.slice(2)], {
+// Fresh property seeds (KVKIT_PROPERTY_SEED=random) make a run no cached one can stand for.
+const fresh = process.env.KVKIT_PROPERTY_SEED === 'random' ? ['--force'] : [];
+const turbo = spawnSync('pnpm', ['exec', 'turbo', 'run', 'typecheck', 'test', 'lint', '--continue', ...fresh, ...process.argv.slice(2)], {
   cwd: root,
   stdio: 'inherit',
   env: { ...process.env, TURBO_TELEMETRY_DISABLED: '1' },

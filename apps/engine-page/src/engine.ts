@@ -96,7 +96,7 @@ export function runProjection(device: GPUDevice): EngineBuffers {
 /**
  * Copies each range into a MAP_READ buffer in one submit of the engine's
  * own, maps them, and returns their 32-bit words: the only read-back of the
- * page, after kvkit's `flush()`.
+ * page, after kvkit's call (which submitted its work on these buffers).
  */
 export async function readBack(device: GPUDevice, ranges: readonly { buffer: GPUBuffer; byteOffset: number; byteLength: number }[]): Promise<Uint32Array[]> {
   const encoder = device.createCommandEncoder({ label: 'engine read-back' });

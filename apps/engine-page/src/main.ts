@@ -2,11 +2,12 @@
  * kvkit inside a browser engine. The page (the engine) owns its GPUDevice
  * and every buffer; its own pass writes the fused qkv projection; kvkit
  * works on views of the engine's buffers in place and writes K and V into
- * the engine's own caches. Nothing is read back until the end: kvkit's
- * `flush()`, then the engine's own copy to MAP_READ buffers. The result
+ * the engine's own caches. Nothing is read back until the end: the
+ * engine's own copy to MAP_READ buffers, with no `flush()` before it (a call
+ * on the engine's buffers submits its work before it returns). The result
  * goes on `window.engineStep` (the test compares it with the CPU reference).
  */
-import { createWebGpuBackend, gpuBufferOf } from '@kvkit/kernels-wgsl';
+import { createWebGpuBackend, gpuBufferOf, webGpuBackendStats } from '@kvkit/kernels-wgsl';
 import type { WebGpuBackend } from '@kvkit/kernels-wgsl';
 import type { Tensor } from '@kvkit/contracts';
 import { readBack, runProjection } from './engine.js';
@@ -56,8 +57,10 @@ async function step(): Promise<EngineStepResult> {
   const backend = await createWebGpuBackend({ device });
   const t = tensorsOver(backend, buffers);
   const { numQoHeads, numKvHeads, headDim, rotaryDim, ropeStyle, ropeBase } = SCENARIO;
+  const before = webGpuBackendStats(backend).submits;
+  // It writes the engine's caches, so its work is in the queue when it returns, ahead of the engine's read-back below.
   const { qRot, kRot } = backend.ropePoolFused({ ...t, numQoHeads, numKvHeads, headDim, rotaryDim, ropeStyle, ropeBase });
-  backend.flush(); // kvkit's work goes into the queue ahead of the engine's read-back below
+  const submitsByCall = webGpuBackendStats(backend).submits - before;
   // Where kvkit says the tensors lie: in the engine's own buffers, nothing copied.
   const views = (
     [
@@ -87,6 +90,7 @@ async function step(): Promise<EngineStepResult> {
     adapter: [adapter.info.vendor, adapter.info.architecture, adapter.info.description].filter(Boolean).join(' '),
     backend: backend.label,
     views,
+    submitsByCall,
     qkvBits: [...qkvBits!],
     qRotBits: [...qRotBits!],
     kRotBits: [...kRotBits!],

@@ -58,6 +58,8 @@ export interface EngineStepReport {
   readonly backend: string;
   /** What `gpuBufferOf` says of the tensors kvkit worked on: the engine's buffer, byte offset, strides in elements. */
   readonly views: readonly { readonly name: string; readonly inEngineBuffer: boolean; readonly byteOffset: number; readonly strides: readonly number[] }[];
+  /** Command buffers kvkit submitted during the `ropePoolFused` call: its work on the engine's buffers goes before it returns. */
+  readonly submitsByCall: number;
   /** The engine's own projection `[N, (Hq + 2H) * D]`, as its WGSL wrote it. */
   readonly qkvBits: number[];
   readonly qRotBits: number[];

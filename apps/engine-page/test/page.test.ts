@@ -123,6 +123,8 @@ describe.skipIf(!haveChromium)('the engine page in headless Chromium', () => {
       { name: 'kPool', inEngineBuffer: true, byteOffset: at.kCache, strides: [H * D, D, 1] },
       { name: 'vPool', inEngineBuffer: true, byteOffset: at.vCache, strides: [H * D, D, 1] },
     ]);
+    // The call wrote the engine's caches, so it submitted its work before it returned: the page never calls flush().
+    expect(got.submitsByCall).toBe(1);
 
     // The page's own projection is what it claims: the seeded hidden states times the seeded weights.
     const x = randomFloats(SCENARIO.seeds.hidden, N * hidden);

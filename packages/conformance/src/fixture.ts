@@ -60,6 +60,8 @@ export class Fixture {
   readonly slots: Tensor;
   readonly kPool: Tensor;
   readonly vPool: Tensor;
+  /** Rows `[N, H, D]` that dequantizeKv reads kPool's slots into. */
+  readonly poolRows: Tensor;
 
   readonly kvWeight: Tensor;
   readonly ctxHidden: Tensor;
@@ -94,6 +96,7 @@ export class Fixture {
     this.slots = this.s.index('i32', [N], VALID.slots);
     this.kPool = f([S, H, D], patternValues(S * H * D, 2));
     this.vPool = f([S, H, D], patternValues(S * H * D, 3));
+    this.poolRows = f([N, H, D]);
 
     this.kvWeight = f([L, 2 * H * D, hidden]);
     this.ctxHidden = f([T, hidden]);
@@ -219,25 +222,4 @@ export class Fixture {
     this.s.dispose();
     this.foreignScope.dispose();
   }
-}
-
-/** Rows `l*T + t` of kOut and vOut for the tokens not in `bad`. */
-export function fusedRowsExcept(bad: readonly number[]) {
-  return (fx: Fixture) => {
-    const rows: number[] = [];
-    for (let l = 0; l < L; l++) for (let t = 0; t < T; t++) if (!bad.includes(t)) rows.push(l * T + t);
-    return new Map<Tensor, readonly number[]>([
-      [fx.kOut, rows],
-      [fx.vOut, rows],
-    ]);
-  };
-}
-
-/** Pool rows at the slots of the tokens not in `bad` (3-D pools: the slot; 4-D pools: l*S + slot). */
-export function poolRowsExcept(slots: readonly number[], bad: readonly number[], layered: boolean) {
-  return (fx: Fixture) => {
-    const good = slots.filter((slot, n) => slot >= 0 && slot < S && !bad.includes(n));
-    const rows = layered ? Array.from({ length: L }, (_, l) => good.map((slot) => l * S + slot)).flat() : good;
-    return new Map<Tensor, readonly number[]>(layered ? [[fx.kPool4, rows], [fx.vPool4, rows]] : [[fx.kPool, rows], [fx.vPool, rows]]);
-  };
 }

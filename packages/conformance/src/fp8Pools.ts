@@ -324,33 +324,57 @@ export async function checkNormedMropeIntoFp8Pool(backend: Backend, reference: B
   checks.done();
 }
 
-/** A slot at the pool's end raises KV038, found on the host (CPU) or recorded on the device and thrown by sync. */
+/**
+ * A slot at the pool's end raises KV038, found on the host (CPU) or recorded
+ * on the device and thrown by sync, and the call writes nothing: the pools
+ * (the good tokens' rows too), and the rows of a dequantizeKv with the same
+ * slots, keep their bytes.
+ */
 export async function checkSlotPastPool(backend: Backend, c: PoolCase): Promise<void> {
   const checks = new Checks(`a slot past ${label(c)}`);
   const s = new Scope(backend);
+  const codeOf = async (call: () => void): Promise<string | undefined> => {
+    try {
+      call();
+      await backend.sync();
+    } catch (e) {
+      return isContractError(e) ? e.code : String(e);
+    }
+    return undefined;
+  };
+  const bytes = async (t: Tensor) => {
+    const x = await backend.readBits(t);
+    return Array.from(new Uint8Array(x.buffer, x.byteOffset, x.byteLength));
+  };
   try {
     const rng = new Rng(seedOf(`fp8 bad slot ${label(c)}`));
     const N = 3;
-    let code: string | undefined;
-    try {
+    const pools = poolArgs(s, { ...c, poolType: isFp8(c.poolType) ? c.poolType : 'f32' }, `fp8 bad pools ${label(c)}`);
+    const slots = s.index(c.slotType, [N], [1, SLOTS, -1]);
+    const held = await Promise.all([bytes(pools.kPool), bytes(pools.vPool)]);
+    const code = await codeOf(() =>
       untyped(backend).ropePoolFused({
         q: s.float('f32', [N, c.H, c.D], randomValues(rng, N * c.H * c.D)),
         k: s.float('f32', [N, c.H, c.D], randomValues(rng, N * c.H * c.D)),
         v: s.float('f32', [N, c.H, c.D], randomValues(rng, N * c.H * c.D)),
         positions: s.index('i32', [N], [0, 1, 2]),
-        slots: s.index(c.slotType, [N], [1, SLOTS, -1]),
-        ...poolArgs(s, { ...c, poolType: isFp8(c.poolType) ? c.poolType : 'f32' }, `fp8 bad pools ${label(c)}`),
+        slots,
+        ...pools,
         headDim: c.D,
         rotaryDim: c.D - (c.D % 2),
         numQoHeads: c.H,
         numKvHeads: c.H,
         ropeBase: 10000,
-      });
-      await backend.sync();
-    } catch (e) {
-      code = isContractError(e) ? e.code : String(e);
-    }
+      }),
+    );
     checks.that(code === 'KV038', `expected KV038, got ${code ?? 'no error'}`);
+    checks.that(JSON.stringify(await bytes(pools.kPool)) === JSON.stringify(held[0]), 'kPool bytes unchanged by the rejected call (the good token\'s slot too)');
+    checks.that(JSON.stringify(await bytes(pools.vPool)) === JSON.stringify(held[1]), 'vPool bytes unchanged by the rejected call (the good token\'s slot too)');
+    const rows = s.float('f32', [N, c.H, c.D], randomValues(rng, N * c.H * c.D));
+    const rowsHeld = await bytes(rows);
+    const readCode = await codeOf(() => untyped(backend).dequantizeKv({ pool: pools.kPool, slots, rows, layout: c.layout, ...(pools.kScale ? { scale: pools.kScale } : {}) }));
+    checks.that(readCode === 'KV038', `dequantizeKv: expected KV038, got ${readCode ?? 'no error'}`);
+    checks.that(JSON.stringify(await bytes(rows)) === JSON.stringify(rowsHeld), 'dequantizeKv rows unchanged by the rejected call (the good token\'s too)');
   } finally {
     s.dispose();
   }

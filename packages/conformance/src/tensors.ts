@@ -79,6 +79,7 @@ export interface UntypedOps {
   fusedNormRopeStacked(args: unknown): { kOut: Tensor; vOut: Tensor };
   ropePoolFused(args: unknown): { qRot: Tensor; kRot: Tensor };
   createKvMaterializer(args: unknown): UntypedMaterializer;
+  dequantizeKv(args: unknown): void;
 }
 
 export interface UntypedMaterializer {

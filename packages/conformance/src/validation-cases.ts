@@ -1,5 +1,5 @@
 import type { Tensor } from '@kvkit/contracts';
-import { BOUND, FIXTURE, fusedRowsExcept, poolRowsExcept, VALID } from './fixture.js';
+import { BOUND, FIXTURE, VALID } from './fixture.js';
 import type { Fixture } from './fixture.js';
 import { poolValidationCases } from './poolValidationCases.js';
 import { mropeMaterializerValidationCases } from './mropeMaterializer.js';
@@ -28,11 +28,10 @@ export interface ValidationCase {
   /** The error may come from the returned promise (read()) instead of a synchronous throw. */
   readonly rejects?: boolean;
   /**
-   * A value that lives on the device: a backend may throw now (nothing
-   * written) or at the next sync (then only the listed rows, the good
-   * tokens', may have changed).
+   * A value that lives on the device: a backend may throw now or at the next
+   * sync; either way the call wrote nothing, the good tokens' rows included.
    */
-  readonly deferred?: { readonly mayWrite: (fx: Fixture) => Map<Tensor, readonly number[]> };
+  readonly deferred?: true;
   readonly call: (fx: Fixture) => unknown;
 }
 
@@ -43,21 +42,6 @@ const rope = (fx: Fixture, over: Record<string, unknown>) => untyped(fx.backend)
 const create = (fx: Fixture, over: Record<string, unknown>) => untyped(fx.backend).createKvMaterializer(fx.createArgs(over));
 const into = (fx: Fixture, over: Record<string, unknown>) => fx.materializer.materializeInto(fx.intoArgs(over));
 const noop = () => {};
-
-const nothing = () => new Map<Tensor, readonly number[]>();
-
-/** Rows of kOut and vOut (`l*T + t`), or of the `[L, S, H, D]` pools at the valid slots (`l*S + slot`), of every layer but `bad`. */
-function rowsOutsideLayer(bad: number, into: 'fused' | 'pools') {
-  return (fx: Fixture) => {
-    const layers = Array.from({ length: L }, (_, l) => l).filter((l) => l !== bad);
-    if (into === 'fused') {
-      const rows = layers.flatMap((l) => Array.from({ length: T }, (_, t) => l * T + t));
-      return new Map<Tensor, readonly number[]>([[fx.kOut, rows], [fx.vOut, rows]]);
-    }
-    const rows = layers.flatMap((l) => VALID.slots4.filter((slot) => slot >= 0).map((slot) => l * S + slot));
-    return new Map<Tensor, readonly number[]>([[fx.kPool4, rows], [fx.vPool4, rows]]);
-  };
-}
 
 /** An eps tensor of the fixture's layers with `value` at `layer`, the others valid. */
 const epsWith = (fx: Fixture, layer: number, value: number) => fx.float('f32', [L], Float32Array.from({ length: L }, (_, l) => (l === layer ? value : 1e-5)));
@@ -205,7 +189,7 @@ export const validationCases: readonly ValidationCase[] = [
     arg: 'positions',
     mentions: [`positions[2] = ${P}`],
     dims: BOUND.fusedAll,
-    deferred: { mayWrite: fusedRowsExcept([2]) },
+    deferred: true,
     call: (fx) => fused(fx, { positions: fx.index('i32', [T], [1, 2, P, 3]) }),
   },
   {
@@ -214,7 +198,7 @@ export const validationCases: readonly ValidationCase[] = [
     name: 'every position negative (i64)',
     arg: 'positions',
     mentions: ['positions[0] = -1'],
-    deferred: { mayWrite: nothing },
+    deferred: true,
     call: (fx) => fused(fx, { positions: fx.index('i64', [T], [-1, -5, -(2 ** 40), -2]) }),
   },
   {
@@ -224,7 +208,7 @@ export const validationCases: readonly ValidationCase[] = [
     arg: 'positions',
     mentions: [`positions[3] = ${P + 7}`],
     dims: BOUND.materialize,
-    deferred: { mayWrite: nothing },
+    deferred: true,
     call: (fx) => fx.materializer.materialize({ ctxHidden: fx.ctxHidden, positions: fx.index('i32', [T], [0, 1, 2, P + 7]), writeLayerKv: noop }),
   },
   {
@@ -233,7 +217,7 @@ export const validationCases: readonly ValidationCase[] = [
     name: 'a negative position with ropeBase (the cache grows, but not below 0)',
     arg: 'positions',
     mentions: ['positions[1] = -3'],
-    deferred: { mayWrite: nothing },
+    deferred: true,
     call: (fx) => fx.baseMaterializer.materialize({ ctxHidden: fx.ctxHidden, positions: fx.index('i64', [T, 1], [4, -3, 2, 1]), writeLayerKv: noop }),
   },
   {
@@ -243,7 +227,7 @@ export const validationCases: readonly ValidationCase[] = [
     arg: 'positions',
     mentions: [`positions[1] = ${P}`],
     dims: BOUND.materializeInto,
-    deferred: { mayWrite: poolRowsExcept(VALID.slots4, [1], true) },
+    deferred: true,
     call: (fx) => into(fx, { positions: fx.index('i64', [T], [0, P, 1, 2]) }),
   },
 
@@ -254,7 +238,7 @@ export const validationCases: readonly ValidationCase[] = [
     name: 'positions[2] = 2^31 with ropeBase (i64)',
     arg: 'positions',
     mentions: [`positions[2] = ${2 ** 31}`],
-    deferred: { mayWrite: nothing },
+    deferred: true,
     call: (fx) => fx.baseMaterializer.materialize({ ctxHidden: fx.ctxHidden, positions: fx.index('i64', [T], [0, 1, 2 ** 31, 3]), writeLayerKv: noop }),
   },
   {
@@ -263,7 +247,7 @@ export const validationCases: readonly ValidationCase[] = [
     name: 'positions[1] = 2^40 with ropeBase, slots fine',
     arg: 'positions',
     mentions: [`positions[1] = ${2 ** 40}`, `${2 ** 31}`],
-    deferred: { mayWrite: poolRowsExcept(VALID.slots4, [1], true) },
+    deferred: true,
     call: (fx) => fx.baseMaterializer.materializeInto(fx.intoArgs({ positions: fx.index('i64', [T], [0, 2 ** 40, 1, 2]) })),
   },
 
@@ -275,7 +259,7 @@ export const validationCases: readonly ValidationCase[] = [
     arg: 'eps',
     mentions: ['eps[1] = NaN', 'finite and >= 0'],
     dims: BOUND.fusedAll,
-    deferred: { mayWrite: rowsOutsideLayer(1, 'fused') },
+    deferred: true,
     call: (fx) => fused(fx, { eps: epsWith(fx, 1, Number.NaN) }),
   },
   {
@@ -284,7 +268,7 @@ export const validationCases: readonly ValidationCase[] = [
     name: 'eps[0] negative',
     arg: 'eps',
     mentions: ['eps[0] = -0.5'],
-    deferred: { mayWrite: rowsOutsideLayer(0, 'fused') },
+    deferred: true,
     call: (fx) => fused(fx, { eps: epsWith(fx, 0, -0.5) }),
   },
   {
@@ -293,7 +277,7 @@ export const validationCases: readonly ValidationCase[] = [
     name: 'eps[1] = +Inf',
     arg: 'eps',
     mentions: ['eps[1] = Infinity'],
-    deferred: { mayWrite: rowsOutsideLayer(1, 'fused') },
+    deferred: true,
     call: (fx) => fused(fx, { eps: epsWith(fx, 1, Number.POSITIVE_INFINITY) }),
   },
   {
@@ -302,7 +286,7 @@ export const validationCases: readonly ValidationCase[] = [
     name: 'an eps tensor with eps[1] = NaN, then materializeInto',
     arg: 'eps',
     mentions: ['eps[1] = NaN'],
-    deferred: { mayWrite: rowsOutsideLayer(1, 'pools') },
+    deferred: true,
     call: (fx) => materializeWithEps(fx, epsWith(fx, 1, Number.NaN)),
   },
   {
@@ -311,7 +295,7 @@ export const validationCases: readonly ValidationCase[] = [
     name: 'an eps tensor with eps[0] = -Inf, then materializeInto',
     arg: 'eps',
     mentions: ['eps[0] = -Infinity'],
-    deferred: { mayWrite: rowsOutsideLayer(0, 'pools') },
+    deferred: true,
     call: (fx) => materializeWithEps(fx, epsWith(fx, 0, Number.NEGATIVE_INFINITY)),
   },
   {
@@ -321,7 +305,7 @@ export const validationCases: readonly ValidationCase[] = [
     arg: 'eps',
     mentions: ['eps[1] = NaN'],
     // Every token skipped: no row of any layer may be written.
-    deferred: { mayWrite: () => new Map<Tensor, readonly number[]>() },
+    deferred: true,
     call: (fx) => materializeWithEps(fx, epsWith(fx, 1, Number.NaN), { slots: fx.index('i32', [T], Array.from({ length: T }, () => -1)) }),
   },
 
@@ -407,8 +391,18 @@ export const validationCases: readonly ValidationCase[] = [
     arg: 'slots',
     mentions: [`slots[3] = ${S}`],
     dims: BOUND.ropeAll,
-    deferred: { mayWrite: poolRowsExcept([4, -1, 0, S], [3], false) },
+    deferred: true,
     call: (fx) => rope(fx, { slots: fx.index('i32', [N], [4, -1, 0, S]) }),
+  },
+  {
+    code: 'KV038',
+    op: 'ropePoolFused',
+    name: 'slots[3] = S with a Q/K-norm (the norm kernels), the other tokens fine',
+    arg: 'slots',
+    mentions: [`slots[3] = ${S}`],
+    dims: BOUND.ropeAll,
+    deferred: true,
+    call: (fx) => rope(fx, { slots: fx.index('i32', [N], [4, -1, 0, S]), qNormWeight: fx.float('f32', [D]), kNormWeight: fx.float('f32', [D]), eps: 1e-6 }),
   },
   {
     code: 'KV038',
@@ -416,7 +410,7 @@ export const validationCases: readonly ValidationCase[] = [
     name: 'every slot at 2^31 - 1',
     arg: 'slots',
     mentions: ['slots[0] = 2147483647'],
-    deferred: { mayWrite: nothing },
+    deferred: true,
     call: (fx) => rope(fx, { slots: fx.index('i32', [N], [2 ** 31 - 1, 2 ** 31 - 1, 2 ** 31 - 1, 2 ** 31 - 1]) }),
   },
   {
@@ -426,7 +420,7 @@ export const validationCases: readonly ValidationCase[] = [
     arg: 'slots',
     mentions: [`slots[2] = ${2 ** 40}`],
     dims: BOUND.materializeInto,
-    deferred: { mayWrite: poolRowsExcept([5, 0, 2 ** 40, 2], [2], true) },
+    deferred: true,
     call: (fx) => into(fx, { slots: fx.index('i64', [T], [5, 0, 2 ** 40, 2]) }),
   },
 

@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { forEverySeed } from '../../../propertySeeds.js';
 import { mropeBounds, mropeStreamOfPair, ropeAngles, writeCosSinRow, writeMropeCosSinRow } from '../src/backend/index.js';
 
 /** Three section counts summing to `half`, any of them zero. */
@@ -11,19 +12,20 @@ const sections = fc.integer({ min: 1, max: 64 }).chain((half) =>
 );
 
 describe('mRoPE streams', () => {
-  it("gives each stream a contiguous run of its section's size, in order temporal, height, width", () => {
-    fc.assert(
+  it("gives each stream a contiguous run of its section's size, in order temporal, height, width", async () => {
+    await forEverySeed(100, (run) => fc.assert(
       fc.property(sections, ({ half, section }) => {
         const bounds = mropeBounds(section);
         const streams = Array.from({ length: half }, (_, j) => mropeStreamOfPair(bounds, j));
         for (let s = 0; s < 3; s++) expect(streams.filter((x) => x === s)).toHaveLength(section[s]!);
         for (let j = 1; j < half; j++) expect(streams[j]!).toBeGreaterThanOrEqual(streams[j - 1]!);
       }),
-    );
+      run,
+    ));
   });
 
-  it("writes pair j's cos and sin from its stream's position, both halves alike", () => {
-    fc.assert(
+  it("writes pair j's cos and sin from its stream's position, both halves alike", async () => {
+    await forEverySeed(100, (run) => fc.assert(
       fc.property(sections, fc.tuple(fc.nat(9000), fc.nat(9000), fc.nat(9000)), ({ half, section }, positions) => {
         const angles = ropeAngles({ ropeBase: 10000, rotaryDim: 2 * half });
         const row = new Float64Array(2 * half).fill(Number.NaN);
@@ -43,7 +45,8 @@ describe('mRoPE streams', () => {
           expect(Math.abs(row[j]! - Math.cos(positions[s]! * angles.frequencies[j]!))).toBeLessThan(1e-12);
         }
       }),
-    );
+      run,
+    ));
   });
 
   it('with the same position in every stream, is the one-stream row', () => {

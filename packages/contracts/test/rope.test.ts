@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { forEverySeed } from '../../../propertySeeds.js';
 import { exactTurns, float32Angle, float32Frequencies, ropeAngles, ropeAngleTable, ropeFrequencies, turnsAt, writeCosSinRow, writeCosSinRows } from '../src/backend/index.js';
 import type { RopeScaling } from '../src/backend/index.js';
 
@@ -7,15 +8,16 @@ const base = fc.double({ min: 1.5, max: 1e7, noNaN: true });
 const rotary = fc.integer({ min: 1, max: 96 }).map((h) => 2 * h);
 
 describe('ropeFrequencies', () => {
-  it('is base^(-2j/R) for j < R/2, as exp(-2j/R · ln base) computes it', () => {
-    fc.assert(
+  it('is base^(-2j/R) for j < R/2, as exp(-2j/R · ln base) computes it', async () => {
+    await forEverySeed(100, (run) => fc.assert(
       fc.property(base, rotary, (ropeBase, rotaryDim) => {
         const f = ropeFrequencies({ ropeBase, rotaryDim });
         expect(f).toHaveLength(rotaryDim / 2);
         for (const [j, fj] of f.entries()) expect(Math.abs(fj - Math.exp((-2 * j * Math.log(ropeBase)) / rotaryDim))).toBeLessThanOrEqual(1e-14 * fj);
         for (let j = 1; j < f.length; j++) expect(f[j]!).toBeLessThan(f[j - 1]!);
       }),
-    );
+      run,
+    ));
   });
 
   it('ropeAngles gives the same frequencies, magnitude 1, exact angles by default', () => {
@@ -27,8 +29,8 @@ describe('ropeFrequencies', () => {
 });
 
 describe('cos/sin rows', () => {
-  it('row p is cos(p·f) ‖ sin(p·f): unit pairs, and rows add like angles', () => {
-    fc.assert(
+  it('row p is cos(p·f) ‖ sin(p·f): unit pairs, and rows add like angles', async () => {
+    await forEverySeed(100, (run) => fc.assert(
       fc.property(base, rotary, fc.integer({ min: 0, max: 5000 }), fc.integer({ min: 0, max: 5000 }), (ropeBase, rotaryDim, p, q) => {
         const angles = ropeAngles({ ropeBase, rotaryDim });
         const half = rotaryDim / 2;
@@ -44,7 +46,8 @@ describe('cos/sin rows', () => {
           expect(ab[half + j]!).toBeCloseTo(a[half + j]! * b[j]! + a[j]! * b[half + j]!, 9);
         }
       }),
-    );
+      run,
+    ));
   });
 
   it('writes rows first .. first+count-1 of a cache in the caller’s array, rounding once, and nothing else', () => {
@@ -125,13 +128,14 @@ describe('exact angles', () => {
     expect(exactTurns(-5, 0.25)).toBe(-exactTurns(5, 0.25));
   });
 
-  it('the f64 fast path of the reference agrees with the integer oracle to 1e-15 turns below 2^31', () => {
+  it('the f64 fast path of the reference agrees with the integer oracle to 1e-15 turns below 2^31', async () => {
     const angles = ropeAngles({ ropeBase: 500000, rotaryDim: 64 });
-    fc.assert(
+    await forEverySeed(100, (run) => fc.assert(
       fc.property(fc.integer({ min: 0, max: 2 ** 31 - 1 }), fc.integer({ min: 0, max: 31 }), (p, j) => {
         expect(Math.abs(turnsAt(p, angles.turns, j) - exactTurns(p, angles.frequencies[j]!))).toBeLessThan(1e-15);
       }),
-    );
+      run,
+    ));
   });
 
   it('an f32 angle at p = 2^31 - 1 is off by turns; the exact one is not', () => {

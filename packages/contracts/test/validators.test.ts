@@ -301,6 +301,25 @@ describe('tensor creation', () => {
   });
 });
 
+describe('reading', () => {
+  it('refuses, with KV045 naming the host, a tensor of more elements than one typed array holds, and reads one of 2^32', async () => {
+    const { backend } = recordingBackend({ tensorLimit: () => ({ elements: 2 ** 40, reason: 'a device of 1 TiB' }) });
+    const huge = backend.empty('fp8e4m3', [2 ** 22 + 1, 1024]);
+    for (const read of [() => backend.read(huge), () => backend.readBits(huge)]) {
+      const e = (await read().then(
+        () => undefined,
+        (x: unknown) => x,
+      )) as ContractError;
+      expect(e).toBeInstanceOf(ContractError);
+      expect(e.code).toBe('KV045');
+      expect(e.message).toContain('fp8e4m3 tensor of shape [4194305, 1024] (4294968320 elements) is more than the host holds in one: at most 4294967296 elements');
+      expect(e.message).toMatch(/returns one JavaScript typed array; read views of the tensor \(backend\.view\)/);
+    }
+    await backend.read(backend.empty('fp8e4m3', [2 ** 22, 1024]));
+    await backend.read(backend.view(huge, [2 ** 22, 1024], { offset: 1024 }));
+  });
+});
+
 describe('tensorFromBits', () => {
   it('hands the bits to the kernels as bytes, unconverted, and refuses an array of another layout', () => {
     const { backend } = recordingBackend();
@@ -360,6 +379,7 @@ describe('declared calls', () => {
         return b.read(t);
       },
       (b) => b.read(Object.assign(b.tensor('f32', [1], [1]), { disposed: true, [LAYER_VIEW]: 0 })),
+      (b) => b.read(Object.assign(b.tensor('f32', [1], [1]), { shape: [2 ** 32 + 1] })),
     ],
     readBits: [
       (b) => b.readBits({} as never),
@@ -370,6 +390,7 @@ describe('declared calls', () => {
         return b.readBits(t);
       },
       (b) => b.readBits(Object.assign(b.tensor('f32', [1], [1]), { disposed: true, [LAYER_VIEW]: 0 })),
+      (b) => b.readBits(Object.assign(b.tensor('f32', [1], [1]), { shape: [2 ** 32 + 1] })),
     ],
     ropeCosSinCache: [
       (b) => ropeCosSinCache(b, { rotaryDim: 8, ropeBase: 1e4, positions: 4, dtype: 'i32' as never }),

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import type { ContractError } from '../src/index.js';
 import { describe, expect, it } from 'vitest';
+import { forEverySeed } from '../../../propertySeeds.js';
 import { breaksValueRule, valueRuleError } from '../src/backend/index.js';
 import type { DeviceCheck, OwnedTensor } from '../src/backend/index.js';
 import { Call } from '../src/runtime/call.js';
@@ -32,15 +33,16 @@ function deviceError(rule: ValueRuleSpec, code: string, dims: Record<string, num
 const described = (e: ContractError | undefined) => e && { code: e.code, message: e.message, details: e.details };
 
 describe('value rules', () => {
-  it('the device decoding and the host check give the same error (code, details, message) for any values', () => {
+  it('the device decoding and the host check give the same error (code, details, message) for any values', async () => {
     const value = fc.oneof(fc.bigInt({ min: -5n, max: 40n }), fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }), fc.constantFrom(2n ** 31n - 1n, 2n ** 31n));
-    fc.assert(
+    await forEverySeed(100, (run) => fc.assert(
       fc.property(fc.array(value, { minLength: 1, maxLength: 12 }), fc.option(fc.integer({ min: 1, max: 40 }), { nil: undefined }), (values, P) => {
         const dims: Record<string, number> = P === undefined ? { T: values.length } : { T: values.length, P };
         expect(described(deviceError(positionRule, 'KV017', dims, values))).toEqual(described(hostError(positionRule, 'KV017', dims, values)));
         expect(described(deviceError(slotRule, 'KV038', { S: 9 }, values))).toEqual(described(hostError(slotRule, 'KV038', { S: 9 }, values)));
       }),
-    );
+      run,
+    ));
   });
 
   it('a ceiling caps the bound a kernel enforces and raises its own code; the dim keeps its code and message', () => {
@@ -64,10 +66,10 @@ describe('value rules', () => {
     expect([-(2n ** 62n), -1, 0, 3, 4].map((v) => breaksValueRule(slots, v))).toEqual([false, false, false, false, true]);
   });
 
-  it('a float rule (eps): NaN, ±Inf and negatives break it, -0 and 0 do not; host and device report the same error', () => {
+  it('a float rule (eps): NaN, ±Inf and negatives break it, -0 and 0 do not; host and device report the same error', async () => {
     const epsRule: ValueRuleSpec = { min: 0, finite: true };
     const float = fc.oneof(fc.float({ noDefaultInfinity: false, noNaN: false }), fc.constantFrom(Number.NaN, -0, 0, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, -1e-30, 1e-6));
-    fc.assert(
+    await forEverySeed(100, (run) => fc.assert(
       fc.property(fc.array(float, { minLength: 1, maxLength: 6 }), (values) => {
         const host = (() => {
           const call = new Call('fusedNormRopeStacked', { owner: {}, label: 'test', hostValues: () => values }, { dims: { L: values.length }, dtypes: {} });
@@ -86,7 +88,8 @@ describe('value rules', () => {
         const device = first < 0 ? undefined : valueRuleError(check, first, values[first]!, call.dims);
         expect(described(device)).toEqual(described(host));
       }),
-    );
+      run,
+    ));
     const call = new Call('fusedNormRopeStacked', { owner: {}, label: 'test' }, { dims: { L: 2 }, dtypes: {} });
     call.values('eps', {} as OwnedTensor, epsRule, 'KV019');
     const e = valueRuleError(call.deviceChecks[0]!, 1, Number.NaN, call.dims);

@@ -51,4 +51,10 @@ function readStdin(): string {
   }
 }
 
+// A reader that stops early (kvkit list | head -1) closes the pipe: it has read all it wanted, so that is no failure.
+process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+  if (e.code !== 'EPIPE') throw e;
+  process.exit();
+});
+
 process.exitCode = main(process.argv.slice(2));

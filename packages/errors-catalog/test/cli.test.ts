@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { explain } from '../src/index.js';
@@ -36,6 +36,26 @@ describe('kvkit CLI (built)', () => {
   it('lookup reads the message from stdin when none is given', () => {
     const r = spawnSync(process.execPath, [cli, 'lookup'], { input: 'positions/slots must have one entry per token', encoding: 'utf8' });
     expect(r.stdout.split('\n')[0]).toMatch(/^KV034 /);
+  });
+
+  it('exits 0, saying nothing, when its reader closes the pipe before the output ends', async () => {
+    for (const args of [['list'], ['lookup', 'positions/slots must have one entry per token']]) {
+      const child = spawn(process.execPath, [cli, ...args], { env: envWithoutDocs, stdio: ['ignore', 'pipe', 'pipe'] });
+      // Closed before the first write: every write the CLI makes meets a closed pipe.
+      child.stdout.destroy();
+      let stderr = '';
+      child.stderr.on('data', (chunk) => (stderr += chunk));
+      const status = await new Promise<number | null>((resolve) => child.on('close', resolve));
+      expect({ args, status, stderr }).toEqual({ args, status: 0, stderr: '' });
+    }
+  });
+
+  it('exits 0 piped into head -1, as a shell reports it', () => {
+    const r = spawnSync('bash', ['-c', `"${process.execPath}" "${cli}" list | head -1; exit \${PIPESTATUS[0]}`], { encoding: 'utf8', env: envWithoutDocs });
+    expect(r.error).toBeUndefined();
+    expect(r.stdout).toMatch(/^KV001 /);
+    expect(r.stderr).not.toContain('EPIPE');
+    expect(r.status).toBe(0);
   });
 
   it('without a command prints usage', () => {

@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { forEverySeed } from '../../../propertySeeds.js';
 import { createCpuBackend } from '../src/index.js';
 import { bitsOf, expectMatches, expectSameValues, normRopeCase, referenceFor, thrown } from './helpers.js';
 import type { NormRopeCaseOptions } from './helpers.js';
@@ -113,7 +114,7 @@ describe('fusedNormRopeStacked properties', () => {
   });
 
   it('position 0 is the identity: neox and gptj give the same bits there, and the plain RMSNorm', async () => {
-    await fc.assert(
+    await forEverySeed(60, (run) => fc.assert(
       fc.asyncProperty(shapes, fc.constantFrom('f32', 'f16', 'bf16' as const), async (s, dtype) => {
         const D = 2 * s.halfD;
         const R = 2 * Math.min(s.halfR, s.halfD);
@@ -125,12 +126,12 @@ describe('fusedNormRopeStacked properties', () => {
         const ref = await referenceFor(backend, { ...o, R: 2 }, { ...args, cosSinCache: backend.tensor('f32', [1, 2], [1, 0]) }, new Array(s.T).fill(0));
         expectMatches(neox as Float32Array, ref.k, dtype, 'kOut at position 0');
       }),
-      { numRuns: 60 },
-    );
+      run,
+    ));
   });
 
   it('rotation keeps the norm of every rotated pair', async () => {
-    await fc.assert(
+    await forEverySeed(60, (run) => fc.assert(
       fc.asyncProperty(shapes, fc.constantFrom('neox', 'gptj' as const), async (s, style) => {
         const D = 2 * s.halfD;
         const R = 2 * Math.min(s.halfR, s.halfD);
@@ -150,8 +151,8 @@ describe('fusedNormRopeStacked properties', () => {
           for (let i = R; i < D; i++) expect(rotated[head * D + i]).toBe(plain[head * D + i]);
         }
       }),
-      { numRuns: 60 },
-    );
+      run,
+    ));
   });
 });
 

@@ -1,6 +1,7 @@
 import type { Backend, FloatDType, Tensor } from '@kvkit/contracts';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { forEverySeed } from '../../../propertySeeds.js';
 import { cpuBackendStats, createCpuBackend } from '../src/index.js';
 import { bitsOf, cosSinRows, expectMatches, expectSameValues, randn, randomInts, referenceNormRope, rng, thrown, uniform } from './helpers.js';
 
@@ -79,7 +80,7 @@ describe('materialize', () => {
 
   it('equals the projection (rounded once to the model dtype) followed by fusedNormRopeStacked, bit for bit', async () => {
     const b = createCpuBackend();
-    await fc.assert(
+    await forEverySeed(40, (run) => fc.assert(
       fc.asyncProperty(models, async (s) => {
         const m: Model = { ...s, D: 2 * s.halfD, R: 2 * Math.min(s.halfR, s.halfD), P: 32 };
         const w = model(b, m);
@@ -97,8 +98,8 @@ describe('materialize', () => {
           expect(bitsOf(vl)).toEqual(bitsOf(new Float32Array(layerOf(v, l, s.T, m))));
         }
       }),
-      { numRuns: 40 },
-    );
+      run,
+    ));
   });
 
   it('hands writeLayerKv [T, H, D] views of the model dtype, one per layer in order', () => {
@@ -293,7 +294,7 @@ describe('layer views', () => {
 describe('materializeInto', () => {
   it('equals materialize followed by a scatter at the slots, negative slots skipped', async () => {
     const b = createCpuBackend();
-    await fc.assert(
+    await forEverySeed(40, (run) => fc.assert(
       fc.asyncProperty(
         fc.record({ T: fc.integer({ min: 1, max: 6 }), extra: fc.integer({ min: 0, max: 4 }), seed: fc.integer({ min: 0, max: 2 ** 30 }) }),
         fc.constantFrom('f32', 'f16', 'bf16' as const),
@@ -326,8 +327,8 @@ describe('materializeInto', () => {
           expectSameValues((await b.read(vPool)) as Float32Array, wantV, 'vPool');
         },
       ),
-      { numRuns: 40 },
-    );
+      run,
+    ));
   });
 });
 

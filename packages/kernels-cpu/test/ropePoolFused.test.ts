@@ -1,6 +1,7 @@
 import type { Backend, FloatDType, IndexDType } from '@kvkit/contracts';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { forEverySeed } from '../../../propertySeeds.js';
 import { createCpuBackend } from '../src/index.js';
 import { bitsOf, expectMatches, expectSameValues, randn, randomInts, rng, ropeElement, thrown } from './helpers.js';
 
@@ -143,19 +144,19 @@ describe('ropePoolFused properties', () => {
   });
 
   it('position 0 is the identity: qRot and kRot are q and k bit for bit', async () => {
-    await fc.assert(
+    await forEverySeed(80, (run) => fc.assert(
       fc.asyncProperty(dims, fc.constantFrom('f32', 'f16', 'bf16' as const), fc.constantFrom('neox', 'gptj' as const), async (d, dtype, style) => {
         const { args } = poolCase(backend, toCase(d, dtype, style, 1));
         const { qRot, kRot } = backend.ropePoolFused(args);
         expect(bitsOf((await backend.read(qRot)) as Float32Array)).toEqual(bitsOf((await backend.read(args.q)) as Float32Array));
         expect(bitsOf((await backend.read(kRot)) as Float32Array)).toEqual(bitsOf((await backend.read(args.k)) as Float32Array));
       }),
-      { numRuns: 80 },
-    );
+      run,
+    ));
   });
 
   it('rotation keeps the norm of every pair and leaves the tail alone', async () => {
-    await fc.assert(
+    await forEverySeed(80, (run) => fc.assert(
       fc.asyncProperty(dims, fc.constantFrom('neox', 'gptj' as const), async (d, style) => {
         const c = toCase(d, 'f32', style, 100000);
         const { args } = poolCase(backend, c);
@@ -171,8 +172,8 @@ describe('ropePoolFused properties', () => {
           for (let i = c.R; i < c.D; i++) expect(qRot[o + i]).toBe(q[o + i]);
         }
       }),
-      { numRuns: 80 },
-    );
+      run,
+    ));
   });
 });
 

@@ -39,9 +39,12 @@ export async function timeOnDevice(backend: Backend, enqueue: () => void, opts: 
   const warmup = opts.warmup ?? 3;
   const reps = opts.reps ?? 20;
   const batch = Math.max(1, opts.batch ?? 10);
+  // `enqueue` may launch on the stream directly: after each await, another backend's context may be current.
+  k.cx.makeCurrent();
   for (let i = 0; i < warmup; i++) enqueue();
   await backend.sync();
   // How long the host takes to enqueue one batch: the spin must outlast it.
+  k.cx.makeCurrent();
   const started = performance.now();
   for (let i = 0; i < batch; i++) enqueue();
   const hostNs = (performance.now() - started) * 1e6;

@@ -21,6 +21,7 @@ import { gatherLaunches } from '../src/runtime/gatherStrided.js';
 import type { GatherSource } from '../src/runtime/gatherStrided.js';
 import { ParamBlock } from '../src/runtime/params.js';
 import { nvcc, packageRoot } from './helpers.js';
+import { H200 } from './supportedGpus.js';
 
 /** Storage offset of every element of a view, row-major, counted the plain way (an odometer over its index). */
 function offsetsOf(shape: readonly number[], strides: readonly number[]): number[] {
@@ -184,7 +185,7 @@ describe('row kernels on views', () => {
       headRows: 12,
       vectorAddresses: [0x1000 + ptrOffset, q.token * 2, q.head * 2],
       elementStrides: [q.element],
-      multiprocessors: 132,
+      gpu: H200,
     }).path;
   };
 

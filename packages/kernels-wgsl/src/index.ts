@@ -7,7 +7,7 @@ export type { AdapterFound, AdapterMissing, AdapterProbe } from './runtime/adapt
 export { createWebGpuBackend } from './runtime/createBackend.js';
 export { gpuBufferOf } from './runtime/gpuBufferOf.js';
 export type { GpuBufferRange } from './runtime/gpuBufferOf.js';
-export type { WebGpuBackendOptions } from './runtime/createBackend.js';
+export type { WebGpuBackendOptions, WebGpuBatching } from './runtime/createBackend.js';
 export type { WebGpuBackend, WrapOptions } from './runtime/wrap.js';
 export type { WebGpuBackendStats } from './runtime/webGpuKernels.js';
 export { roundToBf16, roundToF16 } from '@kvkit/contracts/backend';

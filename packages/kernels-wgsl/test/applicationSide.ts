@@ -1,6 +1,7 @@
 /**
  * What the application's side of a shared-device test needs: a device of its
- * own, random data, and one small ropePoolFused call (odd sizes, a contested slot).
+ * own, buffers it fills and copies with its own queue, random data, and one
+ * small ropePoolFused call (odd sizes, a contested slot).
  */
 import type { Backend } from '@kvkit/contracts';
 import { findAdapter, KERNEL_TOGGLES } from '../src/runtime/adapter.js';
@@ -13,6 +14,31 @@ export async function ownDevice(options: { largest?: boolean } = {}): Promise<GP
   if (!options.largest) return again.adapter.requestDevice();
   const { maxBufferSize, maxStorageBufferBindingSize } = again.adapter.limits;
   return again.adapter.requestDevice({ requiredLimits: { maxBufferSize, maxStorageBufferBindingSize } });
+}
+
+/** The application's buffer holding `bits` from byte `byteOffset` (mapped at creation), with room to spare after them. */
+export function applicationBuffer(device: GPUDevice, bits: ArrayBufferView, byteOffset = 0, usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST): GPUBuffer {
+  const size = Math.ceil((byteOffset + bits.byteLength) / 4) * 4 + 4;
+  const buffer = device.createBuffer({ size, usage, mappedAtCreation: true });
+  new Uint8Array(buffer.getMappedRange()).set(new Uint8Array(bits.buffer, bits.byteOffset, bits.byteLength), byteOffset);
+  buffer.unmap();
+  return buffer;
+}
+
+/** Copies `bytes` at `offset` of `buffer` into a MAP_READ buffer in a submit of the application's own; `words` maps it. */
+export function applicationCopy(device: GPUDevice, buffer: GPUBuffer, offset: number, bytes: number): { words(): Promise<Uint32Array> } {
+  const readback = device.createBuffer({ size: bytes, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+  const encoder = device.createCommandEncoder();
+  encoder.copyBufferToBuffer(buffer, offset, readback, 0, bytes);
+  device.queue.submit([encoder.finish()]);
+  return {
+    async words() {
+      await readback.mapAsync(GPUMapMode.READ);
+      const out = new Uint32Array(readback.getMappedRange().slice(0));
+      readback.destroy();
+      return out;
+    },
+  };
 }
 
 export function random(n: number, seed: number): Float32Array {

@@ -169,5 +169,42 @@ describe.skipIf(!found.ok)(`the largest tensor${found.ok ? '' : ' (skipped: no W
       backend.dispose();
     }
   });
+
+  it('reads a tensor of several staging chunks (64 MiB each) whole: rows on both sides of each chunk edge, as written', async () => {
+    const backend = await createWebGpuBackend();
+    try {
+      // [80000, 8, 128] bf16: 164 MB stored in three chunks, whose edges fall between rows 32767 and 32768, 65535 and 65536.
+      const [S, H, D] = [80_000, 8, 128];
+      const row = H * D;
+      const slots = [0, 32_767, 32_768, 65_535, 65_536, S - 1];
+      const N = slots.length;
+      const v = backend.tensor('bf16', [N, H, D], Float32Array.from({ length: N * row }, (_, i) => ((i % 977) - 488) / 64));
+      const kPool = backend.empty('bf16', [S, H, D]);
+      const vPool = backend.empty('bf16', [S, H, D]);
+      const out = backend.ropePoolFused({
+        q: backend.tensor('bf16', [N, H, D]),
+        k: backend.tensor('bf16', [N, H, D]),
+        v,
+        positions: backend.tensor('i32', [N], new Int32Array(N)),
+        slots: backend.tensor('i32', [N], Int32Array.from(slots)),
+        kPool,
+        vPool,
+        numQoHeads: H,
+        numKvHeads: H,
+        headDim: D,
+        ropeBase: 10_000,
+      });
+      const [values, bits, vValues, vBits] = await Promise.all([backend.read(vPool), backend.readBits(vPool), backend.read(v), backend.readBits(v)]);
+      expect([values.length, bits.length]).toEqual([S * row, S * row]);
+      for (const [n, slot] of slots.entries()) {
+        expect(values.subarray(slot * row, (slot + 1) * row)).toEqual(vValues.subarray(n * row, (n + 1) * row));
+        expect(bits.subarray(slot * row, (slot + 1) * row)).toEqual(vBits.subarray(n * row, (n + 1) * row));
+      }
+      for (const slot of [1, 32_769, 65_534, S - 2]) expect(values.subarray(slot * row, (slot + 1) * row).every((x) => x === 0)).toBe(true);
+      for (const t of [out.qRot, out.kRot, kPool, vPool]) t.dispose();
+    } finally {
+      backend.dispose();
+    }
+  });
 });
 

@@ -2,10 +2,11 @@
  * A device passed in stays the application's: kvkit hears of its own
  * validation and out-of-memory errors through error scopes around its own
  * calls, so the application's errors are never reported as kvkit's, and
- * kvkit's own out-of-memory is still KV054 at the next sync.
+ * kvkit's own out-of-memory is still KV054 at the next sync. Sharing the
+ * device alone does not make calls submit: ops on kvkit's own tensors batch.
  */
 import { describe, expect, it } from 'vitest';
-import { createWebGpuBackend } from '../src/index.js';
+import { createWebGpuBackend, webGpuBackendStats } from '../src/index.js';
 import { findAdapter, KERNEL_TOGGLES } from '../src/runtime/adapter.js';
 import { ownDevice, random, ropeArgs } from './applicationSide.js';
 
@@ -36,6 +37,21 @@ describe.skipIf(!found.ok)(`a device shared with the application${why}`, () => {
     expect(Array.from((await b.read(qRot)) as Float32Array)).toEqual(Array.from(expected as Float32Array));
     for (let i = 0; i < 100 && heard.length < 2; i++) await new Promise((r) => setTimeout(r, 10));
     expect(heard.length).toBe(2);
+    b.dispose();
+    device.destroy();
+  });
+
+  it("ops on kvkit's own tensors batch on a device passed in: one submit at flush() for many calls", async () => {
+    const device = await ownDevice();
+    const b = await createWebGpuBackend({ device });
+    const args = ropeArgs(b, 9);
+    b.flush();
+    const before = webGpuBackendStats(b).submits;
+    for (let i = 0; i < 7; i++) b.ropePoolFused(args);
+    expect(webGpuBackendStats(b).submits).toBe(before);
+    b.flush();
+    expect(webGpuBackendStats(b).submits).toBe(before + 1);
+    await b.sync();
     b.dispose();
     device.destroy();
   });

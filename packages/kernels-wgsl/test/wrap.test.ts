@@ -4,16 +4,18 @@
  * and as q, k, v of one fused projection, ops give bit-identical results to
  * owned tensors of the same bits; usage flags and bad layouts are refused
  * with their codes. The fast path of ropePoolFused reads row-strided q, k, v
- * without the strided copy.
+ * without the strided copy. Every call that reads or writes one of them, as
+ * an input, an output, a pool, a view or a materializer's weights, submits
+ * its work before it returns; the same call on owned tensors batches.
  */
 import { isContractError } from '@kvkit/contracts';
-import type { FloatDType } from '@kvkit/contracts';
+import type { FloatDType, Tensor } from '@kvkit/contracts';
 import { encodeHalves } from '@kvkit/contracts/backend';
 import { describe, expect, it } from 'vitest';
 import { createWebGpuBackend, gpuBufferOf, webGpuBackendStats } from '../src/index.js';
 import type { WebGpuBackend } from '../src/index.js';
 import { findAdapter, KERNEL_TOGGLES } from '../src/runtime/adapter.js';
-import { ownDevice, random } from './applicationSide.js';
+import { applicationBuffer, ownDevice, random } from './applicationSide.js';
 
 const found = await findAdapter({}, KERNEL_TOGGLES);
 const why = found.ok ? '' : ' (skipped: no WebGPU adapter)';
@@ -23,15 +25,6 @@ function bitsOf(dtype: FloatDType, values: Float32Array): Uint16Array | Uint32Ar
   const out = new Uint16Array(values.length);
   encodeHalves(dtype, values, out);
   return out;
-}
-
-/** The application's buffer holding `bits` from byte `byteOffset`, written through its own queue. */
-function applicationBuffer(device: GPUDevice, bits: Uint16Array | Uint32Array, byteOffset: number, usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST): GPUBuffer {
-  const size = Math.ceil((byteOffset + bits.byteLength) / 4) * 4 + 4;
-  const buffer = device.createBuffer({ size, usage, mappedAtCreation: true });
-  new Uint8Array(buffer.getMappedRange()).set(new Uint8Array(bits.buffer, bits.byteOffset, bits.byteLength), byteOffset);
-  buffer.unmap();
-  return buffer;
 }
 
 const codeOf = (f: () => unknown) => {
@@ -103,6 +96,86 @@ describe.skipIf(!found.ok)(`backend.wrap()${why}`, () => {
       await backend.sync();
     } finally {
       backend.dispose();
+    }
+  }, 60_000);
+
+  it('a call that reads or writes a wrapped buffer (input, pool, view, output, weights) submits once before it returns; on owned tensors it batches', async () => {
+    const device = await ownDevice();
+    const backend = (await createWebGpuBackend({ device })) as WebGpuBackend;
+    try {
+      type Make = (dtype: 'f32' | 'i32', shape: number[], values: readonly number[] | Float32Array) => Tensor;
+      const owned: Make = (dtype, shape, values) => backend.tensor(dtype, shape, values);
+      // 4 bytes into the application's buffer: no binding starts there, so pools are written through a copy and copied back.
+      const wrapped: Make = (dtype, shape, values) => {
+        const data = dtype === 'f32' ? Float32Array.from(values) : Int32Array.from(values);
+        return backend.wrap(applicationBuffer(device, data, 4), dtype, shape, { byteOffset: 4 });
+      };
+      const [N, Hq, H, D, S] = [5, 4, 2, 8, 6];
+      const rope = (x: { q?: Make; k?: Make; slots?: Make; kPool?: Make }) => ({
+        q: (x.q ?? owned)('f32', [N, Hq, D], random(N * Hq * D, 1)),
+        k: (x.k ?? owned)('f32', [N, H, D], random(N * H * D, 2)),
+        v: owned('f32', [N, H, D], random(N * H * D, 3)),
+        positions: owned('i32', [N], [0, 3, 1, 7, 2]),
+        slots: (x.slots ?? owned)('i32', [N], [2, 0, 2, 5, -1]),
+        kPool: (x.kPool ?? owned)('f32', [S, H, D], random(S * H * D, 4)),
+        vPool: owned('f32', [S, H, D], random(S * H * D, 5)),
+        numQoHeads: Hq,
+        numKvHeads: H,
+        headDim: D,
+        ropeBase: 10000,
+      });
+      const [T, L, hidden] = [3, 2, 7];
+      const materializer = (kvWeight: Make) =>
+        backend.createKvMaterializer({ kvWeight: kvWeight('f32', [L, 2 * H * D, hidden], random(L * 2 * H * D * hidden, 6)), kNormWeight: owned('f32', [L, D], random(L * D, 7)), eps: 1e-6, numKvHeads: H, headDim: D, ropeBase: 10000 });
+      const m = materializer(owned);
+      const calls: Record<string, (x: Make) => unknown> = {
+        'ropePoolFused, q a wrapped input': (x) => backend.ropePoolFused(rope({ q: x })),
+        'ropePoolFused, slots a wrapped i32 input': (x) => backend.ropePoolFused(rope({ slots: x })),
+        'ropePoolFused, k a transposed view of a wrapped buffer': (x) => backend.ropePoolFused({ ...rope({}), k: backend.view(x('f32', [N * H * D], random(N * H * D, 8)), [N, H, D], { strides: [H * D, 1, H] }) }),
+        'ropePoolFused, kPool wrapped': (x) => backend.ropePoolFused(rope({ kPool: x })),
+        'fusedNormRopeStacked, kv wrapped': (x) =>
+          backend.fusedNormRopeStacked({
+            kv: x('f32', [T, L, 2 * H * D], random(T * L * 2 * H * D, 9)),
+            kNormWeight: owned('f32', [L, D], random(L * D, 10)),
+            eps: owned('f32', [L], [1e-6, 1e-5]),
+            cosSinCache: owned('f32', [9, D], random(9 * D, 11)),
+            positions: owned('i32', [T], [3, 0, 8]),
+            numKvHeads: H,
+            headDim: D,
+            rotaryDim: D,
+          }),
+        'createKvMaterializer, kvWeight wrapped': (x) => materializer(x).dispose(),
+        'materialize, ctxHidden wrapped': (x) => m.materialize({ ctxHidden: x('f32', [T, hidden], random(T * hidden, 12)), positions: owned('i32', [T], [4, 0, 9]), writeLayerKv: () => {} }),
+        'materializeInto, kPool wrapped': (x) =>
+          m.materializeInto({
+            ctxHidden: owned('f32', [T, hidden], random(T * hidden, 13)),
+            positions: owned('i32', [T], [4, 0, 9]),
+            slots: owned('i32', [T], [1, 5, 0]),
+            kPool: x('f32', [L, S, H, D], random(L * S * H * D, 14)),
+            vPool: owned('f32', [L, S, H, D], random(L * S * H * D, 15)),
+          }),
+        'dequantizeKv, rows wrapped': (x) => backend.dequantizeKv({ pool: owned('f32', [S, H, D], random(S * H * D, 16)), slots: owned('i32', [N], [5, 0, -1, 2, 1]), rows: x('f32', [N, H, D], new Float32Array(N * H * D)) }),
+      };
+      // Submits during the call on owned tensors, during it on a wrapped one, and then at a flush (none: nothing was left behind).
+      const submits = () => webGpuBackendStats(backend).submits;
+      const submitted: Record<string, number[]> = {};
+      for (const [name, call] of Object.entries(calls)) {
+        submitted[name] = [owned, wrapped].map((x) => {
+          backend.flush();
+          const before = submits();
+          call(x);
+          return submits() - before;
+        });
+        const before = submits();
+        backend.flush();
+        submitted[name]!.push(submits() - before);
+      }
+      expect(submitted).toEqual(Object.fromEntries(Object.keys(calls).map((name) => [name, [0, 1, 0]])));
+      m.dispose();
+      await backend.sync();
+    } finally {
+      backend.dispose();
+      device.destroy();
     }
   }, 60_000);
 

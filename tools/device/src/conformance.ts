@@ -4,8 +4,10 @@
  *   node .device/bundle/conformance.mjs cuda webgpu
  * `cuda` runs with cuBLASLt where it loads and again with the package's own
  * GEMM, plus the CUDA-only checks of its package's tests (pools past 2^31
- * elements, application memory and streams among them). `cuda-faults` provokes out of memory and an illegal
- * address (which leaves the process's CUDA context unusable): run it alone,
+ * elements, reads past 4 GiB, application memory and streams, and tensor
+ * parallelism over every device, which needs two). `cuda-faults` provokes
+ * out of memory and an illegal address (which leaves the process's CUDA
+ * context unusable): run it alone,
  *   node .device/bundle/conformance.mjs cuda-faults
  */
 import { defineConformanceSuite, definePropertySuite, defineResourceSuite, defineValidationSuite } from '@kvkit/conformance';
@@ -16,8 +18,11 @@ import { defineCudaChecks } from '../../../packages/kernels-cuda/test/cudaChecks
 import { defineCudaFaultChecks } from '../../../packages/kernels-cuda/test/cudaFaults.js';
 import { defineCudaViewChecks } from '../../../packages/kernels-cuda/test/cudaViews.js';
 import { defineExternalMemoryChecks } from '../../../packages/kernels-cuda/test/externalMemory.js';
+import { defineFp8TieChecks } from '../../../packages/kernels-cuda/test/fp8Ties.js';
 import { defineLargePoolChecks } from '../../../packages/kernels-cuda/test/largePools.js';
+import { defineLargeReadChecks } from '../../../packages/kernels-cuda/test/largeReads.js';
 import { cudaResourceOptions } from '../../../packages/kernels-cuda/test/resourceOptions.js';
+import { defineTensorParallelChecks } from '../../../packages/kernels-cuda/test/tensorParallel.js';
 
 const suites: Record<string, () => Promise<void>> = {
   cuda: async () => {
@@ -30,9 +35,12 @@ const suites: Record<string, () => Promise<void>> = {
     defineResourceSuite('cuda', () => createCudaBackend(), cudaResourceOptions);
     defineConformanceSuite('cuda, package GEMM', () => createCudaBackend({ gemm: 'kvkit' }));
     defineCudaChecks(() => createCudaBackend());
+    defineFp8TieChecks(() => createCudaBackend());
     defineLargePoolChecks(() => createCudaBackend());
+    defineLargeReadChecks(() => createCudaBackend());
     defineExternalMemoryChecks();
     defineCudaViewChecks();
+    defineTensorParallelChecks();
   },
   'cuda-faults': async () => {
     defineCudaFaultChecks(() => createCudaBackend(), { createWebGpuBackend: () => createWebGpuBackend({ powerPreference: 'high-performance' }) });

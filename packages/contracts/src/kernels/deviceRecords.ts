@@ -9,7 +9,7 @@ export const deviceRecords = [
       key: { type: 'u64', doc: '(check << 32) | token' },
       value: { type: 'i64', doc: 'the value found' },
       lock: { type: 'i32', doc: 'held while key and value are written together' },
-      unused: { type: 'i32', doc: 'pads the record to 8 bytes' },
+      rejectedCall: { type: 'i32', doc: 'the number of the latest call whose value check failed: its writing kernels write nothing' },
     },
   }),
   cudaRecord({

@@ -152,6 +152,7 @@ export const tensorErrors = errors({
       'Split the pool: one `[S, H, D]` tensor per layer for `ropePoolFused`, or fewer slots per `[L, S, H, D]` pool for `materializeInto`, each within the limit the message names.',
       "On WebGPU, ask for a device with larger limits (`requiredLimits: { maxStorageBufferBindingSize, maxBufferSize }` up to what the adapter offers) and pass it to `createWebGpuBackend`; for pools the size of a serving engine's, use the CUDA backend.",
       'Check how each dim of the shape is computed; print the shape before the call, and size caches from the real maximum (slots in use), not from a sentinel.',
+      'Read a GPU tensor of more than 2^32 elements in views of it: `backend.read(backend.view(pool, [rows, H, D], { offset }))`.',
     ],
   },
 });
@@ -284,8 +285,8 @@ export const tensorCalls: readonly CallDecl[] = [
   { name: 'tensor', summary: 'A tensor of the given dtype and shape, from data when given.', raises: ['KV003', 'KV004', 'KV040', 'KV045', 'KV001', 'KV041', 'KV042'] },
   { name: 'empty', summary: 'A tensor of the given dtype and shape, its contents unspecified.', raises: ['KV003', 'KV004', 'KV040', 'KV045'] },
   { name: 'tensorFromBits', summary: 'A tensor of the given dtype and shape holding the given bits as stored, unconverted.', raises: ['KV003', 'KV004', 'KV040', 'KV045', 'KV044', 'KV041'] },
-  { name: 'read', summary: 'A copy of the data of a live tensor of this backend.', raises: TENSOR_IDENTITY },
-  { name: 'readBits', summary: 'A copy of the stored bits of a live tensor of this backend, unconverted.', raises: TENSOR_IDENTITY },
+  { name: 'read', summary: 'A copy of the data of a live tensor of this backend.', raises: [...TENSOR_IDENTITY, 'KV045'] },
+  { name: 'readBits', summary: 'A copy of the stored bits of a live tensor of this backend, unconverted.', raises: [...TENSOR_IDENTITY, 'KV045'] },
   { name: 'view', summary: 'A view of a tensor\'s storage with its own shape, strides and offset, sharing the storage (no copy).', raises: [...TENSOR_IDENTITY, 'KV040', 'KV045', 'KV043', 'KV044', 'KV046', 'KV047'] },
   { name: 'splitQkv', summary: 'q, k and v as views of one fused qkv projection, [N, (Hq + 2H)·D] or [N, Hq + 2H, D].', raises: [...TENSOR_IDENTITY, 'KV004', 'KV043', 'KV044', 'KV006', 'KV029'] },
   { name: 'sync', summary: 'Waits for the work enqueued so far; rejects with the first error a kernel recorded.', raises: ['KV003'] },

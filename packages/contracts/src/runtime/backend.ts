@@ -5,7 +5,7 @@ import { numel } from '../tensor.js';
 import type { BackendKind, BitsData, BitsOf, DType, OwnedTensor, ReadResult, Shape, Tensor, TensorData } from '../tensor.js';
 import { backendDisposed } from './call.js';
 import type { ValidationContext } from './call.js';
-import { validateTensorBits, validateTensorCreation, validateTensorUse } from './tensors.js';
+import { validateTensorBits, validateTensorCreation, validateTensorRead } from './tensors.js';
 import type { TensorLimit } from './tensors.js';
 import type { ViewLayout } from '../backend/viewLayout.js';
 import { validateSplitQkv, validateView } from './views.js';
@@ -129,7 +129,7 @@ export function defineBackend(kernels: BackendKernels): Backend {
   function read<DT extends DType>(t: Tensor<DT>): Promise<ReadResult<DT>>;
   function read(t: unknown): Promise<Float32Array | Int32Array | BigInt64Array> {
     try {
-      return kernels.read(validateTensorUse(ctx, 'read', t));
+      return kernels.read(validateTensorRead(ctx, 'read', t));
     } catch (e) {
       return Promise.reject(e);
     }
@@ -141,7 +141,7 @@ export function defineBackend(kernels: BackendKernels): Backend {
   }
   function readBits<DT extends DType>(t: Tensor<DT>): Promise<BitsOf<DT>>;
   async function readBits(t: unknown): Promise<BitsOf<DType>> {
-    const own = validateTensorUse(ctx, 'readBits', t);
+    const own = validateTensorRead(ctx, 'readBits', t);
     return bitsView(own.dtype, await kernels.readBytes(own), numel(own.shape));
   }
   function view<DT extends DType, const S extends Shape>(base: Tensor<DT>, shape: S, options?: ViewOptions): Tensor<DT, S>;

@@ -1,5 +1,6 @@
 import { DTYPES, numel } from '../tensor.js';
 import type { DType, OwnedTensor, Shape, TensorData } from '../tensor.js';
+import { TYPED_ARRAY_MAX_LENGTH } from '../backend/hostReads.js';
 import { Call, describeValue } from './call.js';
 import type { ValidationContext } from './call.js';
 
@@ -87,6 +88,19 @@ function validateTensorData(call: Call, dtype: DType, dims: Shape, data: unknown
 /** `read(t)` and `readBits(t)` take only live tensors of their own backend. */
 export function validateTensorUse(ctx: ValidationContext, op: string, t: unknown): OwnedTensor {
   return new Call(op, ctx).tensor('tensor', t, { oneOf: DTYPES })!;
+}
+
+/** The checks of `read(t)` and `readBits(t)`: `validateTensorUse`, then a result one typed array holds (KV045). */
+export function validateTensorRead(ctx: ValidationContext, op: 'read' | 'readBits', t: unknown): OwnedTensor {
+  const call = new Call(op, ctx);
+  const own = call.tensor('tensor', t, { oneOf: DTYPES })!;
+  const count = numel(own.shape);
+  // A GPU backend may hold more elements than the host can take back in one array.
+  if (count > TYPED_ARRAY_MAX_LENGTH) {
+    const reason = `${op}() returns one JavaScript typed array; read views of the tensor (backend.view) of at most that many elements each`;
+    call.fail('KV045', { dtype: own.dtype, actual: own.shape, count, backend: 'the host', expected: TYPED_ARRAY_MAX_LENGTH, reason });
+  }
+  return own;
 }
 
 const I64_MIN = -(2n ** 63n);

@@ -1,6 +1,6 @@
 import { numel } from '@kvkit/contracts';
 import type { DType, Shape, TensorData } from '@kvkit/contracts';
-import { encodeTensorData, layoutOf } from '@kvkit/contracts/backend';
+import { encodeTensorData, layoutOf, TYPED_ARRAY_MAX_LENGTH } from '@kvkit/contracts/backend';
 import type { BackendKernels, ViewLayout, CreateKvMaterializerChecked, DequantizeKvChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';
@@ -19,7 +19,7 @@ export interface CpuBackendStats {
 
 let instances = 0;
 
-const TYPED_ARRAY_LIMIT: TensorLimit = { elements: 2 ** 32, reason: 'each tensor is one JavaScript typed array, of at most 2^32 elements' };
+const TYPED_ARRAY_LIMIT: TensorLimit = { elements: TYPED_ARRAY_MAX_LENGTH, reason: 'each tensor is one JavaScript typed array, of at most 2^32 elements' };
 
 /** The CPU kernels: every float computed in f64 and rounded once to the output dtype. */
 export class CpuKernels implements BackendKernels {

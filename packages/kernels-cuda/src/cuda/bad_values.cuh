@@ -1,6 +1,8 @@
-// Device-side value checks: a token whose position or slot is out of range, or
-// a layer whose eps is not finite and >= 0, is not written; the first such one
-// is recorded for the host's next sync().
+// Device-side value checks: check_values.cu tests a call's rules before any of
+// its kernels writes; a value that breaks one is recorded for the host's next
+// sync() and the call marked rejected, so its kernels write nothing
+// (callRejected). The kernels still skip a bad token rather than reach
+// outside a tensor, whatever the order of work.
 #pragma once
 #include "generated/params.cuh"
 
@@ -22,15 +24,11 @@ __device__ __forceinline__ void recordBadValue(BadValueRecord* record, long long
   atomicExch(&record->lock, 0);
 }
 
-// eps must be finite and >= 0 (-0 included); tested on the bits, so no fast-math folding can drop it.
-__device__ __forceinline__ bool epsIsValid(float eps) {
-  const unsigned bits = __float_as_uint(eps);
-  return bits < 0x7f800000u || bits == 0x80000000u;
-}
 
-// Records layer `layer`'s bad eps under the eps rule's check number; the value is the float's bits.
-__device__ __forceinline__ void recordBadEps(BadValueRecord* record, long long check, long long layer, float eps) {
-  recordBadValue(record, check, layer, static_cast<long long>(__float_as_uint(eps)));
+// Whether this call's value check failed: then none of its kernels writes anything.
+// The check ran to its end before this grid (or the one it waits for) started.
+__device__ __forceinline__ bool callRejected(const BadValueRecord* record, long long call) {
+  return call != 0 && *reinterpret_cast<const volatile int*>(&record->rejectedCall) == static_cast<int>(call);
 }
 
 }  // namespace kvkit

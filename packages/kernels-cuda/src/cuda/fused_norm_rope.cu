@@ -19,30 +19,24 @@ __device__ __forceinline__ PositionStreams positionStreams(const FusedNormRopePa
 }
 
 /**
- * Token t's destination row (-1: not written): t itself, or its slot. A bad
- * position (of any mRoPE stream) or slot is recorded (when `record`) and the
- * token skipped; of tokens sharing a slot, only the slot's owner writes.
- * `position` is the first stream's.
+ * Token t's destination row (-1: not written): t itself, or its slot; of
+ * tokens sharing a slot, only the slot's owner writes. `position` is the
+ * first stream's. A call with a bad position (of any mRoPE stream) or slot
+ * never gets here (check_values rejects it); a bad one is still skipped, so
+ * no access leaves a tensor whatever reaches the kernel.
  */
-__device__ __forceinline__ long long fusedTokenRow(const FusedNormRopeParams& p, long long t, bool record, long long& position, bool& positionOk) {
+__device__ __forceinline__ long long fusedTokenRow(const FusedNormRopeParams& p, long long t, long long& position, bool& positionOk) {
   position = loadIndex(p.positions, p.positionsAreI64, t);
   positionOk = position >= p.positionMin && position < p.positionBelow;
-  if (record && !positionOk) recordBadValue(p.badValue, p.positionCheck, t, position);
-  // mRoPE: the height and width streams, each recorded by its own index in positions, as the host check names it.
+  // mRoPE: the height and width streams.
   for (long long s = 1; p.positionStreamStride != 0 && s < 3; s++) {
-    const long long at = s * p.positionStreamStride + t;
-    const long long other = loadIndex(p.positions, p.positionsAreI64, at);
-    const bool ok = other >= p.positionMin && other < p.positionBelow;
-    if (record && !ok) recordBadValue(p.badValue, p.positionCheck, at, other);
-    positionOk = positionOk && ok;
+    const long long other = loadIndex(p.positions, p.positionsAreI64, s * p.positionStreamStride + t);
+    positionOk = positionOk && other >= p.positionMin && other < p.positionBelow;
   }
   long long row = t;
   if (p.slots != nullptr) {
     row = loadIndex(p.slots, p.slotsAreI64, t);
-    if (row >= p.slotBelow) {
-      if (record) recordBadValue(p.badValue, p.slotCheck, t, row);
-      return -1;
-    }
+    if (row >= p.slotBelow) return -1;
     if (positionOk && row >= 0 && p.slotOwners != nullptr && !ownsSlot(p.slotOwners, p.slotOwnersMask, p.generation, row, t)) return -1;
   }
   return positionOk && row >= 0 ? row : -1;
@@ -65,7 +59,8 @@ __device__ __forceinline__ void fusedNormRopeUnits(const FusedNormRopeParams& p)
   const int lanes = static_cast<int>(p.lanesPerRow);
   const int lane = threadIdx.x & (lanes - 1);
   const unsigned H = static_cast<unsigned>(p.numKvHeads), D = static_cast<unsigned>(p.headDim);
-  const UnitWalk walk(p.numTokens, static_cast<unsigned>(p.numLayers) * H, p.rowsPerUnit, p.unitsPerToken, lanes);
+  // A call its value check rejected walks no unit.
+  const UnitWalk walk(callRejected(p.badValue, p.call) ? 0 : p.numTokens, static_cast<unsigned>(p.numLayers) * H, p.rowsPerUnit, p.unitsPerToken, lanes);
   const int R = static_cast<int>(p.rotaryDim);
   const int numVec = static_cast<int>(D) / VEC;
   const bool gptj = p.gptj != 0;
@@ -115,7 +110,7 @@ __device__ __forceinline__ void fusedNormRopeUnits(const FusedNormRopeParams& p)
     if (step.r == 0) {
       long long position = 0;
       bool positionOk = false;
-      const long long dst = step.left > 0 ? fusedTokenRow(p, step.t, step.row == 0 && lane == 0, position, positionOk) : -1;
+      const long long dst = step.left > 0 ? fusedTokenRow(p, step.t, position, positionOk) : -1;
       dstFirst = dst >= 0 ? poolSlotOf(p, dst) : -1;
       // mRoPE: each pair at its stream's position, element by element (one inlined fill, so no spills at 64 registers).
       const PositionStreams streams = positionStreams(p);
@@ -129,9 +124,8 @@ __device__ __forceinline__ void fusedNormRopeUnits(const FusedNormRopeParams& p)
     for (int i = 0; i < ROWS; i++) {
       const bool live = i < step.left;
       const float eps = live ? p.eps[layer] : 1.0f;
-      const bool epsOk = epsIsValid(eps);
-      if (live && !epsOk && head == 0 && lane == 0) recordBadEps(p.badValue, p.epsCheck, layer, eps);
-      const bool writes = live && dstFirst >= 0 && epsOk;
+      // A bad eps rejected the call (check_values): every eps that reaches here is finite and >= 0.
+      const bool writes = live && dstFirst >= 0;
       // Element 0 of the destination row: layers outLayerStride apart, the row in its layer as the pool lays it out.
       const long long out = static_cast<long long>(layer) * p.outLayerStride + dstFirst + static_cast<long long>(head) * headElements;
       if (copyV && writes) {
@@ -151,7 +145,7 @@ __device__ __forceinline__ void fusedNormRopeUnits(const FusedNormRopeParams& p)
         for (int u = 0; u < VEC; u++) sumSquares += x[s][u] * x[s][u];
       }
       sumSquares = sumOverLanes(sumSquares, lanes);
-      const float inv = 1.0f / sqrtf(sumSquares / static_cast<float>(D) + (epsOk ? eps : 1.0f));
+      const float inv = 1.0f / sqrtf(sumSquares / static_cast<float>(D) + eps);
 #pragma unroll
       for (int s = 0; s < NV; s++) {
         const int vi = lane + s * lanes;
@@ -205,13 +199,10 @@ __device__ __forceinline__ void fusedNormRopeAnyShape(const FusedNormRopeParams&
     const long long l = lh / H, h = lh - l * H;
     long long position = 0;
     bool positionOk = false;
-    const long long dst = fusedTokenRow(p, t, lh == 0 && lane == 0, position, positionOk);
-    // A bad eps is recorded whether or not this token writes, as the vector path does.
+    const long long dst = fusedTokenRow(p, t, position, positionOk);
     const float eps = p.eps[l];
-    const bool epsOk = epsIsValid(eps);
-    if (!epsOk && h == 0 && lane == 0) recordBadEps(p.badValue, p.epsCheck, l, eps);
     // The whole warp holds this row, so skipping it keeps the warp together.
-    if (dst < 0 || !epsOk) continue;
+    if (dst < 0) continue;
 
     const long long kFirst = t * p.kvTokenStride + l * p.kvLayerStride + h * p.kvHeadStride;
     const long long step = p.kvElementStride;
@@ -257,7 +248,7 @@ using kvkit::FusedNormRopeParams;
 // Launch bounds and template arguments from the kernel's declaration (generated/params.cuh), which
 // src/ops/rowTiles.ts plans with: blocks per multiprocessor, vectors per lane, rows per step, a row ahead.
 // Launched to overlap the grid ahead (its launch latency hidden behind that grid's tail), each waits for
-// it before any global access, and lets the next grid launch at once.
+// it before any global access, and lets the next grid launch at once; a call its value check rejected writes nothing.
 #define KVKIT_FUSED_ENTRY(name, S, path, L)                                                                                               \
   extern "C" __global__ void __launch_bounds__(L::kThreads, L::kMinBlocksPerSM) fused_norm_rope_##name##_##path(const FusedNormRopeParams p) { \
     kvkit::waitForPreviousGrid();                                                                                                         \
@@ -270,6 +261,7 @@ using kvkit::FusedNormRopeParams;
   extern "C" __global__ void __launch_bounds__(FusedNormRopeAnyLaunch::kThreads) fused_norm_rope_##name##_any(const FusedNormRopeParams p) { \
     kvkit::waitForPreviousGrid();                                                                                                    \
     kvkit::letNextGridLaunch();                                                                                                      \
+    if (kvkit::callRejected(p.badValue, p.call)) return;                                                                             \
     kvkit::fusedNormRopeAnyShape<S>(p);                                                                                              \
   }
 

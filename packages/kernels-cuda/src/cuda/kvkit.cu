@@ -1,4 +1,5 @@
 // The one translation unit nvcc builds into dist/kvkit.fatbin: every op's kernels.
+#include "check_values.cu"
 #include "claim_slots.cu"
 #include "fused_norm_rope.cu"
 #include "gather_strided.cu"

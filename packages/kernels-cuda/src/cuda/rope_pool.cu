@@ -19,15 +19,12 @@ __device__ __forceinline__ PositionStreams positionStreams(const RopePoolParams&
   return {p.positions, p.positionsAreI64, p.positionStreamStride, static_cast<int>(p.mropeTemporalPairs), static_cast<int>(p.mropeHeightPairsEnd)};
 }
 
-// Token n's pool row: its slot, or -1 when it writes none (negative slot, slot past the pool
-// (recorded when `record`), or a slot a later token of the call also names).
-__device__ __forceinline__ long long poolRow(const RopePoolParams& p, long long n, bool record) {
+// Token n's pool row: its slot, or -1 when it writes none (negative slot, or a slot a later token
+// of the call also names). A slot past the pool rejects the whole call (check_values) and is
+// skipped here too, so no write leaves a pool whatever reaches the kernel.
+__device__ __forceinline__ long long poolRow(const RopePoolParams& p, long long n) {
   const long long slot = loadIndex(p.slots, p.slotsAreI64, n);
-  if (slot >= p.slotBelow) {
-    if (record) recordBadValue(p.badValue, p.slotCheck, n, slot);
-    return -1;
-  }
-  if (slot < 0) return -1;
+  if (slot >= p.slotBelow || slot < 0) return -1;
   if (p.slotOwners != nullptr) {
     waitForPreviousGrid();
     if (!ownsSlot(p.slotOwners, p.slotOwnersMask, p.generation, slot, n)) return -1;
@@ -119,7 +116,7 @@ __device__ __forceinline__ void ropePoolUnits(const RopePoolParams& p) {
         const long long position = rotates ? loadIndex(p.positions, p.positionsAreI64, step.t) : 0;
         fillLaneAngles<VEC, NV>(angles, rotates, position, lane, lanes, R, gptj, angleSource);
       }
-      const long long slot = rowsHere > 0 && step.row + rowsHere > Hq ? poolRow(p, step.t, lane == 0) : -1;
+      const long long slot = rowsHere > 0 && step.row + rowsHere > Hq ? poolRow(p, step.t) : -1;
       slotFirst = slot >= 0 ? poolSlotOf(p, slot) : -1;
     }
     if (AHEAD) load(next, following);
@@ -188,7 +185,7 @@ __device__ __forceinline__ void ropePoolAnyShape(const RopePoolParams& p) {
     const long long y = row - n * headRows;
     const int kind = y < Hq ? 0 : y < Hq + H ? 1 : 2;
     const long long head = kind == 0 ? y : kind == 1 ? y - Hq : y - Hq - H;
-    const long long slot = poolRow(p, n, y == 0 && lane == 0);
+    const long long slot = poolRow(p, n);
     const RowStrides in = inputStrides(p, kind);
     const long long srcFirst = n * in.token + head * in.head;
     const long long rowFirst = (n * (kind == 0 ? Hq : H) + head) * D;
@@ -238,18 +235,28 @@ using kvkit::RopePoolNv2Launch;
 using kvkit::RopePoolParams;
 
 // Launch bounds and template arguments from the kernel's declaration (generated/params.cuh), which
-// src/ops/rowTiles.ts plans with. A row here is one tensor's, half a fused row's bytes.
-#define KVKIT_ROPE_POOL_ENTRY(name, S, path, L) \
-  extern "C" __global__ void __launch_bounds__(L::kThreads, L::kMinBlocksPerSM) rope_pool_##name##_##path(const RopePoolParams p) { kvkit::ropePoolUnits<S, L::kVectorsPerLane, L::kRowsPerStep, L::kRowAhead>(p); }
+// src/ops/rowTiles.ts plans with. A row here is one tensor's, half a fused row's bytes. The call's value
+// check ran to its end before this grid started (claim_slots, if any, launched after it): a call it
+// rejected writes nothing.
+#define KVKIT_ROPE_POOL_ENTRY(name, S, path, L)                                                                                    \
+  extern "C" __global__ void __launch_bounds__(L::kThreads, L::kMinBlocksPerSM) rope_pool_##name##_##path(const RopePoolParams p) { \
+    if (kvkit::callRejected(p.badValue, p.call)) return;                                                                           \
+    kvkit::ropePoolUnits<S, L::kVectorsPerLane, L::kRowsPerStep, L::kRowAhead>(p);                                                 \
+  }
 #define KVKIT_ROPE_POOL_ENTRIES(name, S)                                                                                                                            \
   extern "C" __global__ void __launch_bounds__(RopePoolNv1Launch::kThreads, RopePoolNv1Launch::kMinBlocksPerSM) rope_pool_##name##_nv1(const RopePoolParams p) { \
+    if (kvkit::callRejected(p.badValue, p.call)) return;                                                                                                       \
     kvkit::ropePoolTiles<S, RopePoolNv1Launch::kRowsPerStep, RopePoolNv1Launch::kStagedBatches, false>(p);                                                            \
   }                                                                                                                                                                 \
   extern "C" __global__ void __launch_bounds__(RopePoolNv1Launch::kThreads, RopePoolNv1Launch::kMinBlocksPerSM) rope_pool_##name##_nv1_fp8(const RopePoolParams p) { \
+    if (kvkit::callRejected(p.badValue, p.call)) return;                                                                                                           \
     kvkit::ropePoolTiles<S, RopePoolNv1Launch::kRowsPerStep, RopePoolNv1Launch::kStagedBatches, true>(p);                                                                 \
   }                                                                                                                                                                     \
   KVKIT_ROPE_POOL_ENTRY(name, S, nv2, RopePoolNv2Launch)                                                                                                            \
-  extern "C" __global__ void __launch_bounds__(RopePoolAnyLaunch::kThreads) rope_pool_##name##_any(const RopePoolParams p) { kvkit::ropePoolAnyShape<S>(p); }
+  extern "C" __global__ void __launch_bounds__(RopePoolAnyLaunch::kThreads) rope_pool_##name##_any(const RopePoolParams p) {                                         \
+    if (kvkit::callRejected(p.badValue, p.call)) return;                                                                                                           \
+    kvkit::ropePoolAnyShape<S>(p);                                                                                                                                  \
+  }
 
 KVKIT_ROPE_POOL_ENTRIES(f32, kvkit::F32)
 KVKIT_ROPE_POOL_ENTRIES(f16, kvkit::F16)

@@ -222,7 +222,7 @@ __device__ __forceinline__ void ropePoolTiles(const RopePoolParams& p) {
     if (b == queryBatches) {
       // Each token's slot as its head-0 row in the pools (poolSlotOf), -1: none; one division per slot, not per row.
       for (int t = threadIdx.x; t < tokens; t += blockDim.x) {
-        const long long slot = poolRow(p, firstToken + t, true);
+        const long long slot = poolRow(p, firstToken + t);
         tileSlots[t] = slot >= 0 ? poolSlotOf(p, slot) : -1;
       }
       __syncthreads();

@@ -7,7 +7,7 @@ import { ELEMENT_BYTES } from '../runtime/cudaTensor.js';
 import { aligned } from '../runtime/gatherStrided.js';
 import { boundCheck, launchNormRope, tokenMajorLayout, valueCheck } from './normRope.js';
 
-/** SEMANTICS.md §1 on the device: outputs allocated (or the caller's), one launch (kv read through its strides, or copied where its rows are not contiguous and aligned), returns at once; positions and eps are checked there. */
+/** SEMANTICS.md §1 on the device: outputs allocated (or the caller's), one launch (kv read through its strides, or copied where its rows are not contiguous and aligned) behind the check of positions and eps, returns at once. */
 export function fusedNormRopeStacked(kernels: CudaKernels, args: FusedNormRopeStackedChecked): { kOut: CudaTensor; vOut: CudaTensor } {
   const op = 'fusedNormRopeStacked';
   const { T, L, H, D, R, P } = args.dims;
@@ -30,8 +30,8 @@ export function fusedNormRopeStacked(kernels: CudaKernels, args: FusedNormRopeSt
   const [cacheAt, weightAt, positionsAt, epsAt, kvCopy] = kernels.gather.contiguous([cache, weight, positions, eps, ...(readInPlace ? [] : [aligned(kv, 16, true)])], op) as number[];
   const kvLayout = readInPlace ? viewLayout : tokenMajorLayout({ shape: kv.shape, strides: contiguousStrides(kv.shape) }, H, D);
   // Checks are numbered in the contract's order: positions, then eps.
-  const positionRule = boundCheck(kernels, args.deviceChecks, 'positions', args.dims, { min: 0, below: P });
-  const epsCheck = valueCheck(kernels, args.deviceChecks.find((c) => c.arg === 'eps'), args.dims);
+  const positionRule = boundCheck(kernels, args.deviceChecks, 'positions', args.dims, { min: 0, below: P }, positionsAt!);
+  valueCheck(kernels, args.deviceChecks.find((c) => c.arg === 'eps'), args.dims, epsAt!);
   launchNormRope(kernels, {
     op,
     dtype,
@@ -46,7 +46,6 @@ export function fusedNormRopeStacked(kernels: CudaKernels, args: FusedNormRopeSt
     kNormWeight: weightAt!,
     weightIsF32: weight.dtype === 'f32' && dtype !== 'f32',
     eps: epsAt!,
-    epsCheck,
     angles: { cache: cacheAt!, cacheDType: cache.dtype as FloatDType },
     positions: positionsAt!,
     positionsAreI64: positions.dtype === 'i64',

@@ -126,7 +126,7 @@ class CudaKvMaterializer implements MaterializerKernels {
       const inputs = this.#inputs(args, [], call.op);
       const inPlace = normRopeVectorPath(this.#dtype, D, this.#R, this.#gptj, [kv.ptr, this.#kNormWeight], { tokens: T, headRows: L * H });
       const k = inPlace ? kv : call.take(this.#k, T);
-      const rules = this.#positionRule(args);
+      const rules = this.#positionRule(args, inputs.positions);
       this.#projection.run(inputs.ctxHidden, this.#kvWeight, kv.ptr, T, call.op);
       // K rows normed and rotated in place, or into the K workspace; V rows stay as projected.
       this.#normRope(args, kv.ptr, inputs.positions, rules, { kOut: k.ptr, vOut: 0, outLayerStride: (inPlace ? 2 : 1) * perLayer });
@@ -153,9 +153,9 @@ class CudaKvMaterializer implements MaterializerKernels {
       const inputs = this.#inputs(args, [slotTensor, ...scales.filter((s) => s !== undefined)], call.op);
       const [slotsAt, ...scalesAt] = inputs.more;
       const pools = poolWrite(args.layout, args.dims, kPool.dtype as PoolDType, poolScales(scales, scalesAt));
-      const positionRule = this.#positionRule(args);
+      const positionRule = this.#positionRule(args, inputs.positions);
       // Checks are numbered in the contract's order: positions, then slots.
-      const slots = { ptr: slotsAt!, areI64: slotTensor.dtype === 'i64', rule: boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: S }), duplicates: args.duplicates.slots };
+      const slots = { ptr: slotsAt!, areI64: slotTensor.dtype === 'i64', rule: boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: S }, slotsAt!), duplicates: args.duplicates.slots };
       // The claims need only the slots: enqueued ahead of the projection, they are done by the time the pools are written.
       const claims = claimSlots(kernels, slots, T, call.op);
       this.#projection.run(inputs.ctxHidden, this.#kvWeight, kv.ptr, T, call.op);
@@ -174,8 +174,8 @@ class CudaKvMaterializer implements MaterializerKernels {
     return this.#D;
   }
 
-  #positionRule(args: KvMaterializerMaterializeChecked | KvMaterializerMaterializeIntoChecked): BoundCheck {
-    return boundCheck(this.#kernels, args.deviceChecks, 'positions', args.dims, { min: 0, below: this.#P ?? MAX_POSITION_BELOW });
+  #positionRule(args: KvMaterializerMaterializeChecked | KvMaterializerMaterializeIntoChecked, positions: number): BoundCheck {
+    return boundCheck(this.#kernels, args.deviceChecks, 'positions', args.dims, { min: 0, below: this.#P ?? MAX_POSITION_BELOW }, positions);
   }
 
   /**
@@ -200,6 +200,8 @@ class CudaKvMaterializer implements MaterializerKernels {
   ): void {
     const { T } = args.dims;
     const positions = this.#kernels.own(args.positions);
+    // Numbered after the call's positions and slots.
+    valueCheck(this.#kernels, this.#epsRule?.check, this.#epsRule?.dims ?? {}, this.#eps);
     launchNormRope(
       this.#kernels,
       {
@@ -216,8 +218,6 @@ class CudaKvMaterializer implements MaterializerKernels {
         kNormWeight: this.#kNormWeight,
         weightIsF32: this.#weightIsF32,
         eps: this.#eps,
-        // Numbered after the call's positions and slots.
-        epsCheck: valueCheck(this.#kernels, this.#epsRule?.check, this.#epsRule?.dims ?? {}),
         angles: this.#angles,
         positions: positionsAt,
         positionsAreI64: positions.dtype === 'i64',

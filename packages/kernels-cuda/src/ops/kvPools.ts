@@ -61,7 +61,8 @@ export function dequantizeKv(kernels: CudaKernels, args: DequantizeKvChecked): v
   const scale = args.scale ? kernels.own(args.scale) : undefined;
   // The kernel reads by index: views among the inputs are read from contiguous copies (rows are contiguous by the contract).
   const [poolAt, slotsAt, scaleAt] = kernels.gather.contiguous([pool, slots, ...(scale ? [scale] : [])], 'dequantizeKv');
-  const slotRule = boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: S });
+  const slotRule = boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: S }, slotsAt!);
+  const call = kernels.badValues.checkCall('dequantizeKv');
   const { threads } = LAUNCHES.poolRead.default;
   const p = kernels.params.poolRead;
   p.write({
@@ -70,6 +71,7 @@ export function dequantizeKv(kernels: CudaKernels, args: DequantizeKvChecked): v
     scale: scaleAt ?? 0,
     rows: rows.ptr,
     badValue: kernels.badValues.record.ptr,
+    call,
     count: N,
     heads: H,
     headDim: D,
@@ -80,7 +82,6 @@ export function dequantizeKv(kernels: CudaKernels, args: DequantizeKvChecked): v
     rowsDType: FLOAT_CODE[rows.dtype as FloatDType],
     perHeadScale: scale && scale.shape[0]! > 1 ? 1 : 0,
     slotsAreI64: slots.dtype === 'i64' ? 1 : 0,
-    slotCheck: slotRule.check,
   });
   kernels.cx.launch('pool_read', p, gridFor(kernels, N * H * D, threads), 1, threads, 0, 'dequantizeKv');
 }

@@ -13,11 +13,10 @@ import { planRows, vectorPathFits } from './rowTiles.js';
 /** Where the angles come from: cache rows (bounds [0, P)), or f_j = ropeBase^(-2j/R) on the device. */
 export type Angles = { readonly cache: number; readonly cacheDType: FloatDType } | { readonly ropeAngles: number };
 
-/** A device-side value rule, numbered for this sync period. */
+/** The bounds a kernel keeps an index tensor's values to (a call whose values break them never reaches it: check_values). */
 export interface BoundCheck {
   readonly min: number;
   readonly below: number;
-  readonly check: number;
 }
 
 /**
@@ -40,8 +39,6 @@ export interface NormRopeJob {
   readonly kNormWeight: number;
   readonly weightIsF32: boolean;
   readonly eps: number;
-  /** Check number of the eps rule (finite and >= 0); 0xffffffff where no rule is left to the device. */
-  readonly epsCheck: number;
   readonly angles: Angles;
   readonly positions: number;
   readonly positionsAreI64: boolean;
@@ -90,20 +87,22 @@ export function layerMajorLayout(T: number, H: number, D: number): KvLayout {
   return { tokenStride: H * D, layerStride: 2 * T * H * D, headStride: D, elementStride: 1, vOffset: T * H * D };
 }
 
-/** Numbers a value rule the contracts left to the device; a rule the host already checked never fires. */
-export function boundCheck(kernels: CudaKernels, checks: readonly DeviceCheck[], arg: string, dims: Readonly<Record<string, number>>, fallback: { min: number; below: number }): BoundCheck {
+/**
+ * Hands an index rule the contracts left to the device, whose values are
+ * contiguous at `values`, to the call's check (BadValues.checkCall), and
+ * gives the bounds the kernels keep to; a rule the host already checked has
+ * the fallback's.
+ */
+export function boundCheck(kernels: CudaKernels, checks: readonly DeviceCheck[], arg: string, dims: Readonly<Record<string, number>>, fallback: { min: number; below: number }, values: number): BoundCheck {
   const rule = checks.find((c) => c.arg === arg);
-  if (!rule) return { ...fallback, check: 0xffffffff };
-  return {
-    min: rule.min ?? -Infinity,
-    below: rule.below ?? Infinity,
-    check: kernels.badValues.enqueue(rule, dims),
-  };
+  if (!rule) return fallback;
+  valueCheck(kernels, rule, dims, values);
+  return { min: rule.min ?? -Infinity, below: rule.below ?? Infinity };
 }
 
-/** Numbers a float parameter's rule (eps) for this sync period; 0xffffffff (never reported) where none is left to the device. */
-export function valueCheck(kernels: CudaKernels, rule: DeviceCheck | undefined, dims: Readonly<Record<string, number>>): number {
-  return rule ? kernels.badValues.enqueue(rule, dims) : 0xffffffff;
+/** Hands a rule (eps, contiguous at `values`) to the call's check; none where the host checked it already. */
+export function valueCheck(kernels: CudaKernels, rule: DeviceCheck | undefined, dims: Readonly<Record<string, number>>, values: number): void {
+  if (rule) kernels.badValues.enqueue(rule, dims, values);
 }
 
 /** Whether the job's rows (T tokens of L*H) take the vector kernel (which can work in place; the element-by-element one cannot). */
@@ -136,11 +135,13 @@ export function launchNormRope(kernels: CudaKernels, job: NormRopeJob, claimed?:
     headRows: job.L * job.H,
     vectorAddresses: [job.kv, job.kNormWeight, job.kOut, job.vOut, ...[layout.vOffset, layout.tokenStride, layout.layerStride].map((e) => e * ELEMENT_BYTES[job.dtype])],
     elementStrides: [layout.elementStride],
-    multiprocessors: cx.multiprocessors,
+    gpu: cx.launchLimits,
   });
   // Numbered before the claim pass: a bad slot is reported whatever else happens to the token.
   const claims = claimed ?? (job.slots ? claimSlots(kernels, job.slots, job.T, job.op) : undefined);
   const cache = 'cache' in job.angles ? job.angles : undefined;
+  // After the projection and the claims, which write nothing of the caller's: the norm kernel waits for this check.
+  const call = kernels.badValues.checkCall(job.op);
   const p = kernels.params.normRope;
   p.write({
     kv: job.kv,
@@ -155,6 +156,7 @@ export function launchNormRope(kernels: CudaKernels, job: NormRopeJob, claimed?:
     vOut: job.vOut,
     ...(job.pools ?? DENSE_ROWS),
     badValue: kernels.badValues.record.ptr,
+    call,
     numTokens: job.T,
     numLayers: job.L,
     numKvHeads: job.H,
@@ -174,10 +176,7 @@ export function launchNormRope(kernels: CudaKernels, job: NormRopeJob, claimed?:
     slotsAreI64: job.slots?.areI64 ? 1 : 0,
     positionMin: job.positionRule.min,
     positionBelow: job.positionRule.below,
-    positionCheck: job.positionRule.check,
     slotBelow: job.slots ? job.slots.rule.below : Infinity,
-    slotCheck: job.slots ? job.slots.rule.check : 0xffffffff,
-    epsCheck: job.epsCheck,
     slotOwners: claims ? claims.table : 0,
     slotOwnersMask: claims ? claims.mask : 0,
     generation: claims ? claims.generation : 0,

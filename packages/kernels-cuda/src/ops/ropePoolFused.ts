@@ -45,7 +45,7 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
   const kNorm = args.kNormWeight && kernels.own(args.kNormWeight);
   const scales = [args.kScale, args.vScale].map((s) => (s ? kernels.own(s) : undefined));
   const es = ELEMENT_BYTES[dtype];
-  const shape = { kernel: 'ropePool', dtype, headDim: D, rotaryDim: R, gptj: args.ropeStyle === 'gptj', tokens: N, headRows: Hq + 2 * H, multiprocessors: cx.multiprocessors } as const;
+  const shape = { kernel: 'ropePool', dtype, headDim: D, rotaryDim: R, gptj: args.ropeStyle === 'gptj', tokens: N, headRows: Hq + 2 * H, gpu: cx.launchLimits } as const;
   const written = [qRot.ptr, kRot.ptr, kPool.ptr, vPool.ptr];
   const rows = [q, k, v] as const;
   const staged = stagedRows(rows, qNorm !== undefined || kNorm !== undefined, vectorPathFits({ ...shape, vectorAddresses: written }), es);
@@ -68,7 +68,9 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
     vectorAddresses: [qAt.ptr, kAt.ptr, vAt.ptr, ...written, ...(qNorm ? [qNormAt] : []), ...(kNorm ? [kNormAt] : []), ...inputs.flatMap((r) => [r.rows.token * es, r.rows.head * es])],
     elementStrides: inputs.map((r) => r.rows.element),
   });
-  const slotRule = boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: S });
+  const slotRule = boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: S }, slotsAt);
+  // Before the claims, which are launched behind it and ahead of the pool kernel (its gate).
+  const call = kernels.badValues.checkCall(op);
   // Enqueued before the claims (a first use uploads the table): the pool kernel must directly follow claim_slots.
   const angles = kernels.ropeAngles({ ropeBase: args.ropeBase, rotaryDim: R, ropeScaling: args.ropeScaling, angles: args.angles }, op);
   const claims = kernels.slotOwners.claim(slotsAt, slots.dtype === 'i64', N, S, args.duplicates.slots, op);
@@ -101,6 +103,7 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
     vPool: vPool.ptr,
     ...pools,
     badValue: kernels.badValues.record.ptr,
+    call,
     numTokens: N,
     numQoHeads: Hq,
     numKvHeads: H,
@@ -110,7 +113,6 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
     positionsAreI64: positions.dtype === 'i64' ? 1 : 0,
     slotsAreI64: slots.dtype === 'i64' ? 1 : 0,
     slotBelow: slotRule.below,
-    slotCheck: slotRule.check,
     slotOwners: claims.table,
     slotOwnersMask: claims.mask,
     generation: claims.generation,

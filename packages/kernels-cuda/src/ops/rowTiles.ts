@@ -40,6 +40,22 @@ export interface RowLaunch {
   readonly unitsPerToken: number;
   /** Dynamic shared memory of a block: cos/sin slots (vector paths), rows in flight and norm weights (token tiles). */
   readonly sharedBytes: number;
+  /** Blocks of this launch a multiprocessor holds at once, as the grid is sized for (0: the element-by-element path). */
+  readonly blocksPerMultiprocessor: number;
+}
+
+/**
+ * What a launch must fit in on the GPU at hand (cuDeviceGetAttribute): the row
+ * kernels take their shared memory without opting in past the per-block default.
+ */
+export interface GpuLimits {
+  readonly multiprocessors: number;
+  /** Shared memory one block may take (48 KiB on every GPU from sm_80 on). */
+  readonly sharedBytesPerBlock: number;
+  /** Shared memory of a multiprocessor: 164 KiB on sm_80, 100 KiB on sm_86, sm_89 and sm_120, 228 KiB on sm_90 and sm_100. */
+  readonly sharedBytesPerMultiprocessor: number;
+  /** What the driver keeps of it for each resident block (1 KiB from sm_80 on). */
+  readonly reservedSharedBytesPerBlock: number;
 }
 
 /** More grid than this only adds scheduling: blocks per multiprocessor, for the element-by-element path. */
@@ -58,7 +74,7 @@ export interface RowShape {
   readonly vectorAddresses: readonly number[];
   /** Element strides within the rows read (views); the vector path needs them all 1. */
   readonly elementStrides?: readonly number[];
-  readonly multiprocessors: number;
+  readonly gpu: GpuLimits;
 }
 
 /** Where the head rows of a [tokens, heads, D] view sit, in elements (a dim of size 1 steps nowhere: 0). */
@@ -97,9 +113,10 @@ export function vectorPathFits(s: Pick<RowShape, 'dtype' | 'headDim' | 'rotaryDi
  * once per unit, so units are as long as possible, but short enough that the
  * groups the GPU holds at once all have work: the unit length is the one that
  * minimises waves × (steps per unit + one step for the cos/sin), ties going
- * to shorter units (more groups at work). The grid holds just enough groups
- * for that many waves, in blocks of the declared threads (fewer when that leaves
- * multiprocessors idle).
+ * to shorter units (more groups at work), the GPU holding the declared
+ * blocks a multiprocessor as far as their shared memory fits. The grid holds
+ * just enough groups for that many waves, in blocks of the declared threads
+ * (fewer when that leaves multiprocessors idle).
  */
 export function planRows(s: RowShape): RowLaunch {
   const vec = s.dtype === 'f32' ? 4 : 8;
@@ -109,21 +126,26 @@ export function planRows(s: RowShape): RowLaunch {
       path: 'any',
       lanesPerRow: 32,
       block: ROW_LAUNCHES[s.kernel].any.threads,
-      grid: Math.max(1, Math.min(Math.ceil((s.tokens * s.headRows) / 8), s.multiprocessors * ANY_SHAPE_BLOCKS_PER_SM)),
+      grid: Math.max(1, Math.min(Math.ceil((s.tokens * s.headRows) / 8), s.gpu.multiprocessors * ANY_SHAPE_BLOCKS_PER_SM)),
       tokensPerBlock: 0,
       rowsPerUnit: 0,
       unitsPerToken: 0,
       sharedBytes: 0,
+      blocksPerMultiprocessor: 0,
     };
   }
   let lanes = 1;
   while (lanes < numVec && lanes < 32) lanes *= 2;
   const perLane = Math.ceil(numVec / lanes);
   const path = perLane === 1 ? 'nv1' : 'nv2';
-  const { blocksPerSM, rowsPerStep } = ROW_KERNEL_SHAPES[s.kernel][path];
+  const declared = ROW_KERNEL_SHAPES[s.kernel][path];
   const threads = ROW_LAUNCHES[s.kernel][path].threads;
-  if (s.kernel === 'ropePool' && path === 'nv1') return planTokenTiles(s, lanes, threads, blocksPerSM);
-  const resident = s.multiprocessors * blocksPerSM * (threads / lanes);
+  if (s.kernel === 'ropePool' && path === 'nv1') return planTokenTiles(s, lanes, threads, declared.blocksPerSM);
+  const { rowsPerStep } = declared;
+  // Each thread's cos/sin slots (f32 cos and sin of each element of its vectors).
+  const slotBytesPerThread = 2 * perLane * vec * 4;
+  const blocksPerSM = residentBlocks(s.gpu, declared.blocksPerSM, threads * slotBytesPerThread);
+  const resident = s.gpu.multiprocessors * blocksPerSM * (threads / lanes);
   let best = { cost: Infinity, rowsPerUnit: s.headRows, unitsPerToken: 1, waves: 1 };
   for (let unitsPerToken = s.headRows; unitsPerToken >= 1; unitsPerToken--) {
     const rowsPerUnit = Math.ceil(s.headRows / unitsPerToken);
@@ -134,7 +156,7 @@ export function planRows(s: RowShape): RowLaunch {
   }
   const groups = Math.ceil((s.tokens * best.unitsPerToken) / best.waves);
   let block = threads;
-  while (block > 64 && Math.ceil(groups / (block / lanes)) < s.multiprocessors) block /= 2;
+  while (block > 64 && Math.ceil(groups / (block / lanes)) < s.gpu.multiprocessors) block /= 2;
   return {
     path,
     lanesPerRow: lanes,
@@ -143,8 +165,14 @@ export function planRows(s: RowShape): RowLaunch {
     tokensPerBlock: 0,
     rowsPerUnit: best.rowsPerUnit,
     unitsPerToken: best.unitsPerToken,
-    sharedBytes: block * 2 * perLane * vec * 4,
+    sharedBytes: block * slotBytesPerThread,
+    blocksPerMultiprocessor: blocksPerSM,
   };
+}
+
+/** Blocks a multiprocessor holds at once: the declared ones, as far as their shared memory (and the driver's share for each) fits. */
+function residentBlocks(gpu: GpuLimits, declared: number, sharedBytes: number): number {
+  return Math.min(declared, Math.floor(gpu.sharedBytesPerMultiprocessor / (sharedBytes + gpu.reservedSharedBytesPerBlock)));
 }
 
 /** The most tokens one tile takes: on the H200 (bf16, 48 rows a token) 8 beat 4, 16 and 32 at N = 4096 and 32768. */
@@ -160,17 +188,27 @@ function tokenTileStagingBytes(threads: number): number {
  * ropePool's token tiles (src/cuda/rope_pool_tiles.cuh): a block per tile of
  * consecutive tokens, its rows in flight, norm weights, cos/sin and slots in
  * shared memory. Tiles are as large as they can be (a block's fixed costs,
- * the cos/sin pass and the two barriers, spread over more rows) while the
- * grid still fills the GPU once.
+ * the cos/sin pass and the two barriers, spread over more rows) while their
+ * shared memory stays within a block's, a larger tile costs no block resident
+ * on a multiprocessor, and the grid still fills the GPU once.
  */
-function planTokenTiles(s: RowShape, lanes: number, threads: number, blocksPerSM: number): RowLaunch {
-  const resident = s.multiprocessors * blocksPerSM;
-  let tokensPerBlock = MAX_TOKENS_PER_TILE;
-  while (tokensPerBlock > 1 && Math.ceil(s.tokens / tokensPerBlock) < resident) tokensPerBlock /= 2;
+function planTokenTiles(s: RowShape, lanes: number, threads: number, declaredBlocksPerSM: number): RowLaunch {
+  const { gpu } = s;
   // The tile's float2 cos/sin slots per token (TileAngles in rope_pool_tiles.cuh): gptj rounds the pairs up to whole vectors.
   const halfR = s.rotaryDim >> 1;
   const pairsPerVector = (s.dtype === 'f32' ? 4 : 8) / (s.gptj ? 2 : 1);
   const slots = s.gptj ? Math.ceil(halfR / pairsPerVector) * pairsPerVector : halfR;
+  // The rows staged in flight, the Q- and K-norm weights (f32), cos and sin (f32) of every (token, pair) of the tile, its slots (i64).
+  const sharedBytes = (tokensPerBlock: number) => tokenTileStagingBytes(threads) + 2 * s.headDim * 4 + tokensPerBlock * (slots * 8 + 8);
+  // On 100 KiB multiprocessors (sm_86, sm_89, sm_120) the staged rows alone keep two of the declared blocks out.
+  const resident = (tokensPerBlock: number) => residentBlocks(gpu, declaredBlocksPerSM, sharedBytes(tokensPerBlock));
+  const most = resident(1);
+  let tokensPerBlock = MAX_TOKENS_PER_TILE;
+  while (
+    tokensPerBlock > 1 &&
+    (sharedBytes(tokensPerBlock) > gpu.sharedBytesPerBlock || resident(tokensPerBlock) < most || Math.ceil(s.tokens / tokensPerBlock) < gpu.multiprocessors * most)
+  )
+    tokensPerBlock /= 2;
   return {
     path: 'nv1',
     lanesPerRow: lanes,
@@ -179,7 +217,7 @@ function planTokenTiles(s: RowShape, lanes: number, threads: number, blocksPerSM
     tokensPerBlock,
     rowsPerUnit: 0,
     unitsPerToken: 0,
-    // The rows staged in flight, the Q- and K-norm weights (f32), cos and sin (f32) of every (token, pair) of the tile, its slots (i64).
-    sharedBytes: tokenTileStagingBytes(threads) + 2 * s.headDim * 4 + tokensPerBlock * (slots * 8 + 8),
+    sharedBytes: sharedBytes(tokensPerBlock),
+    blocksPerMultiprocessor: resident(tokensPerBlock),
   };
 }

@@ -1,14 +1,16 @@
 import type { DeviceCheck } from '@kvkit/contracts/backend';
 import { valueRuleError } from '@kvkit/contracts/backend';
 import type { ContractError } from '@kvkit/contracts';
-import { RECORD_BYTES } from '../generated/kernels.js';
+import { RULES_PER_CHECK, VALUE_KIND } from '@kvkit/contracts/kernels';
+import { LAUNCHES, RECORD_BYTES } from '../generated/kernels.js';
 import type { CudaContext } from './context.js';
 import type { DeviceBuffer, PinnedBlock } from './memory.js';
+import type { ParamBlock, ParamFields } from './params.js';
 
 /** Checks numbered between two syncs before the list is drained on the spot, so a program that never syncs stays bounded. */
 const MAX_PENDING = 1 << 16;
 
-/** BadValueRecord: key (u64), value (i64), lock, unused (contracts' deviceRecords). */
+/** BadValueRecord: key (u64), value (i64), lock, rejectedCall (contracts' deviceRecords). */
 const BAD_VALUE_BYTES = RECORD_BYTES.BadValueRecord;
 
 /** A copy of the record taken before a sync (by a read() or a drain), with the checks it numbers; kept while it may hold a violation. */
@@ -20,14 +22,24 @@ export interface Settlement {
   found: ContractError | undefined;
 }
 
+/** A rule of the call being enqueued, numbered, with the contiguous device copy of its values. */
+interface CallRule {
+  readonly check: number;
+  readonly rule: DeviceCheck;
+  readonly values: number;
+}
+
 /**
  * The value rules the contracts hand to the device (positions inside the
- * cache, slots inside the pool, eps finite and >= 0). Each enqueued check gets a number; kernels
- * keep the smallest (check, token) that broke its rule, with its value, in
- * one small device record. sync() reads and clears the record and throws the
- * ContractError the host check throws (valueRuleError). A read() copies and
- * clears it too, on its own event, so a loop that reads and never syncs
- * keeps no checks (nor the tensors they name); what it finds waits for the sync.
+ * cache, slots inside the pool, eps finite and >= 0). Each enqueued check gets
+ * a number; one launch per call (check_values.cu) tests the call's rules before
+ * any of its kernels writes, keeps the smallest (check, token) that broke its
+ * rule, with its value, in one small device record, and marks the call
+ * rejected there, so its kernels write nothing. sync() reads and clears the
+ * record and throws the ContractError the host check throws (valueRuleError).
+ * A read() copies and clears it too, on its own event, so a loop that reads
+ * and never syncs keeps no checks (nor the tensors they name); what it finds
+ * waits for the sync.
  */
 export class BadValues {
   readonly #cx: CudaContext;
@@ -36,20 +48,63 @@ export class BadValues {
   #dims: Readonly<Record<string, number>>[] = [];
   /** Copies taken since the last sync, in enqueue order: the first violation among them is the next sync's. */
   #settlements: Settlement[] = [];
+  readonly #params: ParamBlock<'CheckValuesParams'>;
+  /** Rules numbered since the last checkCall: the call being enqueued. */
+  #callRules: CallRule[] = [];
+  /** The last call number handed out; BadValueRecord.rejectedCall holds one of them (0 never: no check). */
+  #calls = 0;
 
-  constructor(cx: CudaContext) {
+  constructor(cx: CudaContext, params: ParamBlock<'CheckValuesParams'>) {
     this.#cx = cx;
+    this.#params = params;
     this.record = cx.alloc(BAD_VALUE_BYTES, 'createCudaBackend');
     cx.fill(this.record.ptr, 0xff, 8, 'createCudaBackend');
     cx.fill(this.record.ptr + 8, 0, BAD_VALUE_BYTES - 8, 'createCudaBackend');
   }
 
-  /** Numbers one check of a call about to be launched. */
-  enqueue(check: DeviceCheck, dims: Readonly<Record<string, number>>): number {
-    if (this.#checks.length >= MAX_PENDING) this.#drainNow(check.op);
+  /** Numbers one rule of a call about to be launched, whose values the device holds contiguous at `values`. */
+  enqueue(check: DeviceCheck, dims: Readonly<Record<string, number>>, values: number): number {
+    // Drained between calls only, so the numbers of one call's rules stay together.
+    if (this.#callRules.length === 0 && this.#checks.length >= MAX_PENDING) this.#drainNow(check.op);
     this.#checks.push(check);
     this.#dims.push(dims);
-    return this.#checks.length - 1;
+    const number = this.#checks.length - 1;
+    this.#callRules.push({ check: number, rule: check, values });
+    return number;
+  }
+
+  /**
+   * Launches the check of the rules numbered since the last call of this,
+   * ahead of the call's kernels that write, and returns the call's number for
+   * their gate (callRejected in bad_values.cuh); 0 when the call has no rule
+   * on the device, and nothing is launched.
+   */
+  checkCall(op: string): number {
+    const rules = this.#callRules.splice(0);
+    if (rules.length === 0) return 0;
+    if (rules.length > RULES_PER_CHECK) throw new Error(`${op}: ${rules.length} value rules, one check launch takes ${RULES_PER_CHECK}`);
+    this.#calls = this.#calls >= 0x7fffffff ? 1 : this.#calls + 1;
+    const fields: Record<string, number> = {};
+    let longest = 0;
+    for (let r = 0; r < RULES_PER_CHECK; r++) {
+      const at = rules[r];
+      const count = at ? at.rule.tensor.shape.reduce((n, d) => n * d, 1) : 0;
+      longest = Math.max(longest, count);
+      fields[`values${r}`] = at ? at.values : 0;
+      fields[`count${r}`] = count;
+      fields[`kind${r}`] = at ? VALUE_KIND[at.rule.tensor.dtype as keyof typeof VALUE_KIND] : 0;
+      fields[`min${r}`] = at?.rule.min ?? -Infinity;
+      fields[`below${r}`] = at?.rule.below ?? Infinity;
+      fields[`negativeSkips${r}`] = at?.rule.negativeSkips ? 1 : 0;
+      fields[`finite${r}`] = at?.rule.finite ? 1 : 0;
+      fields[`check${r}`] = at ? at.check : 0xffffffff;
+    }
+    this.#params.write({ ...fields, badValue: this.record.ptr, call: this.#calls } as ParamFields['CheckValuesParams']);
+    const { threads } = LAUNCHES.checkValues.default;
+    const grid = Math.max(1, Math.min(Math.ceil(longest / threads), this.#cx.multiprocessors * 4));
+    // It waits for the grid ahead before reading, and lets the call's first kernel launch behind it.
+    this.#cx.launchOverlapping('check_values', this.#params, grid, threads, 0, op);
+    return this.#calls;
   }
 
   /** At sync: waits for the work enqueued so far and returns the first bad value it met, if any. */

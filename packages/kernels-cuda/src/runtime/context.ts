@@ -1,14 +1,21 @@
 import koffi from 'koffi';
 import { ATTRIBUTE, CUDA_ERROR_NOT_READY } from './driver.js';
 import type { CudaDriver } from './driver.js';
+import type { GpuLimits } from '../ops/rowTiles.js';
 import type { CallerStream } from './callerStream.js';
 import { DeviceBuffer } from './memory.js';
 import type { PinnedBlock } from './memory.js';
 import type { KernelName, ParamsOf } from './kernelNames.js';
 import type { ParamBlock } from './params.js';
 
-/** The context current on this thread (all driver calls come from the JS thread). */
-let currentContext: bigint | undefined;
+/**
+ * The context current on this thread, as kvkit last made it (all driver calls come from the JS thread). Kept
+ * on globalThis, so two copies of this module in one process (a bundle beside the package) track one thread.
+ */
+const threadState = globalThis as Record<symbol, { context: bigint | undefined } | undefined>;
+const CURRENT = Symbol.for('kvkit.cuda.currentContext');
+threadState[CURRENT] ??= { context: undefined };
+const current = threadState[CURRENT];
 
 const CU_STREAM_NON_BLOCKING = 1;
 /** CUlaunchConfig: grid and block dims, shared bytes (7 × u32), stream, attrs, numAttrs: 56 bytes. */
@@ -35,6 +42,8 @@ export class CudaContext {
   readonly stream: bigint;
   readonly module: bigint;
   readonly multiprocessors: number;
+  /** What the row kernels' launches must fit in (src/ops/rowTiles.ts). */
+  readonly launchLimits: GpuLimits;
   readonly #asyncAlloc: boolean;
   /** The device's default memory pool, which stream-ordered allocations come from (null without pools). */
   readonly #pool: bigint | null = null;
@@ -82,6 +91,17 @@ export class CudaContext {
     const count = [0];
     out('cuDeviceGetAttribute', cu.cuDeviceGetAttribute(count, ATTRIBUTE.multiprocessorCount, this.device));
     this.multiprocessors = count[0]!;
+    const attribute = (which: number) => {
+      const value = [0];
+      out('cuDeviceGetAttribute', cu.cuDeviceGetAttribute(value, which, this.device));
+      return value[0]!;
+    };
+    this.launchLimits = {
+      multiprocessors: this.multiprocessors,
+      sharedBytesPerBlock: attribute(ATTRIBUTE.maxSharedMemoryPerBlock),
+      sharedBytesPerMultiprocessor: attribute(ATTRIBUTE.maxSharedMemoryPerMultiprocessor),
+      reservedSharedBytesPerBlock: attribute(ATTRIBUTE.reservedSharedMemoryPerBlock),
+    };
     const pools = [0];
     out('cuDeviceGetAttribute', cu.cuDeviceGetAttribute(pools, ATTRIBUTE.memoryPoolsSupported, this.device));
     this.#asyncAlloc = pools[0] === 1;
@@ -140,12 +160,12 @@ export class CudaContext {
       // The application may make another context current between kvkit's calls: ask the driver, not the cache.
       this.#cu.check('cuda', 'cuCtxGetCurrent', this.#cu.cuCtxGetCurrent(this.#currentOut));
       if (this.#currentOut[0] === this.context) {
-        currentContext = this.context;
+        current.context = this.context;
         return;
       }
-    } else if (currentContext === this.context) return;
+    } else if (current.context === this.context) return;
     this.#cu.check('cuda', 'cuCtxSetCurrent', this.#cu.cuCtxSetCurrent(this.context));
-    currentContext = this.context;
+    current.context = this.context;
   }
 
   /** Device memory, stream-ordered where the device has memory pools. */
@@ -181,13 +201,13 @@ export class CudaContext {
    * Page-locks host memory of the caller's for a download straight into it; false where the driver refuses
    * (the caller then stages through `pinned`). Undone by `unregister`.
    */
-  register(target: Uint8Array): boolean {
+  register(target: ArrayBuffer | Uint8Array): boolean {
     this.makeCurrent();
     // A driver or sandbox may refuse to lock ordinary memory: no fault of the call, only a slower path.
     return this.#cu.cuMemHostRegister(target, target.byteLength, 0) === 0;
   }
 
-  unregister(target: Uint8Array, op: string): void {
+  unregister(target: ArrayBuffer | Uint8Array, op: string): void {
     this.makeCurrent();
     this.#cu.check(op, 'cuMemHostUnregister', this.#cu.cuMemHostUnregister(target));
   }
@@ -292,6 +312,7 @@ export class CudaContext {
   }
 
   elapsedMs(start: bigint, end: bigint, op: string): number {
+    this.makeCurrent();
     const ms = [0];
     this.#cu.check(op, 'cuEventElapsedTime', this.#cu.cuEventElapsedTime(ms, start, end));
     return ms[0]!;
@@ -304,6 +325,8 @@ export class CudaContext {
     const free = this.#pinned.get(size);
     const reused = free?.pop();
     if (reused) return reused;
+    // In this context: a block allocated in another backend's would be freed with that context, and is page-locked only there.
+    this.makeCurrent();
     const p: (bigint | null)[] = [null];
     this.#cu.check(op, 'cuMemHostAlloc', this.#cu.cuMemHostAlloc(p, size, 0));
     const block = { ptr: p[0]!, size, view: koffi.view(p[0]!, size) };
@@ -347,7 +370,7 @@ export class CudaContext {
       attempt('cuStreamDestroy', cu.cuStreamDestroy(this.stream));
       attempt('cuDevicePrimaryCtxRelease', cu.cuDevicePrimaryCtxRelease(this.device));
     }
-    currentContext = undefined;
+    current.context = undefined;
     const first = failures[0];
     if (first && cu.faulted === undefined) throw cu.failure('dispose', first[0], first[1]);
   }

@@ -1,7 +1,7 @@
-import { isFp8, numel } from '@kvkit/contracts';
+import { numel } from '@kvkit/contracts';
 import type { DType, FloatDType, Shape, TensorData } from '@kvkit/contracts';
-import type { BackendKernels, CreateKvMaterializerChecked, DequantizeKvChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, RopeSpec, TensorLimit, ViewLayout } from '@kvkit/contracts/backend';
-import { decodeHalves, decodeNarrowFloats, encodeTensorData, layoutOf, ropeAngles, ropeAngleTable, storageView } from '@kvkit/contracts/backend';
+import type { BackendKernels, CreateKvMaterializerChecked, DequantizeKvChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, ReadForm, RopePoolFusedChecked, RopeSpec, TensorLimit, ViewLayout } from '@kvkit/contracts/backend';
+import { encodeTensorData, layoutOf, ropeAngles, ropeAngleTable, storageView } from '@kvkit/contracts/backend';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';
 import { dequantizeKv } from '../ops/kvPools.js';
@@ -15,6 +15,8 @@ import type { CudaDevice } from './driver.js';
 import type { DeviceBuffer } from './memory.js';
 import { StridedGather } from './gatherStrided.js';
 import { convertsOnDevice, isHalf, uploadHalves, widenHalves } from './halfTransfers.js';
+import { readToHost } from './hostReads.js';
+import type { ReadDevice } from './hostReads.js';
 import { ParamBlock } from './params.js';
 import { SlotOwners } from './slotOwners.js';
 
@@ -43,6 +45,7 @@ export class CudaKernels implements BackendKernels {
     poolRead: new ParamBlock('PoolReadParams'),
     halves: new ParamBlock('HalvesParams'),
     gatherStrided: new ParamBlock('GatherStridedParams'),
+    checkValues: new ParamBlock('CheckValuesParams'),
   };
   /** Last-token-wins claims for pool writes. */
   readonly slotOwners: SlotOwners;
@@ -58,7 +61,7 @@ export class CudaKernels implements BackendKernels {
     this.cx = cx;
     this.device = device;
     this.label = `cuda backend #${instances} (${device.name})`;
-    this.badValues = new BadValues(cx);
+    this.badValues = new BadValues(cx, this.params.checkValues);
     this.slotOwners = new SlotOwners(cx, this.params.claimSlots);
     this.gather = new StridedGather(cx, this.params.gatherStrided);
     if ('reason' in gemm) {
@@ -129,61 +132,59 @@ export class CudaKernels implements BackendKernels {
   /** Enqueues the copy now (so it sees exactly the work enqueued before), resolves once it has landed. */
   async read(t: OwnedTensor): Promise<Float32Array | Int32Array | BigInt64Array> {
     const own = this.own(t);
-    if (own.byteLength === 0) return emptyOf(own.dtype);
-    const from = this.#rowMajor(own, 'read');
-    const count = numel(own.shape);
-    if (isHalf(own.dtype)) {
-      // Large tensors are widened on the device and come back as f32 bytes; small ones are decoded on the host.
-      if (!convertsOnDevice(count)) return decodeHalves(own.dtype, new Uint16Array(await this.#download(from, own.byteLength, 'read'), 0, count));
-      const wide = widenHalves(this, own.dtype, from, count, 'read');
-      try {
-        return new Float32Array(await this.#download(wide.ptr, count * 4, 'read'));
-      } finally {
-        wide.release();
-      }
-    }
-    // fp8 codes are decoded on the host (not halves: they never take the device conversion).
-    if (isFp8(own.dtype)) return decodeNarrowFloats(own.dtype, await this.#download(from, own.byteLength, 'read'), count);
-    const copy = await this.#download(from, own.byteLength, 'read');
-    return own.dtype === 'f32' ? new Float32Array(copy) : own.dtype === 'i32' ? new Int32Array(copy) : new BigInt64Array(copy);
+    const data = await this.#readToHost(own, 'values', 'read');
+    return own.dtype === 'i32' ? new Int32Array(data) : own.dtype === 'i64' ? new BigInt64Array(data) : new Float32Array(data);
   }
 
   /** The stored bytes, as they landed. */
-  async readBytes(t: OwnedTensor): Promise<ArrayBuffer> {
-    const own = this.own(t);
-    if (own.byteLength === 0) return new ArrayBuffer(0);
-    return this.#download(this.#rowMajor(own, 'readBits'), own.byteLength, 'readBits');
-  }
-
-  /** Where the tensor's elements lie row-major: its own address, or (a strided view) a gathered copy enqueued now. */
-  #rowMajor(own: CudaTensor, op: string): number {
-    this.cx.makeCurrent();
-    return this.gather.contiguous([own], op)[0]!;
+  readBytes(t: OwnedTensor): Promise<ArrayBuffer> {
+    return this.#readToHost(this.own(t), 'bits', 'readBits');
   }
 
   /**
-   * A new buffer holding `bytes` at `ptr`, copied by a download enqueued now and resolved once it has landed.
-   * Large downloads go straight into the new buffer, page-locked for the copy (a fresh buffer's first touch,
-   * not the transfer, is what costs on the host); small ones, or where locking is refused, through a pinned
-   * block. The value checks of the calls before it are settled on the same event (BadValues.recordForRead).
+   * The tensor's elements, row-major (a strided view gathered first), downloaded by copies enqueued now into
+   * the array the read resolves with (runtime/hostReads.ts). The value checks of the calls before it are
+   * settled on the same stream (BadValues.recordForRead).
    */
-  async #download(ptr: number, bytes: number, op: string): Promise<ArrayBuffer> {
+  async #readToHost(own: CudaTensor, form: ReadForm, op: 'read' | 'readBits'): Promise<ArrayBuffer> {
+    const count = numel(own.shape);
+    if (count === 0) return new ArrayBuffer(0);
     this.cx.makeCurrent();
-    const out = bytes >= DIRECT_DOWNLOAD_MIN ? new Uint8Array(bytes) : undefined;
-    const direct = out !== undefined && this.cx.register(out);
-    const block = direct ? undefined : this.cx.pinned(bytes, op);
-    try {
-      const checks = this.badValues.recordForRead(op);
-      this.cx.download(direct ? out! : block!.ptr, ptr, bytes, op);
-      const event = this.cx.record(op);
-      await this.cx.wait(event, op);
-      this.cx.recycle(event);
-      if (checks) this.badValues.afterRead(checks);
-      return direct ? out!.buffer : block!.view.slice(0, bytes);
-    } finally {
-      if (direct) this.cx.unregister(out!, op);
-      if (block) this.cx.givePinned(block);
-    }
+    const from = this.gather.contiguous([own], op)[0]!;
+    const checks = this.badValues.recordForRead(op);
+    const data = await readToHost(this.#readDevice(op), from, own.dtype, count, form);
+    if (checks) this.badValues.afterRead(checks);
+    return data;
+  }
+
+  /** A read's stream-ordered calls; each makes the context current, as a read's later chunks are enqueued after awaits. */
+  #readDevice(op: string): ReadDevice {
+    const cx = this.cx;
+    return {
+      alloc: (bytes) => cx.alloc(bytes, op),
+      copy: (dst, src, bytes) => {
+        cx.makeCurrent();
+        cx.copy(dst, src, bytes, op);
+      },
+      download: (dst, src, bytes) => {
+        cx.makeCurrent();
+        cx.download(dst, src, bytes, op);
+      },
+      widen: (dtype, src, dst, count) => {
+        cx.makeCurrent();
+        widenHalves(this, dtype, src, dst, count, op);
+      },
+      register: (target) => cx.register(target),
+      unregister: (target) => cx.unregister(target, op),
+      pinned: (bytes) => cx.pinned(bytes, op),
+      givePinned: (block) => cx.givePinned(block),
+      landed: async () => {
+        cx.makeCurrent();
+        const event = cx.record(op);
+        await cx.wait(event, op);
+        cx.recycle(event);
+      },
+    };
   }
 
   fusedNormRopeStacked(args: FusedNormRopeStackedChecked): { kOut: OwnedTensor; vOut: OwnedTensor } {
@@ -241,13 +242,6 @@ export class CudaKernels implements BackendKernels {
       this.cx.dispose();
     }
   }
-}
-
-/** Downloads of at least this many bytes go straight into the returned buffer (see #download). */
-const DIRECT_DOWNLOAD_MIN = 1 << 22;
-
-function emptyOf(dtype: DType): Float32Array | Int32Array | BigInt64Array {
-  return dtype === 'i32' ? new Int32Array(0) : dtype === 'i64' ? new BigInt64Array(0) : new Float32Array(0);
 }
 
 /** The bytes to upload: data was checked by the contracts (length, representability); floats are rounded once. */

@@ -21,7 +21,10 @@ export type CudaProbe =
 
 /** Device attributes (CUdevice_attribute). */
 export const ATTRIBUTE = {
+  maxSharedMemoryPerBlock: 8,
   multiprocessorCount: 16,
+  maxSharedMemoryPerMultiprocessor: 81,
+  reservedSharedMemoryPerBlock: 111,
   computeCapabilityMajor: 75,
   computeCapabilityMinor: 76,
   memoryPoolsSupported: 115,

@@ -1,14 +1,14 @@
 /**
  * f16/bf16 host transfers through f32 on the device: `tensor()` uploads the
  * caller's Float32Array as it is and a kernel rounds it, `read()` widens on
- * the device and downloads f32. The host then moves bytes only, at copy
- * speed, instead of running the codec per element (about 1 GB/s on one core).
+ * the device, a chunk at a time, and downloads f32. The host then moves bytes
+ * only, at copy speed, instead of running the codec per element (about 1 GB/s
+ * on one core).
  * The kernels follow the host codec bit for bit (halves.cu).
  */
 import type { DType } from '@kvkit/contracts';
 import { LAUNCHES } from '../generated/kernels.js';
 import type { CudaKernels } from './cudaKernels.js';
-import type { DeviceBuffer } from './memory.js';
 
 /** Below this many elements a launch and a scratch buffer cost more than the host codec. */
 const DEVICE_CONVERSION_MIN = 1 << 16;
@@ -41,9 +41,7 @@ export function uploadHalves(k: CudaKernels, dtype: HalfDType, dst: number, valu
   }
 }
 
-/** Widens `count` halves at `src` into a new f32 scratch buffer, enqueued now; the caller downloads and releases it. */
-export function widenHalves(k: CudaKernels, dtype: HalfDType, src: number, count: number, op: string): DeviceBuffer {
-  const scratch = k.cx.alloc(count * 4, op);
-  launchHalves(k, `halves_to_f32_${dtype}`, src, scratch.ptr, count, op);
-  return scratch;
+/** Widens `count` halves at `src` into f32 values at `dst`; stream-ordered. */
+export function widenHalves(k: CudaKernels, dtype: HalfDType, src: number, dst: number, count: number, op: string): void {
+  launchHalves(k, `halves_to_f32_${dtype}`, src, dst, count, op);
 }

@@ -24,7 +24,18 @@ export interface WebGpuBackendOptions {
    * them giving the integer code's bits, else the integer code. 'builtin' or 'integer' forces one (for tests).
    */
   readonly f16Conversion?: 'builtin' | 'integer';
+  /**
+   * When recorded work is submitted. 'auto' (the default): ops batch, but a call whose work reads or writes a
+   * buffer the application can reach (one it wrapped, or one `gpuBufferOf` handed it) submits the batch before it
+   * returns, so the application's next `queue.submit` runs after it. 'explicit': every call batches until
+   * `flush()`, `read()`, `sync()` or 256 dispatches; call `flush()` before each submit of your own that touches
+   * those buffers, or it runs ahead of kvkit's work.
+   */
+  readonly batching?: WebGpuBatching;
 }
+
+/** `WebGpuBackendOptions.batching`: 'auto' submits work on the application's buffers before the call returns; 'explicit' leaves every submit to `flush()`. */
+export type WebGpuBatching = 'auto' | 'explicit';
 
 const OP = 'createWebGpuBackend';
 
@@ -69,7 +80,7 @@ export async function createWebGpuBackend(options: WebGpuBackendOptions = {}): P
     maxStorageBuffersPerStage: device.limits.maxStorageBuffersPerShaderStage,
     f16,
   };
-  const runtime = new GpuRuntime(device, caps, device.features.has('timestamp-query'));
+  const runtime = new GpuRuntime(device, caps, device.features.has('timestamp-query'), options.batching === 'explicit');
   const kernels = new WebGpuKernels(runtime, options.device === undefined, description);
   const common = defineBackend(kernels);
   const backend: WebGpuBackend = { ...common, wrap: wrapFor(kernels, () => kernels.disposed) };

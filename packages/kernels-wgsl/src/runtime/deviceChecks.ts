@@ -1,8 +1,10 @@
 /**
- * Value rules checked on the device (SEMANTICS.md, "Value checks"). Each op
- * call reserves one flag word per rule; a kernel that meets a bad token skips
- * it and raises the word to 0xffffffff − t with atomicMax, so the word ends
- * up naming the first bad token. `collect()` (run by sync) reads the words of
+ * Value rules checked on the device (SEMANTICS.md, "Values that live on the
+ * device"). Each op call reserves one flag word per rule, and its rules are
+ * checked right then, one dispatch each (valueChecks.wgsl.ts), ahead of the
+ * call's writing kernels: a bad value raises its word to 0xffffffff − i with
+ * atomicMax, so the word ends up naming the first bad index, and the call's
+ * kernels, which read their words first, write nothing. `collect()` (run by sync) reads the words of
  * every call since the last sync, in call order, and turns the first raised
  * one into the ContractError the host check throws (valueRuleError): the index comes
  * from the flag word, the value from the checked tensor at that index (index
@@ -14,7 +16,9 @@ import type { IndexDType } from '@kvkit/contracts';
 import type { DeviceCheck } from '@kvkit/contracts/backend';
 import { valueRuleError } from '@kvkit/contracts/backend';
 import type { ContractError } from '@kvkit/contracts';
-import type { BufferRange, DeviceStorage, GpuRuntime } from './gpuRuntime.js';
+import { planCheckValues } from '../shaders/plan.js';
+import { checkValuesShader } from '../shaders/valueChecks.wgsl.js';
+import type { BufferRange, DeviceStorage, GpuRuntime, RecordedRead } from './gpuRuntime.js';
 import type { GpuTensor } from './gpuTensor.js';
 
 const WORDS_PER_BUFFER = 4096;
@@ -44,7 +48,9 @@ export class DeviceChecks {
 
   /**
    * Flag words for the rules of one call, in the order given (an absent rule
-   * still gets a word, never read). Returns the flag buffer and the words.
+   * still gets a word, never raised), and the dispatches that check the
+   * present ones. Call it before the call's first writing dispatch. Returns
+   * the flag buffer and the words.
    */
   reserve(rules: readonly (DeviceCheck | undefined)[], dims: Readonly<Record<string, number>>): { flags: BufferRange; words: number[] } {
     let buffer = Math.floor(this.#used / WORDS_PER_BUFFER);
@@ -71,7 +77,30 @@ export class DeviceChecks {
       });
     }
     const { buffer: gpu, id } = this.#buffers[buffer]!;
-    return { flags: { buffer: gpu, id, offset: 0, size: WORDS_PER_BUFFER * 4 }, words };
+    const flags = { buffer: gpu, id, offset: 0, size: WORDS_PER_BUFFER * 4 };
+    rules.forEach((rule, i) => {
+      if (rule) this.#check(rule, flags, words[i]!);
+    });
+    return { flags, words };
+  }
+
+  /** Dispatches the check of one rule into its flag word. */
+  #check(rule: DeviceCheck, flags: BufferRange, word: number): void {
+    const t = rule.tensor as GpuTensor;
+    const valueType = t.dtype as IndexDType | 'f32';
+    // The shapes of rule the contracts declare: floats finite and >= 0 (eps); indices in [0, below), negatives skipping or not.
+    const supported = valueType === 'f32' ? rule.finite && rule.min === 0 && rule.below === undefined : !rule.finite && (rule.negativeSkips || rule.min === 0) && rule.below !== undefined;
+    if (!supported) throw new Error(`${rule.op}: the device check of ${rule.arg} takes no rule of this shape`);
+    const count = t.shape.reduce((n, d) => n * d, 1);
+    if (count === 0) return;
+    const plan = planCheckValues(this.#runtime.caps, valueType);
+    const kernel = this.#runtime.kernel(plan, () => checkValuesShader(plan));
+    const below = Math.min(rule.below ?? 0, 0xffffffff);
+    // Bound from the storage offset alignment below the tensor (a materializer's eps sits after its weights).
+    const start = t.byteOffset - (t.byteOffset % this.#runtime.device.limits.minStorageBufferOffsetAlignment);
+    const values = t.storage.range(start, t.byteOffset - start + t.byteLength);
+    const params = { count, offset: (t.byteOffset - start) / 4, flag: word, below, negativeSkips: rule.negativeSkips ? 1 : 0 };
+    this.#runtime.dispatch(kernel, { values, flags }, params, Math.ceil(count / plan.workgroupSize));
   }
 
   /** The first violation recorded since the last collect, as its ContractError; clears every flag. */
@@ -127,7 +156,7 @@ export class DeviceChecks {
     this.#used = 0;
     const runtime = this.#runtime;
     // The flag words are copied out and cleared in one submit, ahead of any later call's use of them.
-    const reads: { staging: GPUBuffer | undefined; size: number }[] = [];
+    const reads: RecordedRead[] = [];
     try {
       const buffersUsed = Math.ceil(used / WORDS_PER_BUFFER);
       for (let b = 0; b < buffersUsed; b++) {

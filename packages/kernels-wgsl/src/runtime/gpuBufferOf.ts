@@ -19,9 +19,11 @@ const ANY_WEBGPU_BACKEND = { label: 'a WebGPU backend' };
 
 /**
  * The device buffer behind a live tensor of a WebGPU backend. The buffer stays
- * kvkit's: use it only while the tensor lives, and call `backend.flush()`
- * before submitting work that reads it. Not a tensor: KV001; another
- * backend's: KV002; disposed: KV003 (a layer view past its callback: KV027).
+ * kvkit's: use it only while the tensor lives. Work pending on it is submitted
+ * here, and later calls that touch it submit before they return, as for a
+ * wrapped buffer (with `batching: 'explicit'`, call `backend.flush()` before
+ * submitting work that uses it). Not a tensor: KV001; another backend's:
+ * KV002; disposed: KV003 (a layer view past its callback: KV027).
  */
 export function gpuBufferOf(tensor: Tensor): GpuBufferRange {
   const owner = isTensor(tensor) ? tensor[TENSOR_OWNER] : undefined;
@@ -30,5 +32,6 @@ export function gpuBufferOf(tensor: Tensor): GpuBufferRange {
   // A strided view's bytes run from its first element to one past its last.
   const last = t.shape.reduce((end, d, i) => end + Math.max(0, d - 1) * t.strides[i]!, 0);
   const byteLength = t.numel === 0 ? 0 : (last + 1) * (t.byteLength / t.numel);
+  webGpu!.runtime.share(t.storage.buffer);
   return { buffer: t.storage.buffer, byteOffset: t.byteOffset, byteLength, strides: t.strides };
 }

@@ -2,16 +2,26 @@
  * One GPUDevice as the kernels see it: buffers, a pipeline cache keyed by
  * kernel plans, and a batch that records dispatches into one command encoder
  * and submits lazily (at flush, read, sync, or when the batch is full), so many
- * small ops do not pay a submit each. Uniform blocks of the batch are staged
- * on the host and written just before the submit, so they land in queue
- * order with the work that reads them. The device may be the application's:
+ * small ops do not pay a submit each. Work on a buffer the application can
+ * reach (one it wrapped, or one gpuBufferOf handed it) is submitted before
+ * the call that recorded it returns, unless batching is explicit: the
+ * application's next submit cannot overtake it. Uniform blocks of the batch
+ * are staged on the host and written just before the submit, so they land in
+ * queue order with the work that reads them. The device may be the application's:
  * kvkit hears of its own errors through error scopes around its own calls,
  * and of a loss through `device.lost`, never through the device's listeners.
  */
 import { ContractError } from '@kvkit/contracts';
+import { READ_CHUNK_BYTES } from '@kvkit/contracts/backend';
 import { planKey } from '../shaders/plan.js';
 import type { DeviceCaps, KernelPlan } from '../shaders/plan.js';
 import type { BindingSpec, KernelSource } from '../shaders/source.js';
+
+/** A read's copies, recorded: `size` bytes in staging buffers of at most READ_CHUNK_BYTES each, in order. */
+export interface RecordedRead {
+  readonly size: number;
+  readonly chunks: readonly { readonly staging: GPUBuffer; readonly bytes: number }[];
+}
 
 /** A bindable byte range of a buffer; `id` identifies the buffer for bind-group caching. */
 export interface BufferRange {
@@ -42,8 +52,9 @@ export interface PassTimer {
 /** Every dispatch gets one 256-byte uniform block (the dynamic-offset alignment). */
 const PARAM_BLOCK = 256;
 const PARAM_BLOCKS = 256;
-/** Staging buffers up to this size are kept for the next read of a similar size. */
-const POOLED_STAGING_MAX = 1 << 26;
+/** Staging buffers of one size kept for the next reads: a long read hands back many of a chunk's size. */
+const POOLED_STAGING_PER_SIZE = 4;
+const MAP_READ = 0x0001;
 const BIND_GROUP_CACHE_MAX = 512;
 
 const STORAGE_USAGE = 0x0080 | 0x0004 | 0x0008; // STORAGE | COPY_SRC | COPY_DST
@@ -71,6 +82,13 @@ export class GpuRuntime {
   /** Dispatches recorded and command buffers submitted so far (tests check that ops batch). */
   dispatches = 0;
   submits = 0;
+  /** `batching: 'explicit'`: nothing is submitted before flush, read, sync or a full batch, whatever buffers the work touches. */
+  #explicitBatching: boolean;
+  /** Buffers the application can reach: its own, wrapped, and kvkit's that gpuBufferOf handed out (until their storage is freed). */
+  readonly #shared = new WeakSet<GPUBuffer>();
+  /** Buffers the unsubmitted batch reads or writes, and whether one of them is shared. */
+  readonly #pending = new Set<GPUBuffer>();
+  #pendingShared = false;
 
   #encoder: GPUCommandEncoder | undefined;
   #pass: GPUComputePassEncoder | undefined;
@@ -96,8 +114,9 @@ export class GpuRuntime {
   /** The first failed build not yet thrown by a read or sync. */
   #unreportedBuild: { readonly kernel: string; readonly log: string } | undefined;
 
-  constructor(device: GPUDevice, caps: DeviceCaps, timestamps: boolean) {
+  constructor(device: GPUDevice, caps: DeviceCaps, timestamps: boolean, explicitBatching = false) {
     this.device = device;
+    this.#explicitBatching = explicitBatching;
     this.caps = caps;
     this.timestamps = timestamps;
     this.maxBufferBytes = Math.min(device.limits.maxBufferSize, device.limits.maxStorageBufferBindingSize);
@@ -114,6 +133,8 @@ export class GpuRuntime {
    * Runs `fn` (kvkit's own device calls, up to its first await) inside error
    * scopes of its own: what they catch is kvkit's and reaches the next sync;
    * the application's errors on a shared device stay the application's.
+   * Every entry point records its work inside one: at its end, work on a
+   * buffer the application can reach is submitted (see `submitShared`).
    */
   scoped<T>(fn: () => T): T {
     if (this.#inScope) return fn();
@@ -123,6 +144,7 @@ export class GpuRuntime {
     try {
       return fn();
     } finally {
+      this.submitShared();
       this.#inScope = false;
       this.#hear(this.device.popErrorScope(), false);
       this.#hear(this.device.popErrorScope(), true);
@@ -199,8 +221,47 @@ export class GpuRuntime {
   }
 
   /** An id for a buffer the application made (the bind-group cache keys ranges by id); kvkit never destroys it. */
-  adopt(): number {
+  adopt(buffer: GPUBuffer): number {
+    this.#shared.add(buffer);
     return this.#nextId++;
+  }
+
+  /**
+   * Marks one of kvkit's buffers as reachable by the application (gpuBufferOf
+   * hands it out): work pending on it is submitted now, and later work on it
+   * before its call returns, as for a wrapped buffer.
+   */
+  share(buffer: GPUBuffer): void {
+    this.#shared.add(buffer);
+    if (!this.#pending.has(buffer)) return;
+    this.#pendingShared = true;
+    if (!this.#explicitBatching) this.scoped(() => this.flush());
+  }
+
+  /** A freed storage's buffer is kvkit's alone again (gpuBufferOf's range was valid only while its tensor lived). */
+  unshare(buffer: GPUBuffer): void {
+    this.#shared.delete(buffer);
+  }
+
+  /** Runs `fn` with batching explicit (the profiler times calls back to back in one batch). */
+  batched<T>(fn: () => T): T {
+    const was = this.#explicitBatching;
+    this.#explicitBatching = true;
+    try {
+      return fn();
+    } finally {
+      this.#explicitBatching = was;
+    }
+  }
+
+  /** Submits the batch if it touches a buffer the application can reach, unless batching is explicit. */
+  submitShared(): void {
+    if (this.#pendingShared && !this.#explicitBatching) this.flush();
+  }
+
+  #touch(buffer: GPUBuffer): void {
+    this.#pending.add(buffer);
+    if (this.#shared.has(buffer)) this.#pendingShared = true;
   }
 
   /** Destroys the buffer once the work recorded so far has been submitted (submitted work keeps it alive). */
@@ -275,6 +336,7 @@ export class GpuRuntime {
       kernel,
       kernel.bindings.map((b) => (ranges as Readonly<Record<string, BufferRange>>)[b.name]!),
     );
+    for (const r of bound) this.#touch(r.buffer);
     const bindGroup = this.#bindGroup(kernel, bound);
     const pass = this.#computePass();
     pass.setPipeline(kernel.pipeline);
@@ -287,12 +349,15 @@ export class GpuRuntime {
   /** Records a copy between two buffers (sizes and offsets multiples of 4). */
   copy(src: GPUBuffer, srcOffset: number, dst: GPUBuffer, dstOffset: number, size: number): void {
     if (size <= 0) return;
+    this.#touch(src);
+    this.#touch(dst);
     this.#endPass();
     this.#commandEncoder().copyBufferToBuffer(src, srcOffset, dst, dstOffset, size);
   }
 
   clear(buffer: GPUBuffer, offset: number, size: number): void {
     if (size <= 0) return;
+    this.#touch(buffer);
     this.#endPass();
     this.#commandEncoder().clearBuffer(buffer, offset, size);
   }
@@ -316,6 +381,8 @@ export class GpuRuntime {
     this.#endPass();
     const encoder = this.#encoder;
     this.#encoder = undefined;
+    this.#pending.clear();
+    this.#pendingShared = false;
     if (this.#paramBlocks > 0) this.device.queue.writeBuffer(this.#uniform, 0, this.#params.buffer, 0, this.#paramBlocks * PARAM_BLOCK);
     this.#paramBlocks = 0;
     this.device.queue.submit([encoder.finish()]);
@@ -340,31 +407,53 @@ export class GpuRuntime {
     return this.finishRead(op, read);
   }
 
-  /** Records the copy of a read into a staging buffer; `finishRead` (after a flush) maps it. Lets several reads share one submit. */
-  recordRead(buffer: GPUBuffer, offset: number, size: number): { staging: GPUBuffer | undefined; size: number } {
-    const bytes = align(size, 4);
-    if (bytes === 0) return { staging: undefined, size };
-    const staging = this.#takeStaging(bytes);
-    this.copy(buffer, offset, staging, 0, bytes);
-    return { staging, size };
+  /**
+   * Records the copies of a read into staging buffers of at most READ_CHUNK_BYTES each, all now, so the read
+   * sees exactly the work recorded before it; `landRead` or `finishRead` (after a flush) maps them. Lets
+   * several reads share one submit, and no staging buffer nears the device's maxBufferSize.
+   */
+  recordRead(buffer: GPUBuffer, offset: number, size: number): RecordedRead {
+    const chunks: { staging: GPUBuffer; bytes: number }[] = [];
+    for (let at = 0; at < size; at += READ_CHUNK_BYTES) {
+      const bytes = align(Math.min(READ_CHUNK_BYTES, size - at), 4);
+      const staging = this.#takeStaging(bytes);
+      this.copy(buffer, offset + at, staging, 0, bytes);
+      chunks.push({ staging, bytes });
+    }
+    return { size, chunks };
   }
 
-  async finishRead(op: string, read: { staging: GPUBuffer | undefined; size: number }): Promise<ArrayBuffer> {
-    const { staging, size } = read;
-    if (!staging) return new ArrayBuffer(0);
-    const bytes = align(size, 4);
-    let out: ArrayBuffer;
+  /**
+   * Maps the read's chunks in order and hands each one's bytes (mapped memory, valid during the call) to
+   * `land` with their offset in the read, then unmaps it and returns its staging buffer to the pool.
+   */
+  async landRead(op: string, read: RecordedRead, land: (bytes: ArrayBuffer, at: number) => void): Promise<void> {
+    const maps = read.chunks.map((c) => this.guard(op, c.staging.mapAsync(MAP_READ, 0, c.bytes)));
+    for (const m of maps) m.catch(() => {}); // each is awaited below, or abandoned after the first failure
+    let landed = 0;
     try {
-      await this.guard(op, staging.mapAsync(0x0001, 0, bytes)); // MAP_READ
-      out = staging.getMappedRange(0, bytes).slice(0, size);
-      staging.unmap();
+      for (const c of read.chunks) {
+        await maps[landed];
+        land(c.staging.getMappedRange(0, c.bytes), landed * READ_CHUNK_BYTES);
+        c.staging.unmap();
+        // Back in the pool only once mapped and unmapped; a build failure reported next leaves it there, intact.
+        this.#returnStaging(c.staging);
+        landed += 1;
+      }
     } catch (e) {
-      staging.destroy();
+      for (const c of read.chunks.slice(landed)) c.staging.destroy();
       throw e;
     }
-    // Back in the pool only once mapped and unmapped; a build failure reported next leaves it there, intact.
-    this.#returnStaging(staging);
     await this.assertBuilt(op);
+  }
+
+  /** The read's bytes in one new buffer (small reads: value-check flags, timestamps, a GEMM's output). */
+  async finishRead(op: string, read: RecordedRead): Promise<ArrayBuffer> {
+    const out = new ArrayBuffer(read.size);
+    await this.landRead(op, read, (bytes, at) => {
+      const n = Math.min(bytes.byteLength, read.size - at);
+      new Uint8Array(out, at, n).set(new Uint8Array(bytes, 0, n));
+    });
     return out;
   }
 
@@ -373,6 +462,8 @@ export class GpuRuntime {
     this.#destroyed = true;
     this.#encoder = undefined;
     this.#pass = undefined;
+    this.#pending.clear();
+    this.#pendingShared = false;
     for (const b of this.#destroyAfterSubmit.splice(0)) b.destroy();
     for (const list of this.#staging.values()) for (const b of list) b.destroy();
     this.#staging.clear();
@@ -436,18 +527,19 @@ export class GpuRuntime {
     });
   }
 
+  /** A staging buffer of at least `bytes` (at most a read chunk), from a pool of power-of-two sizes. */
   #takeStaging(bytes: number): GPUBuffer {
-    const size = bytes <= POOLED_STAGING_MAX ? 2 ** Math.max(8, Math.ceil(Math.log2(bytes))) : align(bytes, 256);
+    const size = 2 ** Math.max(8, Math.ceil(Math.log2(bytes)));
     const pooled = this.#staging.get(size)?.pop();
-    return pooled ?? this.device.createBuffer({ size, usage: 0x0001 | 0x0008, label: 'kvkit readback' }); // MAP_READ | COPY_DST
+    return pooled ?? this.device.createBuffer({ size, usage: MAP_READ | 0x0008, label: 'kvkit readback' }); // MAP_READ | COPY_DST
   }
 
   #returnStaging(buffer: GPUBuffer): void {
-    if (buffer.size > POOLED_STAGING_MAX || this.#destroyed) {
+    const list = this.#staging.get(buffer.size) ?? [];
+    if (list.length >= POOLED_STAGING_PER_SIZE || this.#destroyed) {
       buffer.destroy();
       return;
     }
-    const list = this.#staging.get(buffer.size) ?? [];
     list.push(buffer);
     this.#staging.set(buffer.size, list);
   }
@@ -483,7 +575,9 @@ export class DeviceStorage {
   release(): void {
     if (this.#refs <= 0) return;
     this.#refs -= 1;
-    if (this.#refs === 0) this.onFree(this);
+    if (this.#refs > 0) return;
+    this.runtime.unshare(this.buffer);
+    this.onFree(this);
   }
 
   range(offset: number, size: number): BufferRange {

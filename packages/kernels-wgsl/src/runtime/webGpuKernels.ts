@@ -1,12 +1,13 @@
 import type { DType, Shape, TensorData } from '@kvkit/contracts';
-import type { BackendKernels, CreateKvMaterializerChecked, DequantizeKvChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, StorageLayout, TensorLimit, ViewLayout } from '@kvkit/contracts/backend';
-import { decodeNarrowFloats, encodeTensorData, isContiguous, layoutOf, storageView, Workspace, writtenInPlace } from '@kvkit/contracts/backend';
+import type { BackendKernels, CreateKvMaterializerChecked, DequantizeKvChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, ReadForm, RopePoolFusedChecked, StorageLayout, TensorLimit, ViewLayout } from '@kvkit/contracts/backend';
+import { encodeTensorData, isContiguous, landChunk, layoutOf, resultBytes, STORED_BYTES, storageView, Workspace, writtenInPlace } from '@kvkit/contracts/backend';
 import { ContractError } from '@kvkit/contracts';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';
 import { dequantizeKv } from '../ops/kvPools.js';
 import { readsStrided, ropePoolFused } from '../ops/ropePoolFused.js';
 import type { F16Conversion } from '../shaders/common.wgsl.js';
+import { RecycledBuffers } from './recycledBuffers.js';
 import { DeviceChecks } from './deviceChecks.js';
 import { DeviceStorage } from './gpuRuntime.js';
 import type { GpuRuntime } from './gpuRuntime.js';
@@ -24,7 +25,7 @@ export interface WebGpuBackendStats {
   /** Freed op-output buffers kept for reuse. */
   readonly recycledBuffers: number;
   readonly pipelines: number;
-  /** Kernel dispatches recorded, and command buffers submitted (ops are batched: submits happen at read, sync, or a full batch). */
+  /** Kernel dispatches recorded, and command buffers submitted (ops are batched: submits happen at flush, read, sync, a full batch, or the end of a call touching the application's buffers). */
   readonly dispatches: number;
   readonly submits: number;
   /** Strided copies made for views that kernels do not read as they are (a fast path makes none). */
@@ -62,8 +63,7 @@ export class WebGpuKernels implements BackendKernels {
   /** Scratch every op may use between its own dispatches (the GPU runs them in order), in bytes, grown by doubling. */
   readonly #scratch = new Map<string, Workspace<DeviceStorage>>();
   /** Freed buffers of fully-overwritten op outputs, by byte size, for the next output of that size. */
-  readonly #recycled = new Map<number, { buffer: GPUBuffer; id: number }[]>();
-  #recycledBytes = 0;
+  readonly #recycled: RecycledBuffers<GPUBuffer>;
 
   /** A software adapter (SwiftShader): right answers, no measure of GPU speed. */
   readonly software: boolean;
@@ -80,13 +80,14 @@ export class WebGpuKernels implements BackendKernels {
     this.#ownsDevice = ownsDevice;
     this.checks = new DeviceChecks(runtime);
     this.slotOwners = new SlotOwners(this);
+    this.#recycled = new RecycledBuffers(RECYCLED_PER_SIZE, RECYCLED_MAX_BYTES, (buffer) => runtime.destroyLater(buffer));
   }
 
   get stats(): WebGpuBackendStats {
     return {
       liveBuffers: this.#live.size,
       buffersCreated: this.#created,
-      recycledBuffers: [...this.#recycled.values()].reduce((n, l) => n + l.length, 0),
+      recycledBuffers: this.#recycled.count,
       pipelines: this.runtime.kernelCount,
       dispatches: this.runtime.dispatches,
       submits: this.runtime.submits,
@@ -134,14 +135,8 @@ export class WebGpuKernels implements BackendKernels {
   /** A released buffer goes back to the recycling pool when it may, else it is destroyed once recorded work is submitted. */
   #free(s: DeviceStorage): void {
     this.#live.delete(s);
-    const list = this.#recycled.get(s.byteLength) ?? [];
-    if (s.recyclable && !this.disposed && list.length < RECYCLED_PER_SIZE && this.#recycledBytes + s.byteLength <= RECYCLED_MAX_BYTES) {
-      list.push({ buffer: s.buffer, id: s.id });
-      this.#recycled.set(s.byteLength, list);
-      this.#recycledBytes += s.byteLength;
-      return;
-    }
-    this.runtime.destroyLater(s.buffer);
+    if (s.recyclable && !this.disposed) this.#recycled.give({ buffer: s.buffer, id: s.id }, s.byteLength);
+    else this.runtime.destroyLater(s.buffer);
   }
 
   /**
@@ -153,10 +148,9 @@ export class WebGpuKernels implements BackendKernels {
   allocateOverwritten(dtype: DType, shape: Shape, op: string): GpuTensor {
     const frozen = Object.freeze([...shape]);
     const bytes = frozen.reduce((n, d) => n * d, 1) * bytesPerElement(dtype);
-    const pooled = this.#recycled.get(bytes)?.pop();
+    const pooled = this.#recycled.take(bytes);
     let s: DeviceStorage;
     if (pooled) {
-      this.#recycledBytes -= bytes;
       s = this.#track(new DeviceStorage(this.runtime, pooled.buffer, pooled.id, bytes, (freed) => this.#free(freed), true));
     } else {
       s = this.storage(bytes, 'kvkit op output', op, { shape: frozen, dtype }, false, true);
@@ -216,7 +210,7 @@ export class WebGpuKernels implements BackendKernels {
   wrappedStorage(buffer: GPUBuffer): DeviceStorage {
     let s = this.#wrapped.get(buffer);
     if (!s) {
-      s = new DeviceStorage(this.runtime, buffer, this.runtime.adopt(), buffer.size, () => {});
+      s = new DeviceStorage(this.runtime, buffer, this.runtime.adopt(buffer), buffer.size, () => {});
       this.#wrapped.set(buffer, s);
     }
     return s;
@@ -236,23 +230,14 @@ export class WebGpuKernels implements BackendKernels {
 
   async readBytes(t: OwnedTensor): Promise<ArrayBuffer> {
     this.assertLive('readBits');
-    return this.#readView(this.own(t), 'readBits');
+    return this.#readView(this.own(t), 'bits', 'readBits');
   }
 
   async read(t: OwnedTensor): Promise<Float32Array | Int32Array | BigInt64Array> {
     this.assertLive('read');
     const own = this.own(t);
-    const bytes = await this.#readView(own, 'read');
-    switch (own.dtype) {
-      case 'f32':
-        return new Float32Array(bytes);
-      case 'i32':
-        return new Int32Array(bytes);
-      case 'i64':
-        return new BigInt64Array(bytes);
-      default:
-        return decodeNarrowFloats(own.dtype, bytes, own.numel);
-    }
+    const data = await this.#readView(own, 'values', 'read');
+    return own.dtype === 'i32' ? new Int32Array(data) : own.dtype === 'i64' ? new BigInt64Array(data) : new Float32Array(data);
   }
 
   /** A wrapped buffer is read with a copy, which needs COPY_SRC (KV049); a view the copy cannot take as it is, through a contiguous copy. */
@@ -265,22 +250,32 @@ export class WebGpuKernels implements BackendKernels {
   }
 
   /** The copy is recorded before this returns, so a contiguous copy made for it may go at once. */
-  #readView(own: GpuTensor, op: string): Promise<ArrayBuffer> {
+  #readView(own: GpuTensor, form: ReadForm, op: string): Promise<ArrayBuffer> {
     const src = this.#readable(own, op);
     try {
-      return this.#readStored(src, op);
+      return this.#readStored(src, form, op);
     } finally {
       if (src !== own) src.dispose();
     }
   }
 
-  /** The tensor's bytes; the value-check flags of the calls before it are settled in the same submit (DeviceChecks.recordForRead). */
-  #readStored(own: GpuTensor, op: string): Promise<ArrayBuffer> {
+  /**
+   * The tensor's elements as the read returns them, each staged chunk landed in the result (f16, bf16 and fp8
+   * values decoded there); the value-check flags of the calls before it are settled in the same submit
+   * (DeviceChecks.recordForRead).
+   */
+  async #readStored(own: GpuTensor, form: ReadForm, op: string): Promise<ArrayBuffer> {
     const checks = this.checks.recordForRead();
     const read = this.runtime.recordRead(own.storage.buffer, own.byteOffset, own.byteLength);
     this.runtime.flush();
     checks?.settleAfterFlush(op);
-    return this.runtime.finishRead(op, read);
+    const stored = STORED_BYTES[own.dtype];
+    const out = new ArrayBuffer(own.numel * resultBytes(own.dtype, form));
+    await this.runtime.landRead(op, read, (bytes, at) => {
+      const first = at / stored;
+      landChunk(own.dtype, form, bytes, 0, out, { first, count: Math.min(Math.floor(bytes.byteLength / stored), own.numel - first) });
+    });
+    return out;
   }
 
   fusedNormRopeStacked(args: FusedNormRopeStackedChecked): { kOut: OwnedTensor; vOut: OwnedTensor } {
@@ -294,7 +289,8 @@ export class WebGpuKernels implements BackendKernels {
     const made = this.runtime.scoped(() => withBindableViews(this, 'createKvMaterializer', args, [], (a) => createKvMaterializer(this, a)));
     return {
       materialize: (a) => withBindableViews(this, 'KvMaterializer.materialize', a, writtenInPlace['KvMaterializer.materialize']!, (b) => made.materialize(b)),
-      materializeInto: (a) => withBindableViews(this, 'KvMaterializer.materializeInto', a, writtenInPlace['KvMaterializer.materializeInto']!, (b) => made.materializeInto(b)),
+      // In one scope, so a write-back into the application's pool is submitted with the call.
+      materializeInto: (a) => this.runtime.scoped(() => withBindableViews(this, 'KvMaterializer.materializeInto', a, writtenInPlace['KvMaterializer.materializeInto']!, (b) => made.materializeInto(b))),
       dispose: () => made.dispose(),
     };
   }
@@ -343,8 +339,7 @@ export class WebGpuKernels implements BackendKernels {
     this.#scratch.clear();
     for (const s of [...this.#live]) s.buffer.destroy();
     this.#live.clear();
-    for (const list of this.#recycled.values()) for (const b of list) b.buffer.destroy();
-    this.#recycled.clear();
+    this.#recycled.clear((buffer) => buffer.destroy());
     this.runtime.destroy(this.#ownsDevice);
   }
 }

@@ -14,7 +14,8 @@ export interface WebGpuBackend extends Backend {
   /**
    * A tensor over `buffer`, which stays the application's (kvkit never destroys it): f16/bf16 as consecutive
    * 16-bit values, `strides` in elements (row-major when omitted). The buffer needs GPUBufferUsage.STORAGE, and
-   * COPY_SRC to be read. Ops order their work on it as on their own tensors: `flush()` before the application's submits.
+   * COPY_SRC to be read. A call that reads or writes it submits its work before returning, so the application's next
+   * `queue.submit` runs after it (with `batching: 'explicit'`, call `flush()` before the application's submits).
    */
   wrap<const DT extends DType, const S extends Shape>(buffer: GPUBuffer, dtype: DT, shape: S, options?: WrapOptions): Tensor<DT, S>;
 }

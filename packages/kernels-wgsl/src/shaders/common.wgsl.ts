@@ -155,6 +155,15 @@ fn indexIsNegative(v: vec2<u32>) -> bool { return (v.y & 0x80000000u) != 0u; }
 fn indexBelow(v: vec2<u32>, below: u32) -> bool { return v.y == 0u && v.x < below; }
 `;
 
+/**
+ * Whether a call's value check (valueChecks.wgsl.ts, dispatched before the
+ * call's writing kernels) raised any of its flag words, the uniforms named:
+ * then the kernel writes nothing.
+ */
+export function callRejected(flagWords: readonly string[]): string {
+  return `(${flagWords.map((w) => `atomicLoad(&flags[params.${w}])`).join(' | ')}) != 0u`;
+}
+
 /** Entry point builtins and the workgroup's index in a 2-D dispatch that stands for a 1-D one. */
 export const ENTRY_BUILTINS =
   '@builtin(workgroup_id) workgroupId: vec3<u32>, @builtin(num_workgroups) workgroupCount: vec3<u32>, @builtin(local_invocation_index) lane: u32';

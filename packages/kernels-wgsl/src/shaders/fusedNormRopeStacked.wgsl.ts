@@ -8,14 +8,14 @@
  * A group of `lanesPerRow` invocations owns one (token, layer, head): each
  * lane loads whole vectors of the K and V rows, the partial sums of squares
  * meet through subgroup shuffles (no barrier) or workgroup memory, and each
- * lane rotates and writes its own vectors. A token whose position (or slot)
- * is out of range writes nothing and is recorded in the flag words; so does a
- * layer whose eps is NaN, infinite or negative (tested on its bits, which no
- * float optimisation may fold away).
+ * lane rotates and writes its own vectors. A call whose value check raised
+ * one of its flag words (a position or slot out of range, an eps NaN,
+ * infinite or negative) writes nothing; a token out of range is skipped all
+ * the same, so no access leaves a tensor whatever reaches the kernel.
  */
 import { NORM_ROPE } from '../generated/params.js';
 import type { NormRopeParams, NormRopeRanges } from '../generated/params.js';
-import { elementReader, ENTRY_BUILTINS, halfFloatWgsl, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
+import { callRejected, elementReader, ENTRY_BUILTINS, halfFloatWgsl, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
 import { FP8_WGSL } from './fp8.wgsl.js';
 import { poolRowWgsl, poolVectorType, scaleBitsWgsl, storeRowVector } from './kvPoolRows.wgsl.js';
 import type { NormRopePlan } from './plan.js';
@@ -23,17 +23,11 @@ import { halfStorer, laneSumCode, packVector, rotateVector, rowElementReader, st
 import { kernelSource } from './source.js';
 import type { KernelSource } from './source.js';
 
-/**
- * mRoPE: the height and width positions of token t (at streamStride + t and
- * 2·streamStride + t), each checked as the temporal one is and recorded by
- * its own index in positions, so the flag names the entry the host check names.
- */
+/** mRoPE: the height and width positions of token t (at streamStride + t and 2·streamStride + t), kept in bounds as the temporal one is. */
 const STREAM_CHECKS = `let position1 = positionAt(params.streamStride + t);
   let position2 = positionAt(2u * params.streamStride + t);
   let position1Ok = indexBelow(position1, params.positionBelow);
   let position2Ok = indexBelow(position2, params.positionBelow);
-  if (live && laneInRow == 0u && !position1Ok) { atomicMax(&flags[params.positionFlag], 0xffffffffu - (params.streamStride + t)); }
-  if (live && laneInRow == 0u && !position2Ok) { atomicMax(&flags[params.positionFlag], 0xffffffffu - (2u * params.streamStride + t)); }
   let streamsOk = position1Ok && position2Ok;`;
 
 export function normRopeShader(plan: NormRopePlan): KernelSource<NormRopeParams, NormRopeRanges> {
@@ -124,7 +118,8 @@ fn main(${ENTRY_BUILTINS}) {
   ${LINEAR_WORKGROUP}
   let laneInRow = lane % ${G}u;
   let row = linearWorkgroup * ROWS_PER_GROUP + lane / ${G}u;
-  let live = row < params.rows;
+  // Rows past the dispatch's, and every row of a call its value check rejected, load and write nothing.
+  let live = row < params.rows && !(${callRejected(['positionFlag', 'slotFlag', 'epsFlag'])});
   let r = select(0u, row, live);
   let h = r % params.heads;
   let tl = r / params.heads;
@@ -132,20 +127,15 @@ fn main(${ENTRY_BUILTINS}) {
   let t = tl / params.layers;
   let position = positionAt(t);
   let positionOk = indexBelow(position, params.positionBelow);
-  if (live && laneInRow == 0u && !positionOk) { atomicMax(&flags[params.positionFlag], 0xffffffffu - t); }
   ${plan.streams ? STREAM_CHECKS : ''}
   let epsBits = ${plan.epsInWeights ? 'weights[params.epsWordOffset + l]' : 'bitcast<u32>(eps[l])'};
-  let epsOk = epsBits < 0x7f800000u || epsBits == 0x80000000u;
-  if (live && laneInRow == 0u && h == 0u && !epsOk) { atomicMax(&flags[params.epsFlag], 0xffffffffu - l); }
   ${
     scatter
       ? `let slot = slotAt(t);
-  let skipped = indexIsNegative(slot);
   let slotOk = indexBelow(slot, params.slotBelow);
-  if (live && laneInRow == 0u && !skipped && !slotOk) { atomicMax(&flags[params.slotFlag], 0xffffffffu - t); }
-  let ok = live && positionOk && slotOk && epsOk${streamsOk};
+  let ok = live && positionOk && slotOk${streamsOk};
   let destToken = select(0u, slot.x, slotOk);`
-      : `let ok = live && positionOk && epsOk${streamsOk};
+      : `let ok = live && positionOk${streamsOk};
   let destToken = t;`
   }
   let csBase = ${plan.ropeSource === 'cache' ? 'select(0u, position.x, positionOk)' : 't'} * ${R}u;

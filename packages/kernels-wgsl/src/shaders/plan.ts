@@ -220,6 +220,17 @@ export function planRopeTable(caps: DeviceCaps, positionType: IndexDType): RopeT
   return { kernel: 'ropeTable', positionType, workgroupSize: Math.min(tuning.rowWorkgroup, caps.maxInvocationsPerWorkgroup) };
 }
 
+/** One value rule's check before a call's writing kernels (valueChecks.wgsl.ts). */
+export interface CheckValuesPlan {
+  readonly kernel: 'checkValues';
+  readonly valueType: IndexDType | 'f32';
+  readonly workgroupSize: number;
+}
+
+export function planCheckValues(caps: DeviceCaps, valueType: CheckValuesPlan['valueType']): CheckValuesPlan {
+  return { kernel: 'checkValues', valueType, workgroupSize: Math.min(tuning.rowWorkgroup, caps.maxInvocationsPerWorkgroup) };
+}
+
 /** One dispatch of the ownership pass before a pool scatter (slotOwners.wgsl.ts). */
 export interface SlotOwnersPlan {
   readonly kernel: 'slotOwners';
@@ -317,7 +328,7 @@ export function planStridedCopy(caps: DeviceCaps, lanes: 1 | 2 | 4): StridedCopy
   return { kernel: 'stridedCopy', lanes, workgroupSize: Math.min(tuning.rowWorkgroup, caps.maxInvocationsPerWorkgroup) };
 }
 
-export type KernelPlan = NormRopePlan | RopeRowsPlan | RopeNormRowsPlan | RopeTablePlan | SlotOwnersPlan | PoolStorePlan | PoolReadPlan | GemmPlan | GemmReducePlan | CopyPlan | FmaPlan | StridedCopyPlan;
+export type KernelPlan = CheckValuesPlan | NormRopePlan | RopeRowsPlan | RopeNormRowsPlan | RopeTablePlan | SlotOwnersPlan | PoolStorePlan | PoolReadPlan | GemmPlan | GemmReducePlan | CopyPlan | FmaPlan | StridedCopyPlan;
 
 /** The pipeline cache key of a plan: every field that shapes the generated WGSL. */
 export function planKey(plan: KernelPlan): string {

@@ -13,7 +13,7 @@ import type { FloatDType, Fp8DType, IndexDType, PoolDType } from '@kvkit/contrac
 import { isFp8 } from '@kvkit/contracts';
 import { POOL_READ, POOL_STORE } from '../generated/params.js';
 import type { PoolReadParams, PoolReadRanges, PoolStoreParams, PoolStoreRanges } from '../generated/params.js';
-import { ENTRY_BUILTINS, encodeHalf, f32BitsOf, halfFloatWgsl, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
+import { callRejected, ENTRY_BUILTINS, encodeHalf, f32BitsOf, halfFloatWgsl, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
 import type { F16Conversion } from './common.wgsl.js';
 import { FP8_WGSL, fp8Decode, fp8Quotient } from './fp8.wgsl.js';
 import { poolRowWgsl } from './kvPoolRows.wgsl.js';
@@ -102,7 +102,7 @@ ${plan.wholeWords ? '' : atomicStorer('pool', 1)}
 fn main(${ENTRY_BUILTINS}) {
   ${LINEAR_WORKGROUP}
   let id = linearWorkgroup * ${plan.workgroupSize}u + lane;
-  if (id >= params.units) { return; }
+  if (id >= params.units || ${callRejected(['slotFlag'])}) { return; }
   let perToken = params.segments * params.segmentUnits;
   let perLayer = params.tokens * perToken;
   let l = id / perLayer;
@@ -112,7 +112,6 @@ fn main(${ENTRY_BUILTINS}) {
   let u = inToken % params.segmentUnits;
   let slot = slotAt(t);
   let inPool = indexBelow(slot, params.slotBelow);
-  if (l == 0u && inToken == 0u && !indexIsNegative(slot) && !inPool) { atomicMax(&flags[params.slotFlag], 0xffffffffu - t); }
   if (!inPool) { return; }
   let first = (l * params.slotBelow * params.heads + poolRow(slot.x, seg, params.heads, params.pageSize)) * params.headDim;
   let source0 = params.sourceOffset + l * params.sourceLayerElements + t * params.sourceTokenStride;
@@ -154,14 +153,13 @@ ${plan.wholeWords ? '' : atomicStorer('rows', rowBytes as 1 | 2)}
 fn main(${ENTRY_BUILTINS}) {
   ${LINEAR_WORKGROUP}
   let id = linearWorkgroup * ${plan.workgroupSize}u + lane;
-  if (id >= params.units) { return; }
+  if (id >= params.units || ${callRejected(['slotFlag'])}) { return; }
   let perSlot = params.heads * params.rowUnits;
   let n = id / perSlot;
   let h = (id % perSlot) / params.rowUnits;
   let u = id % params.rowUnits;
   let slot = slotAt(n);
   let inPool = indexBelow(slot, params.slotBelow);
-  if (h == 0u && u == 0u && !indexIsNegative(slot) && !inPool) { atomicMax(&flags[params.slotFlag], 0xffffffffu - n); }
   if (!inPool) { return; }
   let first = poolRow(slot.x, h, params.heads, params.pageSize) * params.headDim;
   let row0 = (n * params.heads + h) * params.headDim;

@@ -9,7 +9,8 @@
  * sums of squares meet through subgroup shuffles or workgroup memory, and
  * each lane norms, rotates and writes its own vectors. cos/sin come from the per-token
  * table (ropeTable.wgsl.ts). Negative slots skip a token; a slot at or past
- * the pool is recorded in the flag words and not written. q, k and v may be
+ * the pool rejected the call (its check raised the slot's flag word, which
+ * the key rows read first, and write nothing). q, k and v may be
  * views: each row is found through their offsets and token and head strides.
  *
  * Every part in one dispatch where the device has the bindings; else q, k and
@@ -17,7 +18,7 @@
  */
 import { ROPE_NORM_ROWS } from '../generated/params.js';
 import type { RopeNormRowsParams, RopeNormRowsRanges } from '../generated/params.js';
-import { elementReader, ENTRY_BUILTINS, halfFloatWgsl, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
+import { callRejected, elementReader, ENTRY_BUILTINS, halfFloatWgsl, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
 import { FP8_WGSL } from './fp8.wgsl.js';
 import { poolRowWgsl, poolVectorType, scaleBitsWgsl, storeRowVector } from './kvPoolRows.wgsl.js';
 import type { RopeNormRowsPlan } from './plan.js';
@@ -113,7 +114,6 @@ export function ropeNormRowsShader(plan: RopeNormRowsPlan): KernelSource<RopeNor
   const slotCode = pool
     ? `let slot = slotAt(n);
   let slotOk = !isQuery && indexBelow(slot, params.slotBelow);
-  ${keys ? 'if (live && !isQuery && h == 0u && laneInRow == 0u && !indexIsNegative(slot) && !indexBelow(slot, params.slotBelow)) { atomicMax(&flags[params.slotFlag], 0xffffffffu - n); }' : ''}
   let poolBase = poolRow(select(0u, slot.x, slotOk), h, params.keyHeads, params.pageSize) * ROW_VECS;${fp8 ? `\n  ${scaleBitsWgsl(poolParts, 'select(0u, h, slotOk)', (i) => `bitcast<u32>(cosSin[${i}])`)}` : ''}`
     : '';
   const storers = halves ? [...(queries ? ['qRot'] : []), ...(keys ? ['kRot', 'kPool'] : []), ...(values ? ['vPool'] : [])].map((a) => halfStorer(`store_${a}`, a)) : [];
@@ -148,7 +148,7 @@ fn main(${ENTRY_BUILTINS}) {
   ${LINEAR_WORKGROUP}
   let laneInRow = lane % ${G}u;
   let row = linearWorkgroup * ROWS_PER_GROUP + lane / ${G}u;
-  let live = row < params.rows;
+  let live = row < params.rows${keys ? ` && !(${callRejected(['slotFlag'])})` : ''};
   let r = select(0u, row, live);
   let n = r / (${headsPerToken});
   let unit = r % (${headsPerToken});

@@ -5,8 +5,9 @@
  * kPool, and copies the value head into vPool bit for bit, or stores both as
  * fp8 codes of x / scale (whole words per invocation: D is a multiple of 4
  * there), at the row of either pool layout. Negative slots
- * skip the token; a slot at or past the pool is recorded in the flag words
- * and not written. cos/sin come from a per-token table (ropeTable.wgsl.ts),
+ * skip the token; a slot at or past the pool rejected the call (its value
+ * check raised the slot's flag word, which the key part reads first, and
+ * writes nothing). cos/sin come from a per-token table (ropeTable.wgsl.ts),
  * row n for token n.
  *
  * Kind 'all' runs both parts in one dispatch (10 storage bindings, where the
@@ -14,7 +15,7 @@
  */
 import { ROPE_ROWS } from '../generated/params.js';
 import type { RopeRowsParams, RopeRowsRanges } from '../generated/params.js';
-import { ENTRY_BUILTINS, halfFloatWgsl, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
+import { callRejected, ENTRY_BUILTINS, halfFloatWgsl, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
 import { FP8_WGSL } from './fp8.wgsl.js';
 import { poolRowWgsl, poolVectorType, scaleBitsWgsl, storeRowVector } from './kvPoolRows.wgsl.js';
 import type { RopeRowsPlan } from './plan.js';
@@ -38,7 +39,6 @@ export function ropeRowsShader(plan: RopeRowsPlan): KernelSource<RopeRowsParams,
   const slotLines = (first: string): string[] => [
     'let slot = slotAt(n);',
     'let slotOk = indexBelow(slot, params.slotBelow);',
-    `if (h == 0u && ${first} == 0u && !indexIsNegative(slot) && !slotOk) { atomicMax(&flags[params.slotFlag], 0xffffffffu - n); }`,
     'let poolBase = poolRow(select(0u, slot.x, slotOk), h, params.keyHeads, params.pageSize) * ROW_VECS;',
     ...(fp8 ? [scaleBitsWgsl(['k', 'v'], 'h', (i) => `bitcast<u32>(cosSin[${i}])`)] : []),
   ];
@@ -180,7 +180,7 @@ fn main(${ENTRY_BUILTINS}) {
   ${LINEAR_WORKGROUP}
   let id = linearWorkgroup * ${plan.workgroupSize}u + lane;
   let row = id / UNITS;
-  if (row >= params.rows) { return; }
+  if (row >= params.rows${withK ? ` || ${callRejected(['slotFlag'])}` : ''}) { return; }
   let u = id % UNITS;
   let c = u;
   ${dispatch}

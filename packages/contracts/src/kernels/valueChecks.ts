@@ -1,0 +1,58 @@
+/**
+ * The check of a call's device-side value rules (SEMANTICS.md, "Values that
+ * live on the device"), run before any kernel of the call writes: a value
+ * that breaks its rule is recorded, and the call is marked rejected, so its
+ * writing kernels write nothing at all.
+ */
+import { cudaKernel, f64, i64, input, output, read, readWrite, u32, wgslKernel } from './declare.js';
+import type { CudaParam } from './declare.js';
+
+/** Rules one check launch takes: a call has at most positions, slots and eps. */
+export const RULES_PER_CHECK = 3;
+
+/** How a rule's values are stored: the codes of CheckValuesParams.kind*. */
+export const VALUE_KIND = { i32: 0, i64: 1, f32: 2 } as const;
+
+function ruleParams(r: number): Record<string, CudaParam> {
+  return {
+    [`values${r}`]: input('void', `rule ${r}'s values, contiguous, or null: no rule ${r}`),
+    [`count${r}`]: i64(`values of rule ${r}`),
+    [`kind${r}`]: i64('0: i32, 1: i64, 2: f32 (VALUE_KIND)'),
+    [`min${r}`]: f64('inclusive lower bound (-inf: none)'),
+    [`below${r}`]: f64('exclusive upper bound (inf: none)'),
+    [`negativeSkips${r}`]: i64('1: a negative value breaks nothing (a slot that is not written)'),
+    [`finite${r}`]: i64('1: NaN and infinities break the rule'),
+    [`check${r}`]: i64('check number, for BadValueRecord.key'),
+  };
+}
+
+export const checkValuesCuda = cudaKernel({
+  kernel: 'checkValues',
+  struct: 'CheckValuesParams',
+  doc: "One call's value rules, checked before its writing kernels run (check_values.cu).",
+  params: {
+    ...ruleParams(0),
+    ...ruleParams(1),
+    ...ruleParams(2),
+    badValue: output('BadValueRecord', 'where a bad value is recorded, and the call marked rejected'),
+    call: i64("this call's number, stored in BadValueRecord.rejectedCall when a rule breaks"),
+  },
+  launches: { default: { threads: 256, constants: { rules: RULES_PER_CHECK }, doc: 'grid-stride over the longest rule' } },
+  entries: [{ name: 'check_values', launch: 'default' }],
+});
+
+export const checkValuesWgsl = wgslKernel({
+  kernel: 'checkValues',
+  doc: "One rule of a call, checked before the call's writing kernels run (valueChecks.wgsl.ts); they read its flag word and write nothing once it is raised.",
+  uniforms: {
+    count: u32('values'),
+    offset: u32('words of the binding before value 0 (bindings start at the storage offset alignment)'),
+    flag: u32('flag word of the rule'),
+    below: u32('exclusive upper bound of an index (index rules: a negative one breaks it unless negativeSkips)'),
+    negativeSkips: u32('1: a negative index breaks nothing'),
+  },
+  bindings: {
+    values: read('u32', 'i32 or f32 words, or i64 as two words'),
+    flags: readWrite('atomic<u32>', 'device-check flag words'),
+  },
+});
