@@ -333,19 +333,8 @@ export async function checkNormedMropeIntoFp8Pool(backend: Backend, reference: B
 export async function checkSlotPastPool(backend: Backend, c: PoolCase): Promise<void> {
   const checks = new Checks(`a slot past ${label(c)}`);
   const s = new Scope(backend);
-  const codeOf = async (call: () => void): Promise<string | undefined> => {
-    try {
-      call();
-      await backend.sync();
-    } catch (e) {
-      return isContractError(e) ? e.code : String(e);
-    }
-    return undefined;
-  };
-  const bytes = async (t: Tensor) => {
-    const x = await backend.readBits(t);
-    return Array.from(new Uint8Array(x.buffer, x.byteOffset, x.byteLength));
-  };
+  const codeOf = (call: () => void) => codeAtCallOrSync(backend, call);
+  const bytes = (t: Tensor) => bytesOf(backend, t);
   try {
     const rng = new Rng(seedOf(`fp8 bad slot ${label(c)}`));
     const N = 3;
@@ -379,6 +368,53 @@ export async function checkSlotPastPool(backend: Backend, c: PoolCase): Promise<
     s.dispose();
   }
   checks.done();
+}
+
+/**
+ * A materializeInto with one negative position (KV017 with ropeBase) writes
+ * nothing into the layer pools: the norm + RoPE pass and, for fp8 rows that
+ * share words, the pool pass after it both read the call's verdict.
+ */
+export async function checkRejectedMaterializeInto(backend: Backend, c: PoolCase): Promise<void> {
+  const checks = new Checks(`materializeInto with a bad position, ${label(c)}`);
+  const s = new Scope(backend);
+  try {
+    const [L, T, hidden] = [2, 5, 16];
+    const rng = new Rng(seedOf(`fp8 rejected materialize ${label(c)}`));
+    const m = s.owned(materializerOn(s, modelType(c), { L, H: c.H, D: c.D, R: c.D - (c.D % 2), hidden }, { ropeBase: 10000 }, 1e-5, `fp8 weights ${label(c)}`));
+    const pools = poolArgs(s, c, `fp8 rejected pools ${label(c)}`, [L]);
+    const held = await Promise.all([bytesOf(backend, pools.kPool), bytesOf(backend, pools.vPool)]);
+    const code = await codeAtCallOrSync(backend, () =>
+      m.materializeInto({
+        ctxHidden: s.float(modelType(c), [T, hidden], randomValues(rng, T * hidden)),
+        positions: s.index('i64', [T], [0, 1, -3, 2, 3]),
+        slots: s.index(c.slotType, [T], [1, 4, 6, 9, 2]),
+        ...pools,
+      }),
+    );
+    checks.that(code === 'KV017', `expected KV017, got ${code ?? 'no error'}`);
+    checks.that(JSON.stringify(await bytesOf(backend, pools.kPool)) === JSON.stringify(held[0]), 'kPool bytes unchanged by the rejected call (the good tokens\' slots too)');
+    checks.that(JSON.stringify(await bytesOf(backend, pools.vPool)) === JSON.stringify(held[1]), 'vPool bytes unchanged by the rejected call (the good tokens\' slots too)');
+  } finally {
+    s.dispose();
+  }
+  checks.done();
+}
+
+/** The code a call raises, at the call (host checks) or at the sync after it (device checks); undefined when neither throws. */
+async function codeAtCallOrSync(backend: Backend, call: () => void): Promise<string | undefined> {
+  try {
+    call();
+    await backend.sync();
+  } catch (e) {
+    return isContractError(e) ? e.code : String(e);
+  }
+  return undefined;
+}
+
+async function bytesOf(backend: Backend, t: Tensor): Promise<number[]> {
+  const x = await backend.readBits(t);
+  return Array.from(new Uint8Array(x.buffer, x.byteOffset, x.byteLength));
 }
 
 /** tensor() encodes values to fp8 as the codec does, read() decodes them, and bytes go in and out unchanged. */
@@ -420,5 +456,6 @@ export function describeFp8Pools(both: () => [Backend, Backend], timeout: number
     it('ropePoolFused from splitQkv views into fp8 HND pool views, as from owned copies', () => checkFusedQkvIntoFp8Pool(...both()), timeout);
     for (const c of NORMED_MROPE_CASES) it(`ropePoolFused with Q/K-norm and mRoPE into fp8e4m3 HND, per-head scales, ${normedLabel(c)}`, () => checkNormedMropeIntoFp8Pool(...both(), c), timeout);
     for (const c of POOL_CASES.filter((x) => !x.perHead)) it(`a slot past ${label(c)} raises KV038`, () => checkSlotPastPool(both()[0], c), timeout);
+    for (const c of POOL_CASES.filter((x) => !x.perHead)) it(`materializeInto with a bad position into ${label(c)} writes nothing`, () => checkRejectedMaterializeInto(both()[0], c), timeout);
   });
 }

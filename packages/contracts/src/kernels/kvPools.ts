@@ -28,7 +28,10 @@ const poolStoreUniforms = {
   sourceOffset: u32('elements of the source binding before element 0'),
   sourceTokenStride: u32('elements between tokens of the source'),
   sourceHeadStride: u32('elements between heads of the source'),
+  // The call's rules: the store writes nothing once one of them is raised (materializeInto stores after norm + RoPE).
+  positionFlag: u32("flag word of the call's position rule"),
   slotFlag: u32('flag word of the slot rule'),
+  epsFlag: u32("flag word of the call's eps rule"),
   perHeadScale: u32('1: scale [H], 0: scale [1]'),
 };
 

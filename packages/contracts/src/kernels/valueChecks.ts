@@ -41,18 +41,26 @@ export const checkValuesCuda = cudaKernel({
   entries: [{ name: 'check_values', launch: 'default' }],
 });
 
+const RULES = Array.from({ length: RULES_PER_CHECK }, (_, r) => r);
+
+function ruleUniforms(r: number) {
+  return {
+    [`count${r}`]: u32(`values of rule ${r}`),
+    [`offset${r}`]: u32(`words of values${r}'s binding before its value 0 (bindings start at the storage offset alignment)`),
+    [`flag${r}`]: u32(`flag word of rule ${r}`),
+    [`below${r}`]: u32(`rule ${r}, an index rule: its exclusive upper bound (a negative index breaks it unless negativeSkips)`),
+    [`negativeSkips${r}`]: u32(`rule ${r}: 1 where a negative index breaks nothing`),
+  };
+}
+
 export const checkValuesWgsl = wgslKernel({
   kernel: 'checkValues',
-  doc: "One rule of a call, checked before the call's writing kernels run (valueChecks.wgsl.ts); they read its flag word and write nothing once it is raised.",
-  uniforms: {
-    count: u32('values'),
-    offset: u32('words of the binding before value 0 (bindings start at the storage offset alignment)'),
-    flag: u32('flag word of the rule'),
-    below: u32('exclusive upper bound of an index (index rules: a negative one breaks it unless negativeSkips)'),
-    negativeSkips: u32('1: a negative index breaks nothing'),
-  },
+  doc: "The rules of one call, checked in one dispatch before the call's writing kernels run (valueChecks.wgsl.ts); they read the rules' flag words and write nothing once one is raised.",
+  uniforms: Object.assign({ longest: u32('values of the rule with the most') }, ...RULES.map(ruleUniforms)),
+  // Rule 0 is always there; the others where the call has them.
+  variants: Object.fromEntries(RULES.slice(1).map((r) => [`rule${r}`, `the call has a rule ${r}`])),
   bindings: {
-    values: read('u32', 'i32 or f32 words, or i64 as two words'),
+    ...Object.fromEntries(RULES.map((r) => [`values${r}`, read('u32', `rule ${r}: i32 or f32 words, or i64 as two words`, r === 0 ? undefined : `rule${r}`)])),
     flags: readWrite('atomic<u32>', 'device-check flag words'),
   },
 });

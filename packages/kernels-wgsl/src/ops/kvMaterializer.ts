@@ -4,6 +4,7 @@ import { MAX_POSITION_BELOW, OpLifecycle, Workspace } from '@kvkit/contracts/bac
 import type { DeviceCheck, OpCall } from '@kvkit/contracts/backend';
 import type { DuplicateRule } from '@kvkit/contracts/backend';
 import { align } from '../runtime/gpuRuntime.js';
+import type { CallFlags } from '../runtime/deviceChecks.js';
 import type { BufferRange, DeviceStorage } from '../runtime/gpuRuntime.js';
 import { bytesPerElement, GpuTensor } from '../runtime/gpuTensor.js';
 import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
@@ -156,15 +157,28 @@ class WgslKvMaterializer implements MaterializerKernels {
       k.runtime.scoped(() => {
         const kOut = call.take(this.#kOut, T).range(0, perLayer * L);
         const vOut = call.take(this.#vOut, T).range(0, perLayer * L);
-        this.#run(args, { kDst: kOut, vDst: vOut }, perLayer, undefined, call);
-        const job = { sourceType: this.#dtype, layers: L, tokens: T, sourceLayerElements: perLayer / bytesPerElement(this.#dtype), layout: args.layout, dims: args.dims, slots: slots.tensor, duplicates: slots.duplicates, slotRule: args.deviceChecks.find((c) => c.arg === 'slots'), op };
+        // All of the call's rules checked once, ahead of both passes: the stores write nothing once any is raised.
+        const slotRule = args.deviceChecks.find((c) => c.arg === 'slots');
+        const gate = k.checks.reserve(this.#rules(args, slotRule), args.dims);
+        this.#run(args, { kDst: kOut, vDst: vOut }, perLayer, undefined, call, undefined, gate);
+        const job = { sourceType: this.#dtype, layers: L, tokens: T, sourceLayerElements: perLayer / bytesPerElement(this.#dtype), layout: args.layout, dims: args.dims, slots: slots.tensor, duplicates: slots.duplicates, slotRule, op };
         const rows = { offset: 0, tokenStride: this.#H * this.#D, headStride: this.#D };
-        storePoolRows(k, job, [
-          { source: kOut, rows, pool: kPool, scale: k.own(args.kScale!) },
-          { source: vOut, rows, pool: k.own(args.vPool), scale: k.own(args.vScale!) },
-        ]);
+        storePoolRows(
+          k,
+          job,
+          [
+            { source: kOut, rows, pool: kPool, scale: k.own(args.kScale!) },
+            { source: vOut, rows, pool: k.own(args.vPool), scale: k.own(args.vScale!) },
+          ],
+          gate,
+        );
       });
     });
+  }
+
+  /** A call's rules in the kernels' order of flag words: positions, slots, eps. */
+  #rules(args: KvMaterializerMaterializeChecked | KvMaterializerMaterializeIntoChecked, slotRule: DeviceCheck | undefined): (DeviceCheck | undefined)[] {
+    return [args.deviceChecks.find((c) => c.arg === 'positions'), slotRule, this.#epsCheck];
   }
 
   dispose(): void {
@@ -183,6 +197,7 @@ class WgslKvMaterializer implements MaterializerKernels {
     slots: { tensor: GpuTensor; duplicates: DuplicateRule } | undefined,
     call: OpCall,
     pools?: { format: PoolFormat | undefined; params: PoolWriteParams },
+    gate?: CallFlags,
   ): void {
     const k = this.#k;
     const { T } = args.dims;
@@ -203,9 +218,7 @@ class WgslKvMaterializer implements MaterializerKernels {
     }
 
     const positionRule = args.deviceChecks.find((c) => c.arg === 'positions');
-    // Words in the kernel's order: positions, slots, eps.
-    const rules = [positionRule, slots ? args.deviceChecks.find((c) => c.arg === 'slots') : undefined, this.#epsCheck];
-    const { flags, words } = k.checks.reserve(rules, args.dims);
+    const { flags, words } = gate ?? k.checks.reserve(this.#rules(args, slots ? args.deviceChecks.find((c) => c.arg === 'slots') : undefined), args.dims);
     const ownedSlots = slots && k.slotOwners.resolve(slots.tensor, T, args.dims.S ?? 0, slots.duplicates, call.op);
     launchNormRope(
       k,

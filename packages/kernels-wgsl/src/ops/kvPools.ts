@@ -1,6 +1,7 @@
 import type { FloatDType, Fp8DType, IndexDType } from '@kvkit/contracts';
 import { isFp8 } from '@kvkit/contracts';
 import type { DequantizeKvChecked, DeviceCheck, DuplicateRule, PoolLayoutName } from '@kvkit/contracts/backend';
+import type { CallFlags } from '../runtime/deviceChecks.js';
 import type { BufferRange } from '../runtime/gpuRuntime.js';
 import type { GpuTensor } from '../runtime/gpuTensor.js';
 import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
@@ -41,13 +42,15 @@ export interface PoolStoreJob {
 /**
  * K and V rows into fp8 pools whose head dim is not a multiple of 4 (rows
  * that share words, which the row kernels do not write): the ownership pass
- * (one token per contested slot), then one dispatch per pool; slots past the
- * pool are recorded once, by the first, and skipped by both.
+ * (one token per contested slot), then one dispatch per pool, each writing
+ * nothing once one of the call's flag words is raised. `gate`: the words the
+ * call reserved already (its position, slot and eps rules); else the slot
+ * rule is reserved and checked here.
  */
-export function storePoolRows(k: WebGpuKernels, job: PoolStoreJob, pools: readonly PoolRows[]): void {
+export function storePoolRows(k: WebGpuKernels, job: PoolStoreJob, pools: readonly PoolRows[], gate?: CallFlags): void {
   const { S, H, D } = job.dims;
   const pageSize = job.layout === 'HND' ? job.dims.pageSize! : S;
-  const { flags, words } = k.checks.reserve([job.slotRule], job.dims);
+  const { flags, words } = gate ?? k.checks.reserve([undefined, job.slotRule, undefined], job.dims);
   const owned = k.slotOwners.resolve(job.slots, job.tokens, S, job.duplicates, job.op);
   const segments = job.layout === 'NHD' ? 1 : H;
   const run = (H * D) / segments;
@@ -79,7 +82,9 @@ export function storePoolRows(k: WebGpuKernels, job: PoolStoreJob, pools: readon
       sourceOffset: rows.offset,
       sourceTokenStride: rows.tokenStride,
       sourceHeadStride: rows.headStride,
-      slotFlag: words[0]!,
+      positionFlag: words[0]!,
+      slotFlag: words[1]!,
+      epsFlag: words[2]!,
       perHeadScale: scale.numel > 1 ? 1 : 0,
     };
     k.runtime.dispatch(kernel, { source, slots: owned, scale: scale.range, pool: pool.range, flags }, params, Math.ceil(units / plan.workgroupSize));

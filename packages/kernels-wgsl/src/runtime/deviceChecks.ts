@@ -1,7 +1,7 @@
 /**
  * Value rules checked on the device (SEMANTICS.md, "Values that live on the
  * device"). Each op call reserves one flag word per rule, and its rules are
- * checked right then, one dispatch each (valueChecks.wgsl.ts), ahead of the
+ * checked right then, in one dispatch (valueChecks.wgsl.ts), ahead of the
  * call's writing kernels: a bad value raises its word to 0xffffffff − i with
  * atomicMax, so the word ends up naming the first bad index, and the call's
  * kernels, which read their words first, write nothing. `collect()` (run by sync) reads the words of
@@ -16,12 +16,20 @@ import type { IndexDType } from '@kvkit/contracts';
 import type { DeviceCheck } from '@kvkit/contracts/backend';
 import { valueRuleError } from '@kvkit/contracts/backend';
 import type { ContractError } from '@kvkit/contracts';
+import { RULES_PER_CHECK } from '@kvkit/contracts/kernels';
+import type { CheckValuesParams, CheckValuesRanges } from '../generated/params.js';
 import { planCheckValues } from '../shaders/plan.js';
 import { checkValuesShader } from '../shaders/valueChecks.wgsl.js';
 import type { BufferRange, DeviceStorage, GpuRuntime, RecordedRead } from './gpuRuntime.js';
 import type { GpuTensor } from './gpuTensor.js';
 
 const WORDS_PER_BUFFER = 4096;
+
+/** The flag words of one call's rules, in the order it gave them, and the buffer they sit in. */
+export interface CallFlags {
+  readonly flags: BufferRange;
+  readonly words: readonly number[];
+}
 
 interface Pending {
   readonly buffer: number;
@@ -48,11 +56,11 @@ export class DeviceChecks {
 
   /**
    * Flag words for the rules of one call, in the order given (an absent rule
-   * still gets a word, never raised), and the dispatches that check the
+   * still gets a word, never raised), and the one dispatch that checks the
    * present ones. Call it before the call's first writing dispatch. Returns
    * the flag buffer and the words.
    */
-  reserve(rules: readonly (DeviceCheck | undefined)[], dims: Readonly<Record<string, number>>): { flags: BufferRange; words: number[] } {
+  reserve(rules: readonly (DeviceCheck | undefined)[], dims: Readonly<Record<string, number>>): CallFlags {
     let buffer = Math.floor(this.#used / WORDS_PER_BUFFER);
     if ((this.#used % WORDS_PER_BUFFER) + rules.length > WORDS_PER_BUFFER) {
       buffer += 1;
@@ -78,29 +86,39 @@ export class DeviceChecks {
     }
     const { buffer: gpu, id } = this.#buffers[buffer]!;
     const flags = { buffer: gpu, id, offset: 0, size: WORDS_PER_BUFFER * 4 };
-    rules.forEach((rule, i) => {
-      if (rule) this.#check(rule, flags, words[i]!);
-    });
+    this.#check(
+      rules.flatMap((rule, i) => (rule ? [{ rule, word: words[i]! }] : [])),
+      flags,
+    );
     return { flags, words };
   }
 
-  /** Dispatches the check of one rule into its flag word. */
-  #check(rule: DeviceCheck, flags: BufferRange, word: number): void {
-    const t = rule.tensor as GpuTensor;
-    const valueType = t.dtype as IndexDType | 'f32';
-    // The shapes of rule the contracts declare: floats finite and >= 0 (eps); indices in [0, below), negatives skipping or not.
-    const supported = valueType === 'f32' ? rule.finite && rule.min === 0 && rule.below === undefined : !rule.finite && (rule.negativeSkips || rule.min === 0) && rule.below !== undefined;
-    if (!supported) throw new Error(`${rule.op}: the device check of ${rule.arg} takes no rule of this shape`);
-    const count = t.shape.reduce((n, d) => n * d, 1);
-    if (count === 0) return;
-    const plan = planCheckValues(this.#runtime.caps, valueType);
+  /** One dispatch that checks the call's rules, each into its flag word. */
+  #check(rules: readonly { readonly rule: DeviceCheck; readonly word: number }[], flags: BufferRange): void {
+    const present = rules.filter(({ rule }) => rule.tensor.shape.reduce((n, d) => n * d, 1) > 0);
+    if (present.length === 0) return;
+    if (present.length > RULES_PER_CHECK) throw new Error(`${present[0]!.rule.op}: ${present.length} value rules, one check dispatch takes ${RULES_PER_CHECK}`);
+    const params: Record<string, number> = { longest: 0 };
+    const ranges: Record<string, BufferRange> = { flags };
+    for (let r = 0; r < RULES_PER_CHECK; r++) {
+      const at = present[r];
+      const t = at?.rule.tensor as GpuTensor | undefined;
+      const count = t ? t.numel : 0;
+      params.longest = Math.max(params.longest, count);
+      Object.assign(params, { [`count${r}`]: count, [`offset${r}`]: 0, [`flag${r}`]: at?.word ?? 0, [`below${r}`]: 0, [`negativeSkips${r}`]: 0 });
+      if (!at || !t) continue;
+      const { rule } = at;
+      // The shapes of rule the contracts declare: floats finite and >= 0 (eps); indices in [0, below), negatives skipping or not.
+      const supported = t.dtype === 'f32' ? rule.finite && rule.min === 0 && rule.below === undefined : !rule.finite && (rule.negativeSkips || rule.min === 0) && rule.below !== undefined;
+      if (!supported) throw new Error(`${rule.op}: the device check of ${rule.arg} takes no rule of this shape`);
+      // Bound from the storage offset alignment below the tensor (a materializer's eps sits after its weights).
+      const start = t.byteOffset - (t.byteOffset % this.#runtime.device.limits.minStorageBufferOffsetAlignment);
+      ranges[`values${r}`] = t.storage.range(start, t.byteOffset - start + t.byteLength);
+      Object.assign(params, { [`offset${r}`]: (t.byteOffset - start) / 4, [`below${r}`]: Math.min(rule.below ?? 0, 0xffffffff), [`negativeSkips${r}`]: rule.negativeSkips ? 1 : 0 });
+    }
+    const plan = planCheckValues(this.#runtime.caps, present.map(({ rule }) => rule.tensor.dtype as IndexDType | 'f32'));
     const kernel = this.#runtime.kernel(plan, () => checkValuesShader(plan));
-    const below = Math.min(rule.below ?? 0, 0xffffffff);
-    // Bound from the storage offset alignment below the tensor (a materializer's eps sits after its weights).
-    const start = t.byteOffset - (t.byteOffset % this.#runtime.device.limits.minStorageBufferOffsetAlignment);
-    const values = t.storage.range(start, t.byteOffset - start + t.byteLength);
-    const params = { count, offset: (t.byteOffset - start) / 4, flag: word, below, negativeSkips: rule.negativeSkips ? 1 : 0 };
-    this.#runtime.dispatch(kernel, { values, flags }, params, Math.ceil(count / plan.workgroupSize));
+    this.#runtime.dispatch(kernel, ranges as unknown as CheckValuesRanges, params as unknown as CheckValuesParams, Math.ceil(params.longest! / plan.workgroupSize));
   }
 
   /** The first violation recorded since the last collect, as its ContractError; clears every flag. */

@@ -220,15 +220,15 @@ export function planRopeTable(caps: DeviceCaps, positionType: IndexDType): RopeT
   return { kernel: 'ropeTable', positionType, workgroupSize: Math.min(tuning.rowWorkgroup, caps.maxInvocationsPerWorkgroup) };
 }
 
-/** One value rule's check before a call's writing kernels (valueChecks.wgsl.ts). */
+/** The check of a call's value rules before its writing kernels (valueChecks.wgsl.ts): the dtype of each rule's values. */
 export interface CheckValuesPlan {
   readonly kernel: 'checkValues';
-  readonly valueType: IndexDType | 'f32';
+  readonly valueTypes: readonly (IndexDType | 'f32')[];
   readonly workgroupSize: number;
 }
 
-export function planCheckValues(caps: DeviceCaps, valueType: CheckValuesPlan['valueType']): CheckValuesPlan {
-  return { kernel: 'checkValues', valueType, workgroupSize: Math.min(tuning.rowWorkgroup, caps.maxInvocationsPerWorkgroup) };
+export function planCheckValues(caps: DeviceCaps, valueTypes: CheckValuesPlan['valueTypes']): CheckValuesPlan {
+  return { kernel: 'checkValues', valueTypes, workgroupSize: Math.min(tuning.rowWorkgroup, caps.maxInvocationsPerWorkgroup) };
 }
 
 /** One dispatch of the ownership pass before a pool scatter (slotOwners.wgsl.ts). */

@@ -102,7 +102,7 @@ ${plan.wholeWords ? '' : atomicStorer('pool', 1)}
 fn main(${ENTRY_BUILTINS}) {
   ${LINEAR_WORKGROUP}
   let id = linearWorkgroup * ${plan.workgroupSize}u + lane;
-  if (id >= params.units || ${callRejected(['slotFlag'])}) { return; }
+  if (id >= params.units || ${callRejected(['positionFlag', 'slotFlag', 'epsFlag'])}) { return; }
   let perToken = params.segments * params.segmentUnits;
   let perLayer = params.tokens * perToken;
   let l = id / perLayer;

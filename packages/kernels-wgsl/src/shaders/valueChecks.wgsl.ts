@@ -1,9 +1,10 @@
 /**
- * One value rule of a call (SEMANTICS.md, "Values that live on the device"),
- * tested in a dispatch of its own before the call's writing kernels: each
- * value that breaks it raises the rule's flag word to 0xffffffff − i with
- * atomicMax (so the word names the first bad index), and the call's kernels,
- * which read their flag words first, write nothing once one is raised.
+ * The value rules of one call (SEMANTICS.md, "Values that live on the
+ * device"), tested in one dispatch before the call's writing kernels: each
+ * value that breaks its rule raises the rule's flag word to 0xffffffff − i
+ * with atomicMax (so the word ends up naming the first bad index), and the
+ * call's kernels, which read their flag words first, write nothing once one
+ * is raised.
  *
  * Index rules (positions, slots): a value in [0, below) passes, a negative
  * one too where negatives skip. Float rules (eps): finite and >= 0, -0
@@ -16,14 +17,24 @@ import type { CheckValuesPlan } from './plan.js';
 import { kernelSource } from './source.js';
 import type { KernelSource } from './source.js';
 
-export function checkValuesShader(plan: CheckValuesPlan): KernelSource<CheckValuesParams, CheckValuesRanges> {
-  const bindings = CHECK_VALUES.bindings();
+/** Rule r's test of value i: raises its flag word where the value breaks it. */
+function ruleCheck(r: number, valueType: CheckValuesPlan['valueTypes'][number]): string {
+  const at = (k: string) => `values${r}[params.offset${r} + ${k}]`;
   const test =
-    plan.valueType === 'f32'
-      ? `let bits = values[params.offset + i];
-  let bad = bits >= 0x7f800000u && bits != 0x80000000u;`
-      : `let v = ${plan.valueType === 'i64' ? 'vec2<u32>(values[params.offset + 2u * i], values[params.offset + 2u * i + 1u])' : 'vec2<u32>(values[params.offset + i], select(0u, 0xffffffffu, (values[params.offset + i] & 0x80000000u) != 0u))'};
-  let bad = select(!indexBelow(v, params.below), params.negativeSkips == 0u, indexIsNegative(v));`;
+    valueType === 'f32'
+      ? `let bits${r} = ${at('i')};
+    let bad${r} = bits${r} >= 0x7f800000u && bits${r} != 0x80000000u;`
+      : `let v${r} = ${valueType === 'i64' ? `vec2<u32>(${at('2u * i')}, ${at('2u * i + 1u')})` : `vec2<u32>(${at('i')}, select(0u, 0xffffffffu, (${at('i')} & 0x80000000u) != 0u))`};
+    let bad${r} = select(!indexBelow(v${r}, params.below${r}), params.negativeSkips${r} == 0u, indexIsNegative(v${r}));`;
+  return `if (i < params.count${r}) {
+    ${test}
+    if (bad${r}) { atomicMax(&flags[params.flag${r}], 0xffffffffu - i); }
+  }`;
+}
+
+export function checkValuesShader(plan: CheckValuesPlan): KernelSource<CheckValuesParams, CheckValuesRanges> {
+  const rules = plan.valueTypes;
+  const bindings = CHECK_VALUES.bindings({ rule1: rules.length > 1, rule2: rules.length > 2 });
   const code = `${INDEX_RANGE_WGSL}
 ${CHECK_VALUES.uniformsWgsl}
 ${bindings.wgsl}
@@ -32,9 +43,8 @@ ${bindings.wgsl}
 fn main(${ENTRY_BUILTINS}) {
   ${LINEAR_WORKGROUP}
   let i = linearWorkgroup * ${plan.workgroupSize}u + lane;
-  if (i >= params.count) { return; }
-  ${test}
-  if (bad) { atomicMax(&flags[params.flag], 0xffffffffu - i); }
+  if (i >= params.longest) { return; }
+  ${rules.map((t, r) => ruleCheck(r, t)).join('\n  ')}
 }
 `;
   return kernelSource(CHECK_VALUES, bindings, code);
