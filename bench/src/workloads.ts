@@ -88,7 +88,8 @@ export const CACHE_ROWS = 65536;
 /** ropePoolFused computes its angles (no cache): its positions are spread over a long context, as Llama 3.1's and Qwen2.5's 128k. */
 export const LONG_CONTEXT = 131072;
 
-export function normRopeWorkload(backend: Backend, s: NormRopeShape, copies: number, dtype: FloatDType = 'bf16'): Workload {
+/** `opMadeOutputs`: the README's call form, outputs made by each call (and disposed), where the bench's own form passes kOut and vOut. */
+export function normRopeWorkload(backend: Backend, s: NormRopeShape, copies: number, dtype: FloatDType = 'bf16', options: { readonly opMadeOutputs?: boolean } = {}): Workload {
   const made: Tensor[] = [];
   const keep = <T extends Tensor>(t: T): T => {
     made.push(t);
@@ -100,28 +101,24 @@ export function normRopeWorkload(backend: Backend, s: NormRopeShape, copies: num
   const sets = Array.from({ length: copies }, (_, i) => ({
     kv: keep(backend.tensor(dtype, [s.T, s.L, 2 * s.H * s.D], randomSource(s.T * s.L * 2 * s.H * s.D, 11 + i))),
     positions: keep(backend.tensor('i32', [s.T], positionsFor(s.T, CACHE_ROWS, i))),
-    kOut: keep(backend.empty(dtype, [s.L, s.T, s.H, s.D])),
-    vOut: keep(backend.empty(dtype, [s.L, s.T, s.H, s.D])),
+    outputs: options.opMadeOutputs ? {} : { kOut: keep(backend.empty(dtype, [s.L, s.T, s.H, s.D])), vOut: keep(backend.empty(dtype, [s.L, s.T, s.H, s.D])) },
   }));
   const call = (set: (typeof sets)[number]) =>
-    backend.fusedNormRopeStacked({
-      kv: set.kv,
-      kNormWeight,
-      eps,
-      cosSinCache: cache,
-      positions: set.positions,
-      numKvHeads: s.H,
-      headDim: s.D,
-      rotaryDim: s.R,
-      kOut: set.kOut,
-      vOut: set.vOut,
-    });
+    backend.fusedNormRopeStacked({ kv: set.kv, kNormWeight, eps, cosSinCache: cache, positions: set.positions, numKvHeads: s.H, headDim: s.D, rotaryDim: s.R, ...set.outputs });
+  /** Outputs the call made are the caller's to dispose; caller outputs stay. */
+  const release = (out: { kOut: Tensor; vOut: Tensor }) => {
+    if (!options.opMadeOutputs) return;
+    out.kOut.dispose();
+    out.vOut.dispose();
+  };
   let next = 0;
   return {
-    enqueue: () => call(sets[next++ % sets.length] as (typeof sets)[number]),
+    enqueue: () => release(call(sets[next++ % sets.length] as (typeof sets)[number])),
     probe: async () => {
-      const { kOut, vOut } = call(sets[0] as (typeof sets)[number]);
-      return [(await backend.read(kOut)) as Float32Array, (await backend.read(vOut)) as Float32Array];
+      const out = call(sets[0] as (typeof sets)[number]);
+      const read = [(await backend.read(out.kOut)) as Float32Array, (await backend.read(out.vOut)) as Float32Array];
+      release(out);
+      return read;
     },
     dispose: () => {
       for (const t of made) t.dispose();

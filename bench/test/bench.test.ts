@@ -131,5 +131,8 @@ describe('results', () => {
     expect(meetsTargets({ ...row, target: 0.9 })).toBe(true);
     expect(meetsTargets({ ...row, target: 0.9, targetUs: 4 })).toBe(false);
     expect(meetsTargets({ ...row, target: 0.99 })).toBe(false);
+    // With a same-size copy, the target holds the row to a copy of its own bytes.
+    expect(meetsTargets({ ...row, target: 0.9, gbs: 850, sizedCopyGbs: 1000 })).toBe(false);
+    expect(meetsTargets({ ...row, fraction: 0.5, target: 0.9, gbs: 950, sizedCopyGbs: 1000 })).toBe(true);
   });
 });

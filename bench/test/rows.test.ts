@@ -235,11 +235,13 @@ describe('a run of the harness', () => {
 describe('the markdown table of the new rows', () => {
   it('names the row a fraction is of with its time, and gives the same-size copy with the row’s share of it', () => {
     const base = { impl: 'kvkit-cuda', dtype: 'bf16' as const, shape: { N: 4096 }, flops: 0, tflops: null, bytes: 1e9 };
-    const plain: ResultRow = { ...base, op: 'ropePoolFused', us: 250, gbs: 4000, ceiling: 'fast-copy', fraction: 0.8, target: 0.9, sizedCopyGbs: 3200 };
+    const plain: ResultRow = { ...base, op: 'ropePoolFused', us: 250, gbs: 4000, ceiling: 'fast-copy', fraction: 0.8, target: 0.9, sizedCopyGbs: 4800 };
     const yarn: ResultRow = { ...base, op: 'ropePoolFused', variant: 'yarn', us: 260, gbs: 3846, ceiling: 'plain ropePoolFused', fraction: 250 / 260, reference: { op: 'ropePoolFused', impl: 'kvkit-cuda' }, target: 1 / 1.05 };
     const r: BenchResults = { schema: 1, date: '2026-01-01', gpu: 'g', driver: 'd', notes: [], ceilings: [], rows: [plain, yarn] };
     const md = markdownTable(r);
-    expect(md).toContain('| ropePoolFused | bf16 | N=4096 | kvkit-cuda | 250.00 |  | 4000 |  | 80.0% | fast-copy | ≥ 90% | no | 3200 (125.0%) |');
+    expect(md).toContain('| ropePoolFused | bf16 | N=4096 | kvkit-cuda | 250.00 |  | 4000 |  | 80.0% | fast-copy | ≥ 90% | no | 4800 (83.3%) |');
+    // The target holds the row to its same-size copy, not to the large copy.
+    expect(markdownTable({ ...r, rows: [{ ...plain, sizedCopyGbs: 4300 }] })).toContain('| 80.0% | fast-copy | ≥ 90% | yes | 4300 (93.0%) |');
     expect(md).toContain('| ropePoolFused (yarn) | bf16 | N=4096 | kvkit-cuda | 260.00 |  | 3846 |  | 96.2% | plain ropePoolFused, 250.00 µs | ≥ 95% | yes |  |');
     // A reference the results do not hold (a run cut short) leaves the label alone.
     expect(markdownTable({ ...r, rows: [yarn] })).toContain('| 96.2% | plain ropePoolFused | ≥ 95% | yes |  |');

@@ -9,8 +9,10 @@ export function fusedNormRopeStacked(k: WebGpuKernels, args: FusedNormRopeStacke
   const { T, L, H, D, R, P } = args.dims;
   const kv = k.own(args.kv);
   const dtype = kv.dtype as FloatDType;
-  const kOut = args.kOut ? k.own(args.kOut) : k.allocate(dtype, [L, T, H, D], 'fusedNormRopeStacked');
-  const vOut = args.vOut ? k.own(args.vOut) : k.allocate(dtype, [L, T, H, D], 'fusedNormRopeStacked');
+  // Every element of made outputs is written below (a rejected call's hold nothing defined), so recycled buffers serve:
+  // a fresh one would cost an allocation and Dawn's zero-fill on every call.
+  const kOut = args.kOut ? k.own(args.kOut) : k.allocateOverwritten(dtype, [L, T, H, D], 'fusedNormRopeStacked');
+  const vOut = args.vOut ? k.own(args.vOut) : k.allocateOverwritten(dtype, [L, T, H, D], 'fusedNormRopeStacked');
   if (T === 0) return { kOut, vOut };
   try {
     const positions = k.own(args.positions);
