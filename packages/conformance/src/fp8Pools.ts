@@ -401,6 +401,61 @@ export async function checkRejectedMaterializeInto(backend: Backend, c: PoolCase
   checks.done();
 }
 
+/**
+ * An fp8 scale that is 0, negative, NaN or infinite is KV019 (found on the
+ * host on the CPU, on the device elsewhere), and the call writes nothing:
+ * ropePoolFused and materializeInto leave both pools as they were,
+ * dequantizeKv its rows.
+ */
+export async function checkBadScale(backend: Backend, c: PoolCase): Promise<void> {
+  const checks = new Checks(`a bad scale for ${label(c)}`);
+  const s = new Scope(backend);
+  try {
+    const rng = new Rng(seedOf(`fp8 bad scale ${label(c)}`));
+    const groups = c.perHead ? c.H : 1;
+    // Per head: one good scale and one bad; per tensor: the bad one alone.
+    const bad = (value: number) => s.float('f32', [groups], Float32Array.from({ length: groups }, (_, h) => (h === groups - 1 ? value : 0.5)));
+    const expectUnchanged = async (what: string, tensors: readonly Tensor[], call: () => void) => {
+      const held = await Promise.all(tensors.map((t) => bytesOf(backend, t)));
+      const code = await codeAtCallOrSync(backend, call);
+      checks.that(code === 'KV019', `${what}: expected KV019, got ${code ?? 'no error'}`);
+      const after = await Promise.all(tensors.map((t) => bytesOf(backend, t)));
+      for (let i = 0; i < tensors.length; i++) checks.that(JSON.stringify(after[i]) === JSON.stringify(held[i]), `${what}: tensor ${i} unchanged by the rejected call`);
+    };
+    const N = 3;
+    for (const value of [0, -0.25, Number.NaN, Number.POSITIVE_INFINITY]) {
+      const pools = poolArgs(s, c, `fp8 bad scale pools ${label(c)}`);
+      await expectUnchanged(`ropePoolFused, vScale ${value}`, [pools.kPool, pools.vPool], () =>
+        untyped(backend).ropePoolFused({
+          q: s.float('f32', [N, c.H, c.D], randomValues(rng, N * c.H * c.D)),
+          k: s.float('f32', [N, c.H, c.D], randomValues(rng, N * c.H * c.D)),
+          v: s.float('f32', [N, c.H, c.D], randomValues(rng, N * c.H * c.D)),
+          positions: s.index('i32', [N], [0, 1, 2]),
+          slots: s.index(c.slotType, [N], [1, 5, -1]),
+          ...pools,
+          vScale: bad(value),
+          headDim: c.D,
+          rotaryDim: c.D - (c.D % 2),
+          numQoHeads: c.H,
+          numKvHeads: c.H,
+          ropeBase: 10000,
+        }),
+      );
+      const rows = s.float('f32', [N, c.H, c.D], randomValues(rng, N * c.H * c.D));
+      await expectUnchanged(`dequantizeKv, scale ${value}`, [rows], () => untyped(backend).dequantizeKv({ pool: pools.kPool, slots: s.index(c.slotType, [N], [1, 5, -1]), rows, layout: c.layout, scale: bad(value) }));
+    }
+    const [L, T, hidden] = [2, 3, 16];
+    const m = s.owned(materializerOn(s, modelType(c), { L, H: c.H, D: c.D, R: c.D - (c.D % 2), hidden }, { ropeBase: 10000 }, 1e-5, `fp8 weights ${label(c)}`));
+    const layerPools = poolArgs(s, c, `fp8 bad scale layer pools ${label(c)}`, [L]);
+    await expectUnchanged('materializeInto, kScale 0', [layerPools.kPool, layerPools.vPool], () =>
+      m.materializeInto({ ctxHidden: s.float(modelType(c), [T, hidden], randomValues(rng, T * hidden)), positions: s.index('i64', [T], [0, 1, 2]), slots: s.index(c.slotType, [T], [2, 7, 3]), ...layerPools, kScale: bad(0) }),
+    );
+  } finally {
+    s.dispose();
+  }
+  checks.done();
+}
+
 /** The code a call raises, at the call (host checks) or at the sync after it (device checks); undefined when neither throws. */
 async function codeAtCallOrSync(backend: Backend, call: () => void): Promise<string | undefined> {
   try {
@@ -457,5 +512,6 @@ export function describeFp8Pools(both: () => [Backend, Backend], timeout: number
     for (const c of NORMED_MROPE_CASES) it(`ropePoolFused with Q/K-norm and mRoPE into fp8e4m3 HND, per-head scales, ${normedLabel(c)}`, () => checkNormedMropeIntoFp8Pool(...both(), c), timeout);
     for (const c of POOL_CASES.filter((x) => !x.perHead)) it(`a slot past ${label(c)} raises KV038`, () => checkSlotPastPool(both()[0], c), timeout);
     for (const c of POOL_CASES.filter((x) => !x.perHead)) it(`materializeInto with a bad position into ${label(c)} writes nothing`, () => checkRejectedMaterializeInto(both()[0], c), timeout);
+    for (const c of POOL_CASES.filter((x) => isFp8(x.poolType))) it(`a scale that is 0, negative, NaN or infinite for ${label(c)} raises KV019 and writes nothing`, () => checkBadScale(both()[0], c), timeout);
   });
 }

@@ -106,7 +106,7 @@ function stepCode(s: Step): string[] {
     case 'contiguous':
       return [`c.contiguous(${JSON.stringify(s.names)}, [${s.names.join(', ')}], ${q(s.code)});`];
     case 'values':
-      return [`c.values(${q(s.name)}, ${s.name}, ${JSON.stringify({ min: s.min, below: s.below, finite: s.finite, negativeSkips: s.negativeSkips, ceiling: s.ceiling, duplicates: s.duplicates })}, ${q(s.code)});`];
+      return [`c.values(${q(s.name)}, ${s.name}, ${JSON.stringify({ min: s.min, above: s.above, below: s.below, finite: s.finite, negativeSkips: s.negativeSkips, ceiling: s.ceiling, duplicates: s.duplicates })}, ${q(s.code)});`];
   }
 }
 

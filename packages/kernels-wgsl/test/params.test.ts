@@ -90,7 +90,7 @@ fn main() {
 export function rejectedByTsc(runtime: GpuRuntime, kernel: CompiledKernel<NormRopeParams, NormRopeRanges>, ranges: NormRopeRanges, params: NormRopeParams, range: BufferRange): void {
   // @ts-expect-error a misspelt uniform
   runtime.dispatch(kernel, ranges, { ...params, destLayerStrides: 1 }, 1);
-  const { slotFlag: _, ...missing } = params;
+  const { callFlag: _, ...missing } = params;
   // @ts-expect-error a missing uniform
   runtime.dispatch(kernel, ranges, missing, 1);
   const extra = { ...params, headDim: 1 };

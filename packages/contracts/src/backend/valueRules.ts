@@ -12,6 +12,8 @@ export interface ValueBounds {
   readonly arg: string;
   /** Inclusive lower bound; undefined where negatives skip (or no bound is declared). */
   readonly min: number | undefined;
+  /** Exclusive lower bound (a scale: > 0); undefined where none is declared. */
+  readonly above: number | undefined;
   /** Exclusive upper bound a kernel enforces: the rule's dim, capped by its ceiling; undefined for none. */
   readonly below: number | undefined;
   /** The bound the rule's own dim gives (undefined while the dim is unbound): its message shows this one. */
@@ -29,7 +31,7 @@ export interface ValueBounds {
 export function valueBounds(
   op: string,
   arg: string,
-  rule: { readonly min?: number; readonly finite?: boolean; readonly negativeSkips?: boolean; readonly ceiling?: { readonly below: number; readonly code: string } },
+  rule: { readonly min?: number; readonly above?: number; readonly finite?: boolean; readonly negativeSkips?: boolean; readonly ceiling?: { readonly below: number; readonly code: string } },
   declaredBelow: number | undefined,
   code: string,
 ): ValueBounds {
@@ -38,6 +40,7 @@ export function valueBounds(
   return {
     arg,
     min: rule.negativeSkips ? undefined : rule.min,
+    above: rule.above,
     below: capped,
     declaredBelow,
     negativeSkips: rule.negativeSkips ?? false,
@@ -53,7 +56,7 @@ export function breaksValueRule(rule: ValueBounds, value: number | bigint): bool
   const v = Number(value);
   if (rule.finite && !Number.isFinite(v)) return true;
   if (rule.negativeSkips && v < 0) return false;
-  return (rule.min !== undefined && v < rule.min) || (rule.below !== undefined && v >= rule.below);
+  return (rule.min !== undefined && v < rule.min) || (rule.above !== undefined && !(v > rule.above)) || (rule.below !== undefined && v >= rule.below);
 }
 
 /**
@@ -72,8 +75,8 @@ export function valueRuleError(rule: ValueBounds, index: number, actual: number 
   return new ContractError(rule.code, rule.op, { arg: rule.arg, index, actual, expected: rule.declaredBelow ?? '∞' }, { ...dims });
 }
 
-/** `finite and >= 0`: what every value of a float rule must be, for its message. */
+/** `finite and >= 0` (eps), `finite and > 0` (a scale): what every value of a float rule must be, for its message. */
 function floatRuleText(rule: ValueBounds): string {
-  const bounds = [rule.min !== undefined ? `>= ${rule.min}` : undefined, rule.below !== undefined ? `< ${rule.below}` : undefined].filter(Boolean);
+  const bounds = [rule.min !== undefined ? `>= ${rule.min}` : undefined, rule.above !== undefined ? `> ${rule.above}` : undefined, rule.below !== undefined ? `< ${rule.below}` : undefined].filter(Boolean);
   return ['finite', ...bounds].join(' and ');
 }

@@ -179,9 +179,11 @@ export interface ValueRule {
   readonly name: string;
   /** Inclusive lower bound, unless `negativeSkips`. */
   readonly min?: number;
+  /** Exclusive lower bound (a float parameter that must be positive: an fp8 scale). */
+  readonly above?: number;
   /** Exclusive upper bound; unchecked while its dim is unbound. Index rules give one; a float rule may not. */
   readonly below?: DimExpr;
-  /** A float parameter (eps): NaN and ±Inf break the rule too. */
+  /** A float parameter (eps, a scale): NaN and ±Inf break the rule too. */
   readonly finite?: boolean;
   /** A negative value means "skip this token" and is valid. */
   readonly negativeSkips?: boolean;

@@ -1,6 +1,7 @@
 /** The kernels behind fusedNormRopeStacked (and the materializer's norm + RoPE pass). */
 import { FLOAT_DTYPES } from '../tensor.js';
 import { cudaKernel, entryGrid, i64, input, output, read, readWrite, u32, wgslKernel } from './declare.js';
+import { callFlag } from './valueChecks.js';
 import { poolWriteParams, poolWriteUniforms } from './kvPools.js';
 
 export const fusedNormRopeCuda = cudaKernel({
@@ -74,9 +75,7 @@ export const normRopeWgsl = wgslKernel({
     temporalPairs: u32('pairs j below it take the temporal stream'),
     heightPairsEnd: u32('pairs j below it (and not temporal) take the height stream, the rest the width stream'),
     slotBelow: u32('S (scatter into pools)'),
-    positionFlag: u32('flag word of the position rule'),
-    slotFlag: u32('flag word of the slot rule'),
-    epsFlag: u32('flag word of the eps rule (finite and >= 0; a bad layer writes nothing)'),
+    callFlag,
     epsWordOffset: u32('where eps starts in the weights buffer (eps packed after the weights)'),
     destLayerStride: u32('vectors between layers of the destination (layer views may be padded)'),
     ...poolWriteUniforms,

@@ -1,5 +1,6 @@
 /** The kernels that store head rows into KV pools of any layout and dtype (fp8 with scales), and read them back. */
 import { cudaKernel, i64, input, output, read, readWrite, u32, wgslKernel } from './declare.js';
+import { callFlag } from './valueChecks.js';
 
 /**
  * What a row kernel that writes pools itself (ropeRows, ropeNormRows, normRope) needs of
@@ -28,10 +29,7 @@ const poolStoreUniforms = {
   sourceOffset: u32('elements of the source binding before element 0'),
   sourceTokenStride: u32('elements between tokens of the source'),
   sourceHeadStride: u32('elements between heads of the source'),
-  // The call's rules: the store writes nothing once one of them is raised (materializeInto stores after norm + RoPE).
-  positionFlag: u32("flag word of the call's position rule"),
-  slotFlag: u32('flag word of the slot rule'),
-  epsFlag: u32("flag word of the call's eps rule"),
+  callFlag,
   perHeadScale: u32('1: scale [H], 0: scale [1]'),
 };
 
@@ -60,7 +58,7 @@ export const poolReadWgsl = wgslKernel({
     rowUnits: u32('invocations per head row of the destination: words or elements'),
     slotBelow: u32('S'),
     pageSize: u32('rows per page (HND); S for NHD'),
-    slotFlag: u32('flag word of the slot rule'),
+    callFlag,
     perHeadScale: u32('1: scale [H], 0: scale [1]'),
   },
   types: { Dst: 'u32 where each invocation stores whole words, atomic<u32> for 16-bit rows of odd D' },

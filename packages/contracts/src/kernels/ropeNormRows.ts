@@ -1,5 +1,6 @@
 /** The WebGPU kernel behind ropePoolFused with a Q/K-norm: RMSNorm of each head row, then RoPE, with the pool scatter. */
 import { f32, read, readWrite, u32, wgslKernel } from './declare.js';
+import { callFlag } from './valueChecks.js';
 import { poolWriteUniforms } from './kvPools.js';
 import { qkvRowStrides } from './ropePoolFused.js';
 
@@ -11,7 +12,7 @@ export const ropeNormRowsWgsl = wgslKernel({
     queryHeads: u32('Hq (rows run q heads, then k heads, per token, where both parts run)'),
     keyHeads: u32('H'),
     slotBelow: u32('S'),
-    slotFlag: u32('flag word of the slot rule'),
+    callFlag,
     eps: f32('RMSNorm epsilon'),
     ...qkvRowStrides,
     ...poolWriteUniforms,

@@ -1,6 +1,7 @@
 /** The kernels behind ropePoolFused, and the slot-claim pass before any pool write. */
 import { FLOAT_DTYPES } from '../tensor.js';
 import { cudaKernel, entryGrid, f64, i64, input, output, read, readWrite, u32, wgslKernel } from './declare.js';
+import { callFlag } from './valueChecks.js';
 import { poolWriteParams, poolWriteUniforms } from './kvPools.js';
 
 export const ropePoolCuda = cudaKernel({
@@ -109,7 +110,7 @@ export const ropeRowsWgsl = wgslKernel({
     queryHeads: u32('Hq (rows run q heads, then k heads, per token, in kind all)'),
     keyHeads: u32('H'),
     slotBelow: u32('S'),
-    slotFlag: u32('flag word of the slot rule'),
+    callFlag,
     ...qkvRowStrides,
     ...poolWriteUniforms,
   },

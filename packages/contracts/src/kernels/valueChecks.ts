@@ -7,8 +7,10 @@
 import { cudaKernel, f64, i64, input, output, read, readWrite, u32, wgslKernel } from './declare.js';
 import type { CudaParam } from './declare.js';
 
-/** Rules one check launch takes: a call has at most positions, slots and eps. */
-export const RULES_PER_CHECK = 3;
+/** Rules one check launch takes: a call has at most positions, slots, eps and the two fp8 scales. */
+export const RULES_PER_CHECK = 5;
+
+const RULES = Array.from({ length: RULES_PER_CHECK }, (_, r) => r);
 
 /** How a rule's values are stored: the codes of CheckValuesParams.kind*. */
 export const VALUE_KIND = { i32: 0, i64: 1, f32: 2 } as const;
@@ -19,6 +21,7 @@ function ruleParams(r: number): Record<string, CudaParam> {
     [`count${r}`]: i64(`values of rule ${r}`),
     [`kind${r}`]: i64('0: i32, 1: i64, 2: f32 (VALUE_KIND)'),
     [`min${r}`]: f64('inclusive lower bound (-inf: none)'),
+    [`above${r}`]: f64('exclusive lower bound (-inf: none)'),
     [`below${r}`]: f64('exclusive upper bound (inf: none)'),
     [`negativeSkips${r}`]: i64('1: a negative value breaks nothing (a slot that is not written)'),
     [`finite${r}`]: i64('1: NaN and infinities break the rule'),
@@ -31,17 +34,13 @@ export const checkValuesCuda = cudaKernel({
   struct: 'CheckValuesParams',
   doc: "One call's value rules, checked before its writing kernels run (check_values.cu).",
   params: {
-    ...ruleParams(0),
-    ...ruleParams(1),
-    ...ruleParams(2),
+    ...Object.assign({}, ...RULES.map(ruleParams)),
     badValue: output('BadValueRecord', 'where a bad value is recorded, and the call marked rejected'),
     call: i64("this call's number, stored in BadValueRecord.rejectedCall when a rule breaks"),
   },
   launches: { default: { threads: 256, constants: { rules: RULES_PER_CHECK }, doc: 'grid-stride over the longest rule' } },
   entries: [{ name: 'check_values', launch: 'default' }],
 });
-
-const RULES = Array.from({ length: RULES_PER_CHECK }, (_, r) => r);
 
 function ruleUniforms(r: number) {
   return {
@@ -53,10 +52,13 @@ function ruleUniforms(r: number) {
   };
 }
 
+/** The uniform of every WGSL kernel that writes for a call with value rules: the word its gate reads first. */
+export const callFlag = u32("flag word of the call: raised by its value check when a rule breaks, and then the kernel writes nothing");
+
 export const checkValuesWgsl = wgslKernel({
   kernel: 'checkValues',
-  doc: "The rules of one call, checked in one dispatch before the call's writing kernels run (valueChecks.wgsl.ts); they read the rules' flag words and write nothing once one is raised.",
-  uniforms: Object.assign({ longest: u32('values of the rule with the most') }, ...RULES.map(ruleUniforms)),
+  doc: "The rules of one call, checked in one dispatch before the call's writing kernels run (valueChecks.wgsl.ts): a value that breaks its rule raises the rule's flag word and the call's, which the writing kernels read first.",
+  uniforms: Object.assign({ longest: u32('values of the rule with the most'), callFlag }, ...RULES.map(ruleUniforms)),
   // Rule 0 is always there; the others where the call has them.
   variants: Object.fromEntries(RULES.slice(1).map((r) => [`rule${r}`, `the call has a rule ${r}`])),
   bindings: {

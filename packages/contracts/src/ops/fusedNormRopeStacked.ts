@@ -93,6 +93,7 @@ export const fusedNormRopeStackedErrors = errors({
       'Build eps from the model config\'s `rms_norm_eps` (a small positive number such as `1e-6`), one value per layer.',
       'Look for a NaN or a negative sign where the values were computed or parsed: `Number(undefined)` is NaN, and `-1e-6` is a typo for `1e-6`.',
       'With `createKvMaterializer`, pass one number (`eps: 1e-6`): it is checked on the spot and expanded to every layer.',
+      "An fp8 pool's scale (`kScale`, `vScale`, dequantizeKv's `scale`) must be finite and above 0: take it from the checkpoint's `k_scale` / `v_scale` or from calibration, and never initialise one to 0.",
     ],
   },
 });

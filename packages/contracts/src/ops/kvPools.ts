@@ -85,6 +85,9 @@ const hndShape = (leading: readonly DimExpr[]): readonly DimExpr[] => [...leadin
  * pools take `modelDtype`'s dtype or fp8. `leading` dims come before a
  * pool's own (`L`); `nhd` gives the NHD shape's codes.
  */
+/** An fp8 pool stores the code of x / scale: a scale that is 0, negative, NaN or infinite would fill it with NaN, infinities or flipped signs. */
+export const scaleValues = { above: 0, finite: true, code: 'KV019' } as const;
+
 export function poolSteps(opts: { modelDtype: string; leading: readonly DimExpr[]; nhd: { code: string; rankCode?: string }; doc: string }): Step[] {
   const { leading, nhd } = opts;
   const byChoice = { choice: 'layout', options: { HND: { shape: hndShape(leading), code: 'KV073', rankCode: 'KV073', binds: { S: 'numPages*pageSize' } } } };
@@ -97,6 +100,8 @@ export function poolSteps(opts: { modelDtype: string; leading: readonly DimExpr[
     scale('kPool'),
     scale('vPool'),
     givenForDtype(['kScale', 'vScale'], { tensor: 'kPool', dtypes: FP8, missingCode: 'KV070', refusedCode: 'KV071' }),
+    values('kScale', scaleValues),
+    values('vScale', scaleValues),
   ];
 }
 
@@ -120,6 +125,7 @@ export const kvPools: ContractFile = {
         }),
         tensor('scale', { dtype: F32, shape: ['1'], orShapes: [['H']], code: 'KV072', optional: true, doc: "The pool's scale where it is fp8: [1] or [H], f32." }),
         givenForDtype(['scale'], { tensor: 'pool', dtypes: FP8, missingCode: 'KV070', refusedCode: 'KV071' }),
+        values('scale', scaleValues),
         tensor('slots', { dtype: INDEX, shape: ['N'], rankCode: 'KV033', code: 'KV034', doc: 'Slot of each row to read; negative: that row is left as it is.' }),
         tensor('rows', { dtype: FLOAT, shape: ['N', 'H', 'D'], code: 'KV074', doc: 'Where the rows go: value = decode(code) * scale in f32, rounded once to its dtype.' }),
         distinct(['rows', 'pool'], 'KV075'),

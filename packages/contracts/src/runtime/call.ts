@@ -40,6 +40,8 @@ export interface DeviceCheck extends ValueBounds {
 
 export interface ValueRuleSpec {
   readonly min?: number;
+  /** Exclusive lower bound: a value must be greater. */
+  readonly above?: number;
   readonly below?: DimExpr;
   readonly finite?: boolean;
   readonly negativeSkips?: boolean;

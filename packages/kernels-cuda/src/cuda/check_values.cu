@@ -1,4 +1,4 @@
-// One call's value rules (positions, slots, eps), checked before any kernel of the call writes:
+// One call's value rules (positions, slots, eps, fp8 scales), checked before any kernel of the call writes:
 // a value that breaks its rule is recorded and the call marked rejected (bad_values.cuh).
 #include "bad_values.cuh"
 #include "generated/params.cuh"
@@ -9,15 +9,22 @@ namespace kvkit {
 struct ValueRule {
   const void* values;
   long long count, kind;
-  double min, below;
+  double min, above, below;
   long long negativeSkips, finite, check;
 };
 
+#define KVKIT_VALUE_RULE(r) {p.values##r, p.count##r, p.kind##r, p.min##r, p.above##r, p.below##r, p.negativeSkips##r, p.finite##r, p.check##r}
+static_assert(CheckValuesLaunch::kRules == 5, "valueRule names five rules");
 __device__ __forceinline__ ValueRule valueRule(const CheckValuesParams& p, int r) {
-  if (r == 0) return {p.values0, p.count0, p.kind0, p.min0, p.below0, p.negativeSkips0, p.finite0, p.check0};
-  if (r == 1) return {p.values1, p.count1, p.kind1, p.min1, p.below1, p.negativeSkips1, p.finite1, p.check1};
-  return {p.values2, p.count2, p.kind2, p.min2, p.below2, p.negativeSkips2, p.finite2, p.check2};
+  switch (r) {
+    case 0: return KVKIT_VALUE_RULE(0);
+    case 1: return KVKIT_VALUE_RULE(1);
+    case 2: return KVKIT_VALUE_RULE(2);
+    case 3: return KVKIT_VALUE_RULE(3);
+    default: return KVKIT_VALUE_RULE(4);
+  }
 }
+#undef KVKIT_VALUE_RULE
 
 // Value i of the rule as a double (exact for the bounds an index is compared with), and its raw bits for the record.
 __device__ __forceinline__ bool breaksRule(const ValueRule& r, long long i, long long& bits) {
@@ -33,7 +40,7 @@ __device__ __forceinline__ bool breaksRule(const ValueRule& r, long long i, long
     v = static_cast<double>(bits);
   }
   if (r.negativeSkips && v < 0) return false;
-  return v < r.min || v >= r.below;
+  return v < r.min || !(v > r.above) || v >= r.below;
 }
 
 }  // namespace kvkit

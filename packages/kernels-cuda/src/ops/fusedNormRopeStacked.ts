@@ -5,7 +5,7 @@ import type { CudaKernels } from '../runtime/cudaKernels.js';
 import type { CudaTensor } from '../runtime/cudaTensor.js';
 import { ELEMENT_BYTES } from '../runtime/cudaTensor.js';
 import { aligned } from '../runtime/gatherStrided.js';
-import { boundCheck, launchNormRope, tokenMajorLayout, valueCheck } from './normRope.js';
+import { boundsOf, deviceRules, launchNormRope, tokenMajorLayout } from './normRope.js';
 
 /** SEMANTICS.md §1 on the device: outputs allocated (or the caller's), one launch (kv read through its strides, or copied where its rows are not contiguous and aligned) behind the check of positions and eps, returns at once. */
 export function fusedNormRopeStacked(kernels: CudaKernels, args: FusedNormRopeStackedChecked): { kOut: CudaTensor; vOut: CudaTensor } {
@@ -30,8 +30,8 @@ export function fusedNormRopeStacked(kernels: CudaKernels, args: FusedNormRopeSt
   const [cacheAt, weightAt, positionsAt, epsAt, kvCopy] = kernels.gather.contiguous([cache, weight, positions, eps, ...(readInPlace ? [] : [aligned(kv, 16, true)])], op) as number[];
   const kvLayout = readInPlace ? viewLayout : tokenMajorLayout({ shape: kv.shape, strides: contiguousStrides(kv.shape) }, H, D);
   // Checks are numbered in the contract's order: positions, then eps.
-  const positionRule = boundCheck(kernels, args.deviceChecks, 'positions', args.dims, { min: 0, below: P }, positionsAt!);
-  valueCheck(kernels, args.deviceChecks.find((c) => c.arg === 'eps'), args.dims, epsAt!);
+  const positionRule = boundsOf(args.deviceChecks, 'positions', { min: 0, below: P });
+  deviceRules(kernels, args.deviceChecks, args.dims, { positions: positionsAt, eps: epsAt });
   launchNormRope(kernels, {
     op,
     dtype,

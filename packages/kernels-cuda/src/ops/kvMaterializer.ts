@@ -6,7 +6,7 @@ import { CudaTensor, ELEMENT_BYTES } from '../runtime/cudaTensor.js';
 import { aligned, GATHER_ALIGNMENT } from '../runtime/gatherStrided.js';
 import type { DeviceBuffer } from '../runtime/memory.js';
 import type { SlotClaims } from '../runtime/slotOwners.js';
-import { boundCheck, claimSlots, launchNormRope, layerMajorLayout, normRopeVectorPath, valueCheck } from './normRope.js';
+import { boundsOf, claimSlots, deviceRules, launchNormRope, layerMajorLayout, normRopeVectorPath } from './normRope.js';
 import type { PoolSlots } from './normRope.js';
 import type { Angles, BoundCheck } from './normRope.js';
 import { poolScales, poolWrite } from './kvPools.js';
@@ -126,7 +126,8 @@ class CudaKvMaterializer implements MaterializerKernels {
       const inputs = this.#inputs(args, [], call.op);
       const inPlace = normRopeVectorPath(this.#dtype, D, this.#R, this.#gptj, [kv.ptr, this.#kNormWeight], { tokens: T, headRows: L * H });
       const k = inPlace ? kv : call.take(this.#k, T);
-      const rules = this.#positionRule(args, inputs.positions);
+      const rules = this.#positionRule(args);
+      deviceRules(kernels, args.deviceChecks, args.dims, { positions: inputs.positions });
       this.#projection.run(inputs.ctxHidden, this.#kvWeight, kv.ptr, T, call.op);
       // K rows normed and rotated in place, or into the K workspace; V rows stay as projected.
       this.#normRope(args, kv.ptr, inputs.positions, rules, { kOut: k.ptr, vOut: 0, outLayerStride: (inPlace ? 2 : 1) * perLayer });
@@ -152,10 +153,11 @@ class CudaKvMaterializer implements MaterializerKernels {
       // Slots and scales are read by index: views of them gathered with the call's other inputs.
       const inputs = this.#inputs(args, [slotTensor, ...scales.filter((s) => s !== undefined)], call.op);
       const [slotsAt, ...scalesAt] = inputs.more;
-      const pools = poolWrite(args.layout, args.dims, kPool.dtype as PoolDType, poolScales(scales, scalesAt));
-      const positionRule = this.#positionRule(args, inputs.positions);
-      // Checks are numbered in the contract's order: positions, then slots.
-      const slots = { ptr: slotsAt!, areI64: slotTensor.dtype === 'i64', rule: boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: S }, slotsAt!), duplicates: args.duplicates.slots };
+      const [kScaleAt, vScaleAt] = poolScales(scales, scalesAt);
+      const pools = poolWrite(args.layout, args.dims, kPool.dtype as PoolDType, [kScaleAt, vScaleAt]);
+      const positionRule = this.#positionRule(args);
+      deviceRules(kernels, args.deviceChecks, args.dims, { positions: inputs.positions, slots: slotsAt, kScale: kScaleAt?.ptr, vScale: vScaleAt?.ptr });
+      const slots = { ptr: slotsAt!, areI64: slotTensor.dtype === 'i64', rule: boundsOf(args.deviceChecks, 'slots', { min: -Infinity, below: S }), duplicates: args.duplicates.slots };
       // The claims need only the slots: enqueued ahead of the projection, they are done by the time the pools are written.
       const claims = claimSlots(kernels, slots, T, call.op);
       this.#projection.run(inputs.ctxHidden, this.#kvWeight, kv.ptr, T, call.op);
@@ -174,8 +176,8 @@ class CudaKvMaterializer implements MaterializerKernels {
     return this.#D;
   }
 
-  #positionRule(args: KvMaterializerMaterializeChecked | KvMaterializerMaterializeIntoChecked, positions: number): BoundCheck {
-    return boundCheck(this.#kernels, args.deviceChecks, 'positions', args.dims, { min: 0, below: this.#P ?? MAX_POSITION_BELOW }, positions);
+  #positionRule(args: KvMaterializerMaterializeChecked | KvMaterializerMaterializeIntoChecked): BoundCheck {
+    return boundsOf(args.deviceChecks, 'positions', { min: 0, below: this.#P ?? MAX_POSITION_BELOW });
   }
 
   /**
@@ -200,8 +202,8 @@ class CudaKvMaterializer implements MaterializerKernels {
   ): void {
     const { T } = args.dims;
     const positions = this.#kernels.own(args.positions);
-    // Numbered after the call's positions and slots.
-    valueCheck(this.#kernels, this.#epsRule?.check, this.#epsRule?.dims ?? {}, this.#eps);
+    // Numbered after the call's own rules.
+    if (this.#epsRule) this.#kernels.badValues.enqueue(this.#epsRule.check, this.#epsRule.dims, this.#eps);
     launchNormRope(
       this.#kernels,
       {

@@ -6,7 +6,7 @@ import { LAUNCHES } from '../generated/kernels.js';
 import type { ParamFields } from '../generated/kernels.js';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
 import type { CudaTensor } from '../runtime/cudaTensor.js';
-import { boundCheck } from './normRope.js';
+import { boundsOf, deviceRules } from './normRope.js';
 
 /** An fp8 pool's scale as the kernel reads it: contiguous f32 at `ptr`, one per head or one for all. */
 export interface PoolScale {
@@ -61,7 +61,8 @@ export function dequantizeKv(kernels: CudaKernels, args: DequantizeKvChecked): v
   const scale = args.scale ? kernels.own(args.scale) : undefined;
   // The kernel reads by index: views among the inputs are read from contiguous copies (rows are contiguous by the contract).
   const [poolAt, slotsAt, scaleAt] = kernels.gather.contiguous([pool, slots, ...(scale ? [scale] : [])], 'dequantizeKv');
-  const slotRule = boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: S }, slotsAt!);
+  const slotRule = boundsOf(args.deviceChecks, 'slots', { min: -Infinity, below: S });
+  deviceRules(kernels, args.deviceChecks, args.dims, { slots: slotsAt, scale: scaleAt });
   const call = kernels.badValues.checkCall('dequantizeKv');
   const { threads } = LAUNCHES.poolRead.default;
   const p = kernels.params.poolRead;

@@ -87,22 +87,24 @@ export function layerMajorLayout(T: number, H: number, D: number): KvLayout {
   return { tokenStride: H * D, layerStride: 2 * T * H * D, headStride: D, elementStride: 1, vOffset: T * H * D };
 }
 
-/**
- * Hands an index rule the contracts left to the device, whose values are
- * contiguous at `values`, to the call's check (BadValues.checkCall), and
- * gives the bounds the kernels keep to; a rule the host already checked has
- * the fallback's.
- */
-export function boundCheck(kernels: CudaKernels, checks: readonly DeviceCheck[], arg: string, dims: Readonly<Record<string, number>>, fallback: { min: number; below: number }, values: number): BoundCheck {
+/** The bounds the kernels keep an index tensor's values to: its rule's where the device checks it, else the fallback (the host checked it). */
+export function boundsOf(checks: readonly DeviceCheck[], arg: string, fallback: BoundCheck): BoundCheck {
   const rule = checks.find((c) => c.arg === arg);
-  if (!rule) return fallback;
-  valueCheck(kernels, rule, dims, values);
-  return { min: rule.min ?? -Infinity, below: rule.below ?? Infinity };
+  return rule ? { min: rule.min ?? -Infinity, below: rule.below ?? Infinity } : fallback;
 }
 
-/** Hands a rule (eps, contiguous at `values`) to the call's check; none where the host checked it already. */
-export function valueCheck(kernels: CudaKernels, rule: DeviceCheck | undefined, dims: Readonly<Record<string, number>>, values: number): void {
-  if (rule) kernels.badValues.enqueue(rule, dims, values);
+/**
+ * Hands the rules the contracts left to the device to the call's check
+ * (BadValues.checkCall) in the contract's order, so the first bad value found
+ * is the one the host check names; `at` gives the device address of each
+ * rule's values, contiguous.
+ */
+export function deviceRules(kernels: CudaKernels, checks: readonly DeviceCheck[], dims: Readonly<Record<string, number>>, at: Readonly<Record<string, number | undefined>>): void {
+  for (const rule of checks) {
+    const values = at[rule.arg];
+    if (values === undefined) throw new Error(`${rule.op}: no contiguous copy of ${rule.arg} for its device check`);
+    kernels.badValues.enqueue(rule, dims, values);
+  }
 }
 
 /** Whether the job's rows (T tokens of L*H) take the vector kernel (which can work in place; the element-by-element one cannot). */

@@ -7,7 +7,7 @@ import { ELEMENT_BYTES } from '../runtime/cudaTensor.js';
 import { ropePoolKernel } from '../runtime/kernelNames.js';
 import { contiguousStrides } from '@kvkit/contracts/backend';
 import { aligned } from '../runtime/gatherStrided.js';
-import { boundCheck } from './normRope.js';
+import { boundsOf, deviceRules } from './normRope.js';
 import { streamParams } from './positionStreams.js';
 import { poolScales, poolWrite } from './kvPools.js';
 import { planRows, rowStrides, vectorPathFits } from './rowTiles.js';
@@ -61,14 +61,16 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
   const kNormAt = kNorm ? take() : 0;
   const inputs: RowInput[] = rows.map((t, i) => (staged[i] ? { ptr: take(), rows: rowStrides({ shape: t.shape, strides: contiguousStrides(t.shape) }) } : { ptr: t.ptr, rows: rowStrides(t) }));
   const [qAt, kAt, vAt] = inputs as [RowInput, RowInput, RowInput];
-  const pools = poolWrite(args.layout, args.dims, kPool.dtype as PoolDType, poolScales(scales, present.map(() => take())));
+  const [kScaleAt, vScaleAt] = poolScales(scales, present.map(() => take()));
+  const pools = poolWrite(args.layout, args.dims, kPool.dtype as PoolDType, [kScaleAt, vScaleAt]);
   const plan = planRows({
     ...shape,
     // The norm weights are read 16 bytes at a time on the vector paths too.
     vectorAddresses: [qAt.ptr, kAt.ptr, vAt.ptr, ...written, ...(qNorm ? [qNormAt] : []), ...(kNorm ? [kNormAt] : []), ...inputs.flatMap((r) => [r.rows.token * es, r.rows.head * es])],
     elementStrides: inputs.map((r) => r.rows.element),
   });
-  const slotRule = boundCheck(kernels, args.deviceChecks, 'slots', args.dims, { min: -Infinity, below: S }, slotsAt);
+  const slotRule = boundsOf(args.deviceChecks, 'slots', { min: -Infinity, below: S });
+  deviceRules(kernels, args.deviceChecks, args.dims, { slots: slotsAt, kScale: kScaleAt?.ptr, vScale: vScaleAt?.ptr });
   // Before the claims, which are launched behind it and ahead of the pool kernel (its gate).
   const call = kernels.badValues.checkCall(op);
   // Enqueued before the claims (a first use uploads the table): the pool kernel must directly follow claim_slots.

@@ -31,7 +31,7 @@ interface CallRule {
 
 /**
  * The value rules the contracts hand to the device (positions inside the
- * cache, slots inside the pool, eps finite and >= 0). Each enqueued check gets
+ * cache, slots inside the pool, eps finite and >= 0, fp8 scales finite and > 0). Each enqueued check gets
  * a number; one launch per call (check_values.cu) tests the call's rules before
  * any of its kernels writes, keeps the smallest (check, token) that broke its
  * rule, with its value, in one small device record, and marks the call
@@ -94,6 +94,7 @@ export class BadValues {
       fields[`count${r}`] = count;
       fields[`kind${r}`] = at ? VALUE_KIND[at.rule.tensor.dtype as keyof typeof VALUE_KIND] : 0;
       fields[`min${r}`] = at?.rule.min ?? -Infinity;
+      fields[`above${r}`] = at?.rule.above ?? -Infinity;
       fields[`below${r}`] = at?.rule.below ?? Infinity;
       fields[`negativeSkips${r}`] = at?.rule.negativeSkips ? 1 : 0;
       fields[`finite${r}`] = at?.rule.finite ? 1 : 0;

@@ -16,9 +16,7 @@ export function fusedNormRopeStacked(k: WebGpuKernels, args: FusedNormRopeStacke
   if (T === 0) return { kOut, vOut };
   try {
     const positions = k.own(args.positions);
-    const rule = (arg: string) => args.deviceChecks.find((c) => c.arg === arg);
-    // Words in the kernel's order: positions, slots (none here), eps.
-    const { flags, words } = k.checks.reserve([rule('positions'), undefined, rule('eps')], args.dims);
+    const { flags, call } = k.checks.reserve(args.deviceChecks, args.dims);
     launchNormRope(
       k,
       {
@@ -43,7 +41,7 @@ export function fusedNormRopeStacked(k: WebGpuKernels, args: FusedNormRopeStacke
         vDst: vOut.range,
         flags,
       },
-      { tokens: T, layers: L, heads: H, positionBelow: P, slotBelow: 0, destLayerBytes: T * H * D * bytesPerElement(dtype), flagWords: words, epsWordOffset: 0, mropeSection: args.mropeSection },
+      { tokens: T, layers: L, heads: H, positionBelow: P, slotBelow: 0, destLayerBytes: T * H * D * bytesPerElement(dtype), callFlag: call, epsWordOffset: 0, mropeSection: args.mropeSection },
     );
   } catch (e) {
     // A kernel that failed to build (KV055) throws here: outputs made for this call go with it.

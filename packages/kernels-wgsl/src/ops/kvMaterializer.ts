@@ -157,11 +157,10 @@ class WgslKvMaterializer implements MaterializerKernels {
       k.runtime.scoped(() => {
         const kOut = call.take(this.#kOut, T).range(0, perLayer * L);
         const vOut = call.take(this.#vOut, T).range(0, perLayer * L);
-        // All of the call's rules checked once, ahead of both passes: the stores write nothing once any is raised.
-        const slotRule = args.deviceChecks.find((c) => c.arg === 'slots');
-        const gate = k.checks.reserve(this.#rules(args, slotRule), args.dims);
+        // All of the call's rules checked once, ahead of both passes: the stores write nothing once any breaks.
+        const gate = k.checks.reserve(this.#rules(args), args.dims);
         this.#run(args, { kDst: kOut, vDst: vOut }, perLayer, undefined, call, undefined, gate);
-        const job = { sourceType: this.#dtype, layers: L, tokens: T, sourceLayerElements: perLayer / bytesPerElement(this.#dtype), layout: args.layout, dims: args.dims, slots: slots.tensor, duplicates: slots.duplicates, slotRule, op };
+        const job = { sourceType: this.#dtype, layers: L, tokens: T, sourceLayerElements: perLayer / bytesPerElement(this.#dtype), layout: args.layout, dims: args.dims, slots: slots.tensor, duplicates: slots.duplicates, rules: this.#rules(args), op };
         const rows = { offset: 0, tokenStride: this.#H * this.#D, headStride: this.#D };
         storePoolRows(
           k,
@@ -176,9 +175,9 @@ class WgslKvMaterializer implements MaterializerKernels {
     });
   }
 
-  /** A call's rules in the kernels' order of flag words: positions, slots, eps. */
-  #rules(args: KvMaterializerMaterializeChecked | KvMaterializerMaterializeIntoChecked, slotRule: DeviceCheck | undefined): (DeviceCheck | undefined)[] {
-    return [args.deviceChecks.find((c) => c.arg === 'positions'), slotRule, this.#epsCheck];
+  /** A call's rules the device checks: the contract's, then the eps tensor given at creation. */
+  #rules(args: KvMaterializerMaterializeChecked | KvMaterializerMaterializeIntoChecked): DeviceCheck[] {
+    return [...args.deviceChecks, ...(this.#epsCheck ? [this.#epsCheck] : [])];
   }
 
   dispose(): void {
@@ -218,7 +217,7 @@ class WgslKvMaterializer implements MaterializerKernels {
     }
 
     const positionRule = args.deviceChecks.find((c) => c.arg === 'positions');
-    const { flags, words } = gate ?? k.checks.reserve(this.#rules(args, slots ? args.deviceChecks.find((c) => c.arg === 'slots') : undefined), args.dims);
+    const { flags, call: callFlag } = gate ?? k.checks.reserve(this.#rules(args), args.dims);
     const ownedSlots = slots && k.slotOwners.resolve(slots.tensor, T, args.dims.S ?? 0, slots.duplicates, call.op);
     launchNormRope(
       k,
@@ -252,7 +251,7 @@ class WgslKvMaterializer implements MaterializerKernels {
         positionBelow: positionRule?.below ?? MAX_POSITION_BELOW,
         slotBelow: args.dims.S ?? 0,
         destLayerBytes,
-        flagWords: words,
+        callFlag,
         epsWordOffset: this.#epsWordOffset,
         pool: pools?.params,
         mropeSection: args.mropeSection,

@@ -34,8 +34,8 @@ export interface PoolStoreJob {
   readonly dims: { readonly S: number; readonly H: number; readonly D: number; readonly pageSize?: number };
   readonly slots: GpuTensor;
   readonly duplicates: DuplicateRule;
-  /** The slot rule where the device checks it (undefined where the host did). */
-  readonly slotRule: DeviceCheck | undefined;
+  /** The call's rules the device checks (none where the host did). */
+  readonly rules: readonly DeviceCheck[];
   readonly op: string;
 }
 
@@ -43,14 +43,13 @@ export interface PoolStoreJob {
  * K and V rows into fp8 pools whose head dim is not a multiple of 4 (rows
  * that share words, which the row kernels do not write): the ownership pass
  * (one token per contested slot), then one dispatch per pool, each writing
- * nothing once one of the call's flag words is raised. `gate`: the words the
- * call reserved already (its position, slot and eps rules); else the slot
- * rule is reserved and checked here.
+ * nothing once the call's flag word is raised. `gate`: the flag word the
+ * call reserved already; else the call's rules are reserved and checked here.
  */
 export function storePoolRows(k: WebGpuKernels, job: PoolStoreJob, pools: readonly PoolRows[], gate?: CallFlags): void {
   const { S, H, D } = job.dims;
   const pageSize = job.layout === 'HND' ? job.dims.pageSize! : S;
-  const { flags, words } = gate ?? k.checks.reserve([undefined, job.slotRule, undefined], job.dims);
+  const { flags, call } = gate ?? k.checks.reserve(job.rules, job.dims);
   const owned = k.slotOwners.resolve(job.slots, job.tokens, S, job.duplicates, job.op);
   const segments = job.layout === 'NHD' ? 1 : H;
   const run = (H * D) / segments;
@@ -82,9 +81,7 @@ export function storePoolRows(k: WebGpuKernels, job: PoolStoreJob, pools: readon
       sourceOffset: rows.offset,
       sourceTokenStride: rows.tokenStride,
       sourceHeadStride: rows.headStride,
-      positionFlag: words[0]!,
-      slotFlag: words[1]!,
-      epsFlag: words[2]!,
+      callFlag: call,
       perHeadScale: scale.numel > 1 ? 1 : 0,
     };
     k.runtime.dispatch(kernel, { source, slots: owned, scale: scale.range, pool: pool.range, flags }, params, Math.ceil(units / plan.workgroupSize));
@@ -112,7 +109,7 @@ export function dequantizeKv(k: WebGpuKernels, args: DequantizeKvChecked): void 
     workgroupSize: Math.min(tuning.rowWorkgroup, k.runtime.caps.maxInvocationsPerWorkgroup),
   };
   const kernel = k.runtime.kernel(plan, () => poolReadShader(plan));
-  const { flags, words } = k.checks.reserve([args.deviceChecks.find((c) => c.arg === 'slots')], args.dims);
+  const { flags, call } = k.checks.reserve(args.deviceChecks, args.dims);
   const rowUnits = wholeWords ? (D * bytes) / 4 : D;
   const units = N * H * rowUnits;
   const scale = args.scale ? k.own(args.scale) : undefined;
@@ -123,7 +120,7 @@ export function dequantizeKv(k: WebGpuKernels, args: DequantizeKvChecked): void 
     rowUnits,
     slotBelow: S,
     pageSize: args.layout === 'HND' ? args.dims.pageSize! : S,
-    slotFlag: words[0]!,
+    callFlag: call,
     perHeadScale: scale && scale.numel > 1 ? 1 : 0,
   };
   k.runtime.dispatch(kernel, { pool: pool.range, slots: slots.range, ...(scale && isFp8(pool.dtype) ? { scale: scale.range } : {}), rows: rows.range, flags }, params, Math.ceil(units / plan.workgroupSize));

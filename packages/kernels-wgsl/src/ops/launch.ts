@@ -28,8 +28,8 @@ export interface NormRopeLaunch {
   readonly slotBelow: number;
   /** Distance between layers of the destination, in bytes (outputs may pad layers to 256 bytes). */
   readonly destLayerBytes: number;
-  /** Flag words of the position, slot and eps rules, in that order. */
-  readonly flagWords: readonly number[];
+  /** The call's flag word (DeviceChecks.reserve): the kernel writes nothing once it is raised. */
+  readonly callFlag: number;
   readonly epsWordOffset: number;
   /** The pools' page size and fp8 scales, where the scatter writes pools that take them. */
   readonly pool?: PoolWriteParams;
@@ -58,9 +58,7 @@ export function launchNormRope(k: WebGpuKernels, request: NormRopeRequest, range
       temporalPairs,
       heightPairsEnd,
       slotBelow: at.slotBelow,
-      positionFlag: at.flagWords[0] ?? 0,
-      slotFlag: at.flagWords[1] ?? 0,
-      epsFlag: at.flagWords[2] ?? 0,
+      callFlag: at.callFlag,
       epsWordOffset: at.epsWordOffset,
       destLayerStride: at.destLayerBytes / vectorBytes,
       ...(at.pool ?? NO_POOL_WRITES),

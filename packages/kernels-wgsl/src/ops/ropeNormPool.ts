@@ -17,7 +17,8 @@ export interface RopeNormPoolInputs {
   readonly table: BufferRange;
   readonly owned: BufferRange;
   readonly flags: BufferRange;
-  readonly slotFlag: number;
+  /** The call's flag word: the key rows write nothing once it is raised. */
+  readonly callFlag: number;
   readonly qRot: BufferRange;
   readonly kRot: BufferRange;
   readonly inputs: StridedInputs;
@@ -58,7 +59,7 @@ export function ropeNormPool(k: WebGpuKernels, args: RopePoolFusedChecked, at: R
     vPool: k.own(args.vPool).range,
     flags: at.flags,
   };
-  const uniforms = { queryHeads: Hq, keyHeads: H, slotBelow: S, slotFlag: at.slotFlag, eps: args.eps ?? 0, ...at.inputs.params, ...at.pools.params };
+  const uniforms = { queryHeads: Hq, keyHeads: H, slotBelow: S, callFlag: at.callFlag, eps: args.eps ?? 0, ...at.inputs.params, ...at.pools.params };
   if (k.runtime.caps.maxStorageBuffersPerStage >= ALL_PARTS_BINDINGS) {
     launchRopeNormRows(k, { ...request, queries: true, keys: true, values: true }, ranges, { ...uniforms, rows: N * (Hq + H) });
     return;
@@ -80,7 +81,7 @@ export function ropeNormDense(k: WebGpuKernels, args: RopePoolFusedChecked, at: 
   const { N, Hq, H, D, R, S } = args.dims;
   const dtype = k.own(args.q).dtype as FloatDType;
   const { params, ranges } = at.inputs;
-  const uniforms = { keyHeads: H, slotBelow: S, slotFlag: 0, eps: args.eps ?? 0, ...params, ...NO_POOL_WRITES };
+  const uniforms = { keyHeads: H, slotBelow: S, callFlag: 0, eps: args.eps ?? 0, ...params, ...NO_POOL_WRITES };
   const parts = [
     { src: ranges.q, weight: args.qNormWeight, dst: at.qRot, heads: Hq, strides: {} },
     { src: ranges.k, weight: args.kNormWeight, dst: at.kRot, heads: H, strides: { qOffset: params.kOffset, qTokenStride: params.kTokenStride, qHeadStride: params.kHeadStride } },

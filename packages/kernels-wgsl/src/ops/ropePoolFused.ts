@@ -91,7 +91,7 @@ export function ropePoolFused(k: WebGpuKernels, args: RopePoolFusedChecked) {
       // fp8 rows that share words: q and k (normed where asked) as dense rows, then K and V through the pool pass.
       ropeNormDense(k, args, { table, qRot: qRot.range, kRot: kRot.range, inputs });
       const v = rowStrides(k, args.v, 1)!;
-      const job = { sourceType: dtype, layers: 1, tokens: N, sourceLayerElements: 0, layout: args.layout, dims: args.dims, slots, duplicates: args.duplicates.slots, slotRule: args.deviceChecks.find((c) => c.arg === 'slots'), op: 'ropePoolFused' };
+      const job = { sourceType: dtype, layers: 1, tokens: N, sourceLayerElements: 0, layout: args.layout, dims: args.dims, slots, duplicates: args.duplicates.slots, rules: args.deviceChecks, op: 'ropePoolFused' };
       storePoolRows(k, job, [
         { source: kRot.range, rows: { offset: 0, tokenStride: H * D, headStride: D }, pool: k.own(args.kPool), scale: k.own(args.kScale!) },
         { source: v.range, rows: { offset: v.offset, tokenStride: v.tokenStride, headStride: v.headStride }, pool: k.own(args.vPool), scale: k.own(args.vScale!) },
@@ -100,13 +100,13 @@ export function ropePoolFused(k: WebGpuKernels, args: RopePoolFusedChecked) {
     }
     const pools = poolWrites(k, args, scratch, N * R);
     const withScales = scratch.range(0, (N * R + scaleWords(args)) * 4);
-    const { flags, words } = k.checks.reserve([args.deviceChecks.find((c) => c.arg === 'slots')], args.dims);
+    const { flags, call } = k.checks.reserve(args.deviceChecks, args.dims);
     const owned = k.slotOwners.resolve(slots, N, S, args.duplicates.slots, 'ropePoolFused');
     const keys = { k: inputs.ranges.k, v: inputs.ranges.v, slots: owned, kRot: kRot.range, kPool: k.own(args.kPool).range, vPool: k.own(args.vPool).range, flags };
-    const at = { queryHeads: Hq, keyHeads: H, slotBelow: S, slotFlag: words[0]!, ...inputs.params, ...pools.params };
+    const at = { queryHeads: Hq, keyHeads: H, slotBelow: S, callFlag: call, ...inputs.params, ...pools.params };
     const pooled = { ...rope, pool: pools.format };
     if (args.qNormWeight || args.kNormWeight) {
-      ropeNormPool(k, args, { table: withScales, owned, flags, slotFlag: words[0]!, qRot: qRot.range, kRot: kRot.range, inputs, pools });
+      ropeNormPool(k, args, { table: withScales, owned, flags, callFlag: call, qRot: qRot.range, kRot: kRot.range, inputs, pools });
     } else if (k.runtime.caps.maxStorageBuffersPerStage >= ROPE_ALL_BINDINGS) {
       launchRopeRows(k, { ...pooled, kind: 'all' }, { q: inputs.ranges.q, cosSin: withScales, qRot: qRot.range, ...keys }, { ...at, rows: N * (Hq + H) });
     } else {

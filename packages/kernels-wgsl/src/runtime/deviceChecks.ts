@@ -19,16 +19,17 @@ import type { ContractError } from '@kvkit/contracts';
 import { RULES_PER_CHECK } from '@kvkit/contracts/kernels';
 import type { CheckValuesParams, CheckValuesRanges } from '../generated/params.js';
 import { planCheckValues } from '../shaders/plan.js';
+import type { ValueCheckKind } from '../shaders/plan.js';
 import { checkValuesShader } from '../shaders/valueChecks.wgsl.js';
 import type { BufferRange, DeviceStorage, GpuRuntime, RecordedRead } from './gpuRuntime.js';
 import type { GpuTensor } from './gpuTensor.js';
 
 const WORDS_PER_BUFFER = 4096;
 
-/** The flag words of one call's rules, in the order it gave them, and the buffer they sit in. */
+/** The flag buffer of a call and its word there, which its check raises when any rule breaks (the kernels' gate). */
 export interface CallFlags {
   readonly flags: BufferRange;
-  readonly words: readonly number[];
+  readonly call: number;
 }
 
 interface Pending {
@@ -39,6 +40,22 @@ interface Pending {
   readonly values: DeviceStorage;
   readonly valuesOffset: number;
   readonly dtype: IndexDType | 'f32';
+}
+
+/**
+ * What the check shader tests for a rule, of the shapes the contracts declare: indices in [0, below), negatives
+ * skipping or not; floats finite and >= 0 (eps) or finite and > 0 (an fp8 scale). Undefined for any other.
+ */
+function valueCheckKind(rule: DeviceCheck): ValueCheckKind | undefined {
+  const dtype = rule.tensor.dtype;
+  if (dtype === 'f32') {
+    if (!rule.finite || rule.below !== undefined) return undefined;
+    if (rule.min === 0 && rule.above === undefined) return 'f32 >= 0';
+    if (rule.above === 0 && rule.min === undefined) return 'f32 > 0';
+    return undefined;
+  }
+  const index = !rule.finite && rule.above === undefined && (rule.negativeSkips || rule.min === 0) && rule.below !== undefined;
+  return index ? (dtype as IndexDType) : undefined;
 }
 
 export class DeviceChecks {
@@ -55,24 +72,22 @@ export class DeviceChecks {
   }
 
   /**
-   * Flag words for the rules of one call, in the order given (an absent rule
-   * still gets a word, never raised), and the one dispatch that checks the
-   * present ones. Call it before the call's first writing dispatch. Returns
-   * the flag buffer and the words.
+   * Flag words for one call: the call's own, then one per rule; and the one
+   * dispatch that checks the rules. Call it before the call's first writing
+   * dispatch, which takes `call` as its callFlag.
    */
-  reserve(rules: readonly (DeviceCheck | undefined)[], dims: Readonly<Record<string, number>>): CallFlags {
+  reserve(rules: readonly DeviceCheck[], dims: Readonly<Record<string, number>>): CallFlags {
     let buffer = Math.floor(this.#used / WORDS_PER_BUFFER);
-    if ((this.#used % WORDS_PER_BUFFER) + rules.length > WORDS_PER_BUFFER) {
+    if ((this.#used % WORDS_PER_BUFFER) + 1 + rules.length > WORDS_PER_BUFFER) {
       buffer += 1;
       this.#used = buffer * WORDS_PER_BUFFER;
     }
     while (this.#buffers.length <= buffer) this.#buffers.push(this.#runtime.createBuffer(WORDS_PER_BUFFER * 4, 'kvkit value-check flags'));
-    const words: number[] = [];
-    for (const rule of rules) {
+    const call = this.#used % WORDS_PER_BUFFER;
+    this.#used += 1;
+    const checked = rules.map((rule) => {
       const word = this.#used % WORDS_PER_BUFFER;
       this.#used += 1;
-      words.push(word);
-      if (!rule) continue;
       const t = rule.tensor as GpuTensor;
       this.#pending.push({
         buffer,
@@ -83,22 +98,20 @@ export class DeviceChecks {
         valuesOffset: t.byteOffset,
         dtype: t.dtype as IndexDType | 'f32',
       });
-    }
+      return { rule, word };
+    });
     const { buffer: gpu, id } = this.#buffers[buffer]!;
     const flags = { buffer: gpu, id, offset: 0, size: WORDS_PER_BUFFER * 4 };
-    this.#check(
-      rules.flatMap((rule, i) => (rule ? [{ rule, word: words[i]! }] : [])),
-      flags,
-    );
-    return { flags, words };
+    this.#check(checked, flags, call);
+    return { flags, call };
   }
 
-  /** One dispatch that checks the call's rules, each into its flag word. */
-  #check(rules: readonly { readonly rule: DeviceCheck; readonly word: number }[], flags: BufferRange): void {
+  /** One dispatch that checks the call's rules, each into its flag word and the call's. */
+  #check(rules: readonly { readonly rule: DeviceCheck; readonly word: number }[], flags: BufferRange, call: number): void {
     const present = rules.filter(({ rule }) => rule.tensor.shape.reduce((n, d) => n * d, 1) > 0);
     if (present.length === 0) return;
     if (present.length > RULES_PER_CHECK) throw new Error(`${present[0]!.rule.op}: ${present.length} value rules, one check dispatch takes ${RULES_PER_CHECK}`);
-    const params: Record<string, number> = { longest: 0 };
+    const params: Record<string, number> = { longest: 0, callFlag: call };
     const ranges: Record<string, BufferRange> = { flags };
     for (let r = 0; r < RULES_PER_CHECK; r++) {
       const at = present[r];
@@ -108,15 +121,13 @@ export class DeviceChecks {
       Object.assign(params, { [`count${r}`]: count, [`offset${r}`]: 0, [`flag${r}`]: at?.word ?? 0, [`below${r}`]: 0, [`negativeSkips${r}`]: 0 });
       if (!at || !t) continue;
       const { rule } = at;
-      // The shapes of rule the contracts declare: floats finite and >= 0 (eps); indices in [0, below), negatives skipping or not.
-      const supported = t.dtype === 'f32' ? rule.finite && rule.min === 0 && rule.below === undefined : !rule.finite && (rule.negativeSkips || rule.min === 0) && rule.below !== undefined;
-      if (!supported) throw new Error(`${rule.op}: the device check of ${rule.arg} takes no rule of this shape`);
+      if (valueCheckKind(rule) === undefined) throw new Error(`${rule.op}: the device check of ${rule.arg} takes no rule of this shape`);
       // Bound from the storage offset alignment below the tensor (a materializer's eps sits after its weights).
       const start = t.byteOffset - (t.byteOffset % this.#runtime.device.limits.minStorageBufferOffsetAlignment);
       ranges[`values${r}`] = t.storage.range(start, t.byteOffset - start + t.byteLength);
       Object.assign(params, { [`offset${r}`]: (t.byteOffset - start) / 4, [`below${r}`]: Math.min(rule.below ?? 0, 0xffffffff), [`negativeSkips${r}`]: rule.negativeSkips ? 1 : 0 });
     }
-    const plan = planCheckValues(this.#runtime.caps, present.map(({ rule }) => rule.tensor.dtype as IndexDType | 'f32'));
+    const plan = planCheckValues(this.#runtime.caps, present.map(({ rule }) => valueCheckKind(rule)!));
     const kernel = this.#runtime.kernel(plan, () => checkValuesShader(plan));
     this.#runtime.dispatch(kernel, ranges as unknown as CheckValuesRanges, params as unknown as CheckValuesParams, Math.ceil(params.longest! / plan.workgroupSize));
   }

@@ -157,12 +157,10 @@ fn indexBelow(v: vec2<u32>, below: u32) -> bool { return v.y == 0u && v.x < belo
 
 /**
  * Whether a call's value check (valueChecks.wgsl.ts, dispatched before the
- * call's writing kernels) raised any of its flag words, the uniforms named:
- * then the kernel writes nothing.
+ * call's writing kernels) raised the call's flag word: then the kernel
+ * writes nothing.
  */
-export function callRejected(flagWords: readonly string[]): string {
-  return `(${flagWords.map((w) => `atomicLoad(&flags[params.${w}])`).join(' | ')}) != 0u`;
-}
+export const CALL_REJECTED = '(atomicLoad(&flags[params.callFlag]) != 0u)';
 
 /** Entry point builtins and the workgroup's index in a 2-D dispatch that stands for a 1-D one. */
 export const ENTRY_BUILTINS =

@@ -15,7 +15,7 @@
  */
 import { NORM_ROPE } from '../generated/params.js';
 import type { NormRopeParams, NormRopeRanges } from '../generated/params.js';
-import { callRejected, elementReader, ENTRY_BUILTINS, halfFloatWgsl, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
+import { CALL_REJECTED, elementReader, ENTRY_BUILTINS, halfFloatWgsl, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
 import { FP8_WGSL } from './fp8.wgsl.js';
 import { poolRowWgsl, poolVectorType, scaleBitsWgsl, storeRowVector } from './kvPoolRows.wgsl.js';
 import type { NormRopePlan } from './plan.js';
@@ -119,7 +119,7 @@ fn main(${ENTRY_BUILTINS}) {
   let laneInRow = lane % ${G}u;
   let row = linearWorkgroup * ROWS_PER_GROUP + lane / ${G}u;
   // Rows past the dispatch's, and every row of a call its value check rejected, load and write nothing.
-  let live = row < params.rows && !(${callRejected(['positionFlag', 'slotFlag', 'epsFlag'])});
+  let live = row < params.rows && !${CALL_REJECTED};
   let r = select(0u, row, live);
   let h = r % params.heads;
   let tl = r / params.heads;

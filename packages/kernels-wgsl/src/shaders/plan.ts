@@ -220,10 +220,13 @@ export function planRopeTable(caps: DeviceCaps, positionType: IndexDType): RopeT
   return { kernel: 'ropeTable', positionType, workgroupSize: Math.min(tuning.rowWorkgroup, caps.maxInvocationsPerWorkgroup) };
 }
 
-/** The check of a call's value rules before its writing kernels (valueChecks.wgsl.ts): the dtype of each rule's values. */
+/** What a value rule checks, as the check shader tells them apart: index values of a dtype, or f32 values at or above 0, or above it. */
+export type ValueCheckKind = IndexDType | 'f32 >= 0' | 'f32 > 0';
+
+/** The check of a call's value rules before its writing kernels (valueChecks.wgsl.ts): each rule's kind. */
 export interface CheckValuesPlan {
   readonly kernel: 'checkValues';
-  readonly valueTypes: readonly (IndexDType | 'f32')[];
+  readonly valueTypes: readonly ValueCheckKind[];
   readonly workgroupSize: number;
 }
 

@@ -13,7 +13,7 @@ import type { FloatDType, Fp8DType, IndexDType, PoolDType } from '@kvkit/contrac
 import { isFp8 } from '@kvkit/contracts';
 import { POOL_READ, POOL_STORE } from '../generated/params.js';
 import type { PoolReadParams, PoolReadRanges, PoolStoreParams, PoolStoreRanges } from '../generated/params.js';
-import { callRejected, ENTRY_BUILTINS, encodeHalf, f32BitsOf, halfFloatWgsl, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
+import { CALL_REJECTED, ENTRY_BUILTINS, encodeHalf, f32BitsOf, halfFloatWgsl, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
 import type { F16Conversion } from './common.wgsl.js';
 import { FP8_WGSL, fp8Decode, fp8Quotient } from './fp8.wgsl.js';
 import { poolRowWgsl } from './kvPoolRows.wgsl.js';
@@ -102,7 +102,7 @@ ${plan.wholeWords ? '' : atomicStorer('pool', 1)}
 fn main(${ENTRY_BUILTINS}) {
   ${LINEAR_WORKGROUP}
   let id = linearWorkgroup * ${plan.workgroupSize}u + lane;
-  if (id >= params.units || ${callRejected(['positionFlag', 'slotFlag', 'epsFlag'])}) { return; }
+  if (id >= params.units || ${CALL_REJECTED}) { return; }
   let perToken = params.segments * params.segmentUnits;
   let perLayer = params.tokens * perToken;
   let l = id / perLayer;
@@ -153,7 +153,7 @@ ${plan.wholeWords ? '' : atomicStorer('rows', rowBytes as 1 | 2)}
 fn main(${ENTRY_BUILTINS}) {
   ${LINEAR_WORKGROUP}
   let id = linearWorkgroup * ${plan.workgroupSize}u + lane;
-  if (id >= params.units || ${callRejected(['slotFlag'])}) { return; }
+  if (id >= params.units || ${CALL_REJECTED}) { return; }
   let perSlot = params.heads * params.rowUnits;
   let n = id / perSlot;
   let h = (id % perSlot) / params.rowUnits;

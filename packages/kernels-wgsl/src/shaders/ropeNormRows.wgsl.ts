@@ -18,7 +18,7 @@
  */
 import { ROPE_NORM_ROWS } from '../generated/params.js';
 import type { RopeNormRowsParams, RopeNormRowsRanges } from '../generated/params.js';
-import { callRejected, elementReader, ENTRY_BUILTINS, halfFloatWgsl, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
+import { CALL_REJECTED, elementReader, ENTRY_BUILTINS, halfFloatWgsl, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
 import { FP8_WGSL } from './fp8.wgsl.js';
 import { poolRowWgsl, poolVectorType, scaleBitsWgsl, storeRowVector } from './kvPoolRows.wgsl.js';
 import type { RopeNormRowsPlan } from './plan.js';
@@ -148,7 +148,7 @@ fn main(${ENTRY_BUILTINS}) {
   ${LINEAR_WORKGROUP}
   let laneInRow = lane % ${G}u;
   let row = linearWorkgroup * ROWS_PER_GROUP + lane / ${G}u;
-  let live = row < params.rows${keys ? ` && !(${callRejected(['slotFlag'])})` : ''};
+  let live = row < params.rows${keys ? ` && !${CALL_REJECTED}` : ''};
   let r = select(0u, row, live);
   let n = r / (${headsPerToken});
   let unit = r % (${headsPerToken});

@@ -15,7 +15,7 @@
  */
 import { ROPE_ROWS } from '../generated/params.js';
 import type { RopeRowsParams, RopeRowsRanges } from '../generated/params.js';
-import { callRejected, ENTRY_BUILTINS, halfFloatWgsl, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
+import { CALL_REJECTED, ENTRY_BUILTINS, halfFloatWgsl, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
 import { FP8_WGSL } from './fp8.wgsl.js';
 import { poolRowWgsl, poolVectorType, scaleBitsWgsl, storeRowVector } from './kvPoolRows.wgsl.js';
 import type { RopeRowsPlan } from './plan.js';
@@ -180,7 +180,7 @@ fn main(${ENTRY_BUILTINS}) {
   ${LINEAR_WORKGROUP}
   let id = linearWorkgroup * ${plan.workgroupSize}u + lane;
   let row = id / UNITS;
-  if (row >= params.rows${withK ? ` || ${callRejected(['slotFlag'])}` : ''}) { return; }
+  if (row >= params.rows${withK ? ` || ${CALL_REJECTED}` : ''}) { return; }
   let u = id % UNITS;
   let c = u;
   ${dispatch}
