@@ -139,7 +139,6 @@ export function launchNormRope(kernels: CudaKernels, job: NormRopeJob, claimed?:
     elementStrides: [layout.elementStride],
     gpu: cx.launchLimits,
   });
-  // Numbered before the claim pass: a bad slot is reported whatever else happens to the token.
   const claims = claimed ?? (job.slots ? claimSlots(kernels, job.slots, job.T, job.op) : undefined);
   const cache = 'cache' in job.angles ? job.angles : undefined;
   // After the projection and the claims, which write nothing of the caller's: the norm kernel waits for this check.

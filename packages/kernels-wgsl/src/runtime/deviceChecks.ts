@@ -1,10 +1,11 @@
 /**
  * Value rules checked on the device (SEMANTICS.md, "Values that live on the
- * device"). Each op call reserves one flag word per rule, and its rules are
- * checked right then, in one dispatch (valueChecks.wgsl.ts), ahead of the
- * call's writing kernels: a bad value raises its word to 0xffffffff − i with
- * atomicMax, so the word ends up naming the first bad index, and the call's
- * kernels, which read their words first, write nothing. `collect()` (run by sync) reads the words of
+ * device"). Each op call reserves a flag word of its own and one per rule,
+ * and its rules are checked right then, in one dispatch (valueChecks.wgsl.ts),
+ * ahead of the call's writing kernels: a bad value raises its rule's word to
+ * 0xffffffff − i with atomicMax, so the word ends up naming the first bad
+ * index, and the call's word, which the call's kernels read first: then they
+ * write nothing. `collect()` (run by sync) reads the words of
  * every call since the last sync, in call order, and turns the first raised
  * one into the ContractError the host check throws (valueRuleError): the index comes
  * from the flag word, the value from the checked tensor at that index (index
