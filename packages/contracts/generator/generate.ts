@@ -341,19 +341,35 @@ function bindShape(op: OpDecl, name: string, shape: readonly DimExpr[], shapeOf:
   return { expected, compared, binds: binding.size > 0 };
 }
 
-/** A shape picked by a choice: one conditional type over the choice's type parameter, each branch binding its own dims. */
+/**
+ * A shape picked by a choice: one conditional type over the choice's type
+ * parameter, each branch binding its own dims from the dims bound before the
+ * tensor. A dim a branch binds then carries, per choice, that branch's axis
+ * (D is axis 2 of an NHD pool, axis 3 of an HND one), for the tensors after.
+ */
 function choiceShapeCheck(op: OpDecl, s: TensorArg, scope: TypeScope): string {
   const by = s.byChoice!;
   const choiceParam = `${pascal(by.choice)}V`;
   const shapeOf = `${tensorParam(s.name)}['shape']`;
+  const before = new Map(scope.dims);
+  const branches: { value: string; checks: string; dims: Map<string, string> }[] = [];
   const branch = (spec: { shape: readonly DimExpr[]; code: string; rankCode?: string }, value = '') => {
+    scope.dims.clear();
+    for (const [name, type] of before) scope.dims.set(name, type);
     const { expected, compared } = bindShape(op, `${s.name}${value}`, spec.shape, shapeOf, scope);
     const checks = [`Check<ShapeEq<${shapeOf}, ${compared}>, ${violation(spec.code, expected)}>`];
     if (spec.rankCode) checks.unshift(`Check<RankIs<${shapeOf}, ${spec.shape.length}>, ${violation(spec.rankCode, expected)}>`);
-    return checks.join(' & ');
+    branches.push({ value, checks: checks.join(' & '), dims: new Map(scope.dims) });
   };
-  const own = branch({ shape: s.shape, code: s.code, ...(s.rankCode ? { rankCode: s.rankCode } : {}) });
-  return Object.entries(by.options).reduceRight((rest, [value, spec]) => `([${choiceParam}] extends [${q(value)}] ? ${branch(spec, value)} : ${rest})`, `(${own})`);
+  branch({ shape: s.shape, code: s.code, ...(s.rankCode ? { rankCode: s.rankCode } : {}) });
+  for (const [value, spec] of Object.entries(by.options)) branch(spec, value);
+  const [own, ...chosen] = branches;
+  const perChoice = (pick: (b: (typeof branches)[number]) => string) => chosen.reduceRight((rest, b) => `([${choiceParam}] extends [${q(b.value)}] ? ${pick(b)} : ${rest})`, `(${pick(own!)})`);
+  scope.dims.clear();
+  for (const [name, type] of before) scope.dims.set(name, type);
+  const bound = new Set(branches.flatMap((b) => [...b.dims.keys()].filter((name) => !before.has(name))));
+  for (const name of bound) scope.dims.set(name, perChoice((b) => b.dims.get(name) ?? 'number'));
+  return perChoice((b) => b.checks);
 }
 
 /** The callback's declared signature, `DT` and its dim names replaced by the types that carry them. */

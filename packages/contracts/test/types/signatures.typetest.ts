@@ -252,6 +252,15 @@ backend.ropePoolFused({ ...rope, layout: 'HND', kPool: backend.empty('f16', [25,
 backend.ropePoolFused({ ...rope, layout: 'HND' });
 // @ts-expect-error KV035
 backend.ropePoolFused({ ...rope, kPool: backend.empty('f16', [25, 2, 4, 8]), vPool: backend.empty('f16', [25, 2, 4, 8]) });
+// dequantizeKv: H and D come from the pool's own axes, D the last of an HND pool [numPages, H, pageSize, D].
+const hndPool = backend.empty('fp8e4m3', [25, 8, 16, 128]);
+const read3 = { slots: backend.tensor('i32', [3]), scale: backend.tensor('f32', [8]) };
+backend.dequantizeKv({ ...read3, pool: hndPool, rows: backend.empty('bf16', [3, 8, 128]), layout: 'HND' });
+backend.dequantizeKv({ ...read3, pool: backend.empty('fp8e4m3', [400, 8, 128]), rows: backend.empty('bf16', [3, 8, 128]) });
+// @ts-expect-error KV074
+backend.dequantizeKv({ ...read3, pool: hndPool, rows: backend.empty('bf16', [3, 8, 16]), layout: 'HND' });
+// @ts-expect-error KV072
+backend.dequantizeKv({ ...read3, pool: hndPool, scale: backend.tensor('f32', [16]), rows: backend.empty('bf16', [3, 8, 128]), layout: 'HND' });
 // fp8 pools take the model dtype's place; a scale is [1] or [H] (KV072).
 backend.ropePoolFused({ ...rope, kPool: backend.empty('fp8e4m3', [100, 2, 8]), vPool: backend.empty('fp8e4m3', [100, 2, 8]), kScale: backend.empty('f32', [1]), vScale: backend.empty('f32', [2]) });
 // @ts-expect-error KV072
