@@ -18,6 +18,7 @@ export function sidebar(entries: readonly CatalogEntry[], ops: readonly OpDecl[]
   return [
     { label: 'Look up an error message', link: `/${lookupPath}` },
     { label: 'What every op promises', link: '/semantics/' },
+    { label: 'Reading a ContractError', link: '/contract-error/' },
     {
       label: 'Ops',
       items: [{ label: 'All ops', link: '/ops/' }, ...ops.map((op) => ({ label: op.name, link: `/${opPath(op.name)}` }))],
