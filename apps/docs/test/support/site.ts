@@ -7,12 +7,16 @@ import { fileURLToPath } from 'node:url';
 
 export const docsRoot = fileURLToPath(new URL('../..', import.meta.url));
 
-/** Builds the site with `astro build` into `outDir`; resolves with the build's wall time in ms. */
+/**
+ * Builds the site with `astro build` into `outDir`; resolves with the build's wall time in ms. `--force` syncs
+ * the content collections afresh: built again over the package build's content store, the site once came out
+ * without the ops' prose (the store it rewrote had lost that collection).
+ */
 export function buildSite(outDir: string, env: Record<string, string>): Promise<number> {
   const astro = join(docsRoot, 'node_modules', 'astro', 'astro.js');
   const started = Date.now();
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [astro, 'build', '--outDir', outDir], {
+    const child = spawn(process.execPath, [astro, 'build', '--force', '--outDir', outDir], {
       cwd: docsRoot,
       env: { ...cleanEnv(), ASTRO_TELEMETRY_DISABLED: '1', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
