@@ -5,8 +5,8 @@ import type { DeviceTiming, GemmTiming, Profiler } from './profilers.js';
 import type { Ceiling, ResultRow } from './results.js';
 import { benchPlan, scaledRope } from './shapes.js';
 import type { BenchPlan, MaterializeShape, RopePoolShape } from './shapes.js';
-import { materializeIntoBytes, normRopeBytes, projectionFlops, ropePoolBytes } from './traffic.js';
-import { CACHE_ROWS, copiesFor, materializeIntoWorkload, materializeWorkload, normRopeWorkload, ropePoolWorkload } from './workloads.js';
+import { dequantizeKvBytes, materializeIntoBytes, normRopeBytes, projectionFlops, ropePoolBytes } from './traffic.js';
+import { CACHE_ROWS, copiesFor, dequantizeKvWorkload, materializeIntoWorkload, materializeWorkload, normRopeWorkload, ropePoolWorkload } from './workloads.js';
 import type { PoolVariant, RopePoolVariant, Workload } from './workloads.js';
 
 /** The plan's targets, as fractions of a ceiling of the same run, or device time. */
@@ -193,7 +193,7 @@ export async function runBackend(p: Profiler, log: (line: string) => void, opts:
    * whatever `only` says (a row others are read against).
    */
   const measureBandwidth = async (row: {
-    op: 'fusedNormRopeStacked' | 'ropePoolFused';
+    op: 'fusedNormRopeStacked' | 'ropePoolFused' | 'dequantizeKv';
     dtype: FloatDType;
     shape: Readonly<Record<string, number>>;
     bytes: number;
@@ -274,6 +274,16 @@ export async function runBackend(p: Profiler, log: (line: string) => void, opts:
     }
     // Scaled RoPE, bf16 as served: each row against the plain row of its shape, timed in this run (and here, if `only` left it out).
     if (dtype !== 'bf16') continue;
+    // The read side of the same pools, into bf16 rows: every pool kind, with the bandwidth target.
+    for (const [name, variant] of materializeIntoPools) {
+      const check = checker(`dequantizeKv (${name})`, dtype, (b) => dequantizeKvWorkload(b, { ...ropePoolCheckShape, N: 64 }, 1, dtype, variant));
+      for (const s of longPools) {
+        const shape = { N: s.N, H: s.H, D: s.D };
+        const bytes = dequantizeKvBytes(s, dtype, variant);
+        const make = () => dequantizeKvWorkload(p.backend, s, copiesFor(bytes), dtype, variant);
+        await measureBandwidth({ op: 'dequantizeKv', dtype, shape, bytes, make, extra: { variant: name, target: targets.bandwidth }, check });
+      }
+    }
     for (const [name, rope] of scaledRope) {
       const variant: RopePoolVariant = { rope };
       const check = checker(`ropePoolFused (${name})`, dtype, (b) => ropePoolWorkload(b, { ...ropePoolCheckShape, R: 128 }, 1, dtype, variant));

@@ -37,6 +37,12 @@ export function ropePoolBytes(s: RopePoolShape, dtype: FloatDType = 'bf16', vari
   return 2 * q + 2 * k + k + 2 * pool + positions + s.N * INDEX + (variant.qkNorm ? 2 * s.D * es : 0);
 }
 
+/** A dequantizeKv row: N rows of one pool read at their stored size (with an fp8 pool's per-head scale), written as rows of `dtype`, and the slots. */
+export function dequantizeKvBytes(s: RopePoolShape, dtype: FloatDType = 'bf16', variant: { readonly poolDtype?: string } = {}): number {
+  const rows = s.N * s.H * s.D;
+  return rows * poolElementBytes(dtype, variant.poolDtype) + (variant.poolDtype ? s.H * F32 : 0) + rows * ELEMENT_BYTES[dtype] + s.N * INDEX;
+}
+
 /**
  * What materializeInto must move at least, bf16 in: the hidden states and the
  * projection weights read once, every layer's K and V rows written to the

@@ -213,6 +213,39 @@ export function ropePoolWorkload(backend: Backend, s: RopePoolShape, copies: num
   };
 }
 
+/**
+ * dequantizeKv over a pool of N slots filled with random rows (fp8 codes rounded from them), read back at scattered
+ * slots into caller rows of `dtype`: the read side of a pool that ropePoolFused writes.
+ */
+export function dequantizeKvWorkload(backend: Backend, s: RopePoolShape, copies: number, dtype: FloatDType = 'bf16', variant: PoolVariant = {}): Workload {
+  const made: Tensor[] = [];
+  const keep = <T extends Tensor>(t: T): T => {
+    made.push(t);
+    return t;
+  };
+  const { kScale: scale, layout } = poolOptions(backend, keep, s.H, variant);
+  const poolShape = variant.layout === 'HND' ? [Math.ceil(s.N / PAGE_SIZE), s.H, PAGE_SIZE, s.D] : [s.N, s.H, s.D];
+  const poolElements = poolShape.reduce((n, d) => n * d, 1);
+  const sets = Array.from({ length: copies }, (_, i) => ({
+    pool: keep(backend.tensor(variant.poolDtype ?? dtype, poolShape, randomSource(poolElements, 81 + i))),
+    slots: keep(backend.tensor('i32', [s.N], scatteredSlots(s.N))),
+    rows: keep(backend.empty(dtype, [s.N, s.H, s.D])),
+  }));
+  const call = (set: (typeof sets)[number]) => backend.dequantizeKv({ ...set, ...(scale ? { scale } : {}), ...(layout ? { layout } : {}) });
+  let next = 0;
+  return {
+    enqueue: () => call(sets[next++ % sets.length] as (typeof sets)[number]),
+    probe: async () => {
+      const set = sets[0] as (typeof sets)[number];
+      call(set);
+      return [(await backend.read(set.rows)) as Float32Array];
+    },
+    dispose: () => {
+      for (const t of made) t.dispose();
+    },
+  };
+}
+
 /** The bench's draft model as a materializer: random weights (kept with `keep`) and a cos/sin cache. */
 function draftMaterializer(backend: Backend, s: MaterializeShape, keep: <T extends Tensor>(t: T) => T) {
   const out = 2 * s.H * s.D;

@@ -7,8 +7,8 @@ import { materializeIntoPools, repsFor, rowLabel, runBackend } from '../src/run.
 import type { BackendRun } from '../src/run.js';
 import { scaledRope } from '../src/shapes.js';
 import type { BenchPlan, MaterializeShape } from '../src/shapes.js';
-import { materializeIntoBytes, ropePoolBytes } from '../src/traffic.js';
-import { CACHE_ROWS, copiesFor, LONG_CONTEXT, materializeIntoWorkload, materializeWorkload, PAGE_SIZE, randomFloats, randomPositions, ropePoolWorkload } from '../src/workloads.js';
+import { dequantizeKvBytes, materializeIntoBytes, ropePoolBytes } from '../src/traffic.js';
+import { CACHE_ROWS, copiesFor, dequantizeKvWorkload, LONG_CONTEXT, materializeIntoWorkload, materializeWorkload, PAGE_SIZE, randomFloats, randomPositions, ropePoolWorkload } from '../src/workloads.js';
 
 describe('traffic of the new rows', () => {
   it('counts mRoPE’s three position streams, and nothing else, beyond plain RoPE', () => {
@@ -29,6 +29,33 @@ describe('traffic of the new rows', () => {
     expect(bf16 - materializeIntoBytes(s, 100, { poolDtype: 'fp8e4m3' })).toBe(pools / 2 - 2 * 2 * 4);
     // The cos/sin rows touched are at most the cache's.
     expect(materializeIntoBytes(s, 100) - materializeIntoBytes(s, 2)).toBe(3 * 4 * 4);
+  });
+});
+
+describe('dequantizeKv rows', () => {
+  it('count the pool rows at their stored size, the rows written and the slots', () => {
+    const s = { N: 6, Hq: 4, H: 2, D: 8, R: 8 };
+    expect(dequantizeKvBytes(s)).toBe(6 * 2 * 8 * 2 + 6 * 2 * 8 * 2 + 6 * 4);
+    // fp8: a byte an element read, plus the per-head scale.
+    expect(dequantizeKvBytes(s) - dequantizeKvBytes(s, 'bf16', { poolDtype: 'fp8e4m3' })).toBe(6 * 2 * 8 - 2 * 4);
+  });
+
+  it('read each scattered slot of every pool kind back into its row', async () => {
+    const backend = createCpuBackend();
+    const s = { N: 20, Hq: 4, H: 2, D: 8, R: 8 };
+    for (const [name, pool] of materializeIntoPools) {
+      const w = dequantizeKvWorkload(backend, s, 2, 'bf16', pool);
+      const [rows] = await w.probe();
+      expect(rows, name).toHaveLength(s.N * s.H * s.D);
+      // Random codes decode to nonzero values, and no two rows read the same slot.
+      expect(rows!.some((x) => x !== 0), name).toBe(true);
+      const firsts = new Set(Array.from({ length: s.N }, (_, n) => rows![n * s.H * s.D]));
+      expect(firsts.size, name).toBeGreaterThan(s.N / 2);
+      w.enqueue();
+      w.enqueue();
+      w.dispose();
+    }
+    backend.dispose();
   });
 });
 
@@ -199,8 +226,10 @@ describe('a run of the harness', () => {
     expect(bandwidth.length).toBeGreaterThan(0);
     expect(run.rows.some((r) => r.ceiling === 'slow-copy')).toBe(false);
     const sized = bandwidth.filter((r) => r.target !== undefined);
-    // Both dtypes: T = 24 fused rows, N = 24 plain rows (R = 128 and 64), then the qk-norm and HND variants; bf16 also the fp8 ones.
-    expect(sized).toHaveLength(2 * (1 + 2 + 2) + 2);
+    // Both dtypes: T = 24 fused rows, N = 24 plain rows (R = 128 and 64), then the qk-norm and HND variants; bf16 also
+    // the fp8 ones, and dequantizeKv from each of the four pool kinds.
+    expect(sized).toHaveLength(2 * (1 + 2 + 2) + 2 + materializeIntoPools.length);
+    expect(sized.filter((r) => r.op === 'dequantizeKv').map(labelOf)).toEqual(materializeIntoPools.map(([name]) => rowLabel('dequantizeKv', 'bf16', { N: 24, H: 2, D: 128 }, name)));
     expect(copyCalls.map((c) => c.bytes)).toEqual(sized.map((r) => r.bytes));
     for (const [i, r] of sized.entries()) {
       expect(copyCalls[i]).toEqual({ copy: 'fast-copy', bytes: r.bytes, copies: copiesFor(r.bytes), reps: repsFor(r.bytes) });

@@ -93,8 +93,10 @@ export const poolReadCuda = cudaKernel({
     rowsDType: i64('FloatCode of rows'),
     perHeadScale: i64('1: scale [H], 0: scale [1]'),
     slotsAreI64: i64('1: slots are i64, 0: i32'),
+    eights: i64('1: eight elements a thread (D a multiple of 8, pool and rows 16-byte aligned), 0: one'),
+    largestElements: i64('elements of the pool or of rows, whichever has more: below 2^31, 32-bit indices'),
   },
-  launches: { default: { threads: 256, doc: 'one thread per row element, grid-stride' } },
+  launches: { default: { threads: 256, doc: 'grid-stride, one thread per row element or per eight of them' } },
   entries: [{ name: 'pool_read', launch: 'default' }],
 });
 

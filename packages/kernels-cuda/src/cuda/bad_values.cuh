@@ -26,9 +26,10 @@ __device__ __forceinline__ void recordBadValue(BadValueRecord* record, long long
 
 
 // Whether this call's value check failed: then none of its kernels writes anything.
-// The check ran to its end before this grid (or the one it waits for) started.
+// Read once the check has ended: the grid ahead of this one, or the one that grid waits for
+// (waitForPreviousGrid first where this grid may start beside it). From L2, where the check wrote it.
 __device__ __forceinline__ bool callRejected(const BadValueRecord* record, long long call) {
-  return call != 0 && *reinterpret_cast<const volatile int*>(&record->rejectedCall) == static_cast<int>(call);
+  return call != 0 && __ldcg(&record->rejectedCall) == static_cast<int>(call);
 }
 
 }  // namespace kvkit

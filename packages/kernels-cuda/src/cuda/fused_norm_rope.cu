@@ -59,8 +59,7 @@ __device__ __forceinline__ void fusedNormRopeUnits(const FusedNormRopeParams& p)
   const int lanes = static_cast<int>(p.lanesPerRow);
   const int lane = threadIdx.x & (lanes - 1);
   const unsigned H = static_cast<unsigned>(p.numKvHeads), D = static_cast<unsigned>(p.headDim);
-  // A call its value check rejected walks no unit.
-  const UnitWalk walk(callRejected(p.badValue, p.call) ? 0 : p.numTokens, static_cast<unsigned>(p.numLayers) * H, p.rowsPerUnit, p.unitsPerToken, lanes);
+  const UnitWalk walk(p.numTokens, static_cast<unsigned>(p.numLayers) * H, p.rowsPerUnit, p.unitsPerToken, lanes);
   const int R = static_cast<int>(p.rotaryDim);
   const int numVec = static_cast<int>(D) / VEC;
   const bool gptj = p.gptj != 0;
@@ -101,6 +100,17 @@ __device__ __forceinline__ void fusedNormRopeUnits(const FusedNormRopeParams& p)
   Rows current, next;
   UnitStep step = walk.first();
   if (AHEAD) load(current, step);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Launched beside the call's value check (call != 0), which writes nothing this grid reads: the first unit's
+  // rows, position and angles load while it ends; before its first write the thread waits for it and reads the
+  // verdict (a call it rejected writes nothing).
+  bool settled = p.call == 0;
+  bool rejected = false;
+#else
+  // No overlapped launch before Hopper: the check has ended, and a call it rejected stops here.
+  if (callRejected(p.badValue, p.call)) return;
+  constexpr bool rejected = false;
+#endif
   const long long headElements = poolHeadStrideOf(p);
   long long dstFirst = -1;  // head 0's row of the unit's destination row in a layer (poolSlotOf), -1: not written
   while (!walk.done(step)) {
@@ -118,6 +128,13 @@ __device__ __forceinline__ void fusedNormRopeUnits(const FusedNormRopeParams& p)
       fillLaneAnglesAt<VEC, NV>(angles, dst >= 0, position, lane, lanes, R, gptj, angleSource, streams.many(), [&](int j) { return streams.at(token, j); });
     }
     if (AHEAD) load(next, following);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (!settled) {
+      waitForPreviousGrid();
+      rejected = callRejected(p.badValue, p.call);
+      settled = true;
+    }
+#endif
     unsigned layer = step.row / H;
     unsigned head = step.row - layer * H;
 #pragma unroll
@@ -125,7 +142,7 @@ __device__ __forceinline__ void fusedNormRopeUnits(const FusedNormRopeParams& p)
       const bool live = i < step.left;
       const float eps = live ? p.eps[layer] : 1.0f;
       // A bad eps rejected the call (check_values): every eps that reaches here is finite and >= 0.
-      const bool writes = live && dstFirst >= 0;
+      const bool writes = live && dstFirst >= 0 && !rejected;
       // Element 0 of the destination row: layers outLayerStride apart, the row in its layer as the pool lays it out.
       const long long out = static_cast<long long>(layer) * p.outLayerStride + dstFirst + static_cast<long long>(head) * headElements;
       if (copyV && writes) {
@@ -247,11 +264,13 @@ using kvkit::FusedNormRopeParams;
 
 // Launch bounds and template arguments from the kernel's declaration (generated/params.cuh), which
 // src/ops/rowTiles.ts plans with: blocks per multiprocessor, vectors per lane, rows per step, a row ahead.
-// Launched to overlap the grid ahead (its launch latency hidden behind that grid's tail), each waits for
-// it before any global access, and lets the next grid launch at once; a call its value check rejected writes nothing.
+// Launched to overlap the grid ahead (its launch latency hidden behind that grid's tail), each lets the next
+// grid launch at once. Behind anything but the call's own value check it waits for that grid before any global
+// access; behind the check (call != 0) the vector paths load their first unit and wait before they write. A
+// call its value check rejected writes nothing.
 #define KVKIT_FUSED_ENTRY(name, S, path, L)                                                                                               \
   extern "C" __global__ void __launch_bounds__(L::kThreads, L::kMinBlocksPerSM) fused_norm_rope_##name##_##path(const FusedNormRopeParams p) { \
-    kvkit::waitForPreviousGrid();                                                                                                         \
+    if (p.call == 0) kvkit::waitForPreviousGrid();                                                                                        \
     kvkit::letNextGridLaunch();                                                                                                           \
     kvkit::fusedNormRopeUnits<S, L::kVectorsPerLane, L::kRowsPerStep, L::kRowAhead>(p);                                                   \
   }

@@ -235,25 +235,26 @@ using kvkit::RopePoolNv2Launch;
 using kvkit::RopePoolParams;
 
 // Launch bounds and template arguments from the kernel's declaration (generated/params.cuh), which
-// src/ops/rowTiles.ts plans with. A row here is one tensor's, half a fused row's bytes. The call's value
-// check ran to its end before this grid started (claim_slots, if any, launched after it): a call it
-// rejected writes nothing.
+// src/ops/rowTiles.ts plans with. A row here is one tensor's, half a fused row's bytes. Launched beside
+// the call's value check or claim_slots (src/ops/ropePoolFused.ts), which write nothing it reads: each
+// waits for them before its first write and reads the check's verdict then; a call it rejected writes
+// nothing. The token tiles load their first rows and make their angles first.
 #define KVKIT_ROPE_POOL_ENTRY(name, S, path, L)                                                                                    \
   extern "C" __global__ void __launch_bounds__(L::kThreads, L::kMinBlocksPerSM) rope_pool_##name##_##path(const RopePoolParams p) { \
+    kvkit::waitForPreviousGrid();                                                                                                  \
     if (kvkit::callRejected(p.badValue, p.call)) return;                                                                           \
     kvkit::ropePoolUnits<S, L::kVectorsPerLane, L::kRowsPerStep, L::kRowAhead>(p);                                                 \
   }
 #define KVKIT_ROPE_POOL_ENTRIES(name, S)                                                                                                                            \
   extern "C" __global__ void __launch_bounds__(RopePoolNv1Launch::kThreads, RopePoolNv1Launch::kMinBlocksPerSM) rope_pool_##name##_nv1(const RopePoolParams p) { \
-    if (kvkit::callRejected(p.badValue, p.call)) return;                                                                                                       \
     kvkit::ropePoolTiles<S, RopePoolNv1Launch::kRowsPerStep, RopePoolNv1Launch::kStagedBatches, false>(p);                                                            \
   }                                                                                                                                                                 \
   extern "C" __global__ void __launch_bounds__(RopePoolNv1Launch::kThreads, RopePoolNv1Launch::kMinBlocksPerSM) rope_pool_##name##_nv1_fp8(const RopePoolParams p) { \
-    if (kvkit::callRejected(p.badValue, p.call)) return;                                                                                                           \
     kvkit::ropePoolTiles<S, RopePoolNv1Launch::kRowsPerStep, RopePoolNv1Launch::kStagedBatches, true>(p);                                                                 \
   }                                                                                                                                                                     \
   KVKIT_ROPE_POOL_ENTRY(name, S, nv2, RopePoolNv2Launch)                                                                                                            \
   extern "C" __global__ void __launch_bounds__(RopePoolAnyLaunch::kThreads) rope_pool_##name##_any(const RopePoolParams p) {                                         \
+    kvkit::waitForPreviousGrid();                                                                                                                                   \
     if (kvkit::callRejected(p.badValue, p.call)) return;                                                                                                           \
     kvkit::ropePoolAnyShape<S>(p);                                                                                                                                  \
   }

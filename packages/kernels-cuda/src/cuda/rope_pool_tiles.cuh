@@ -3,6 +3,8 @@
 // into shared memory, then its lane groups stream the tile's rows with several rows in flight.
 // Included by rope_pool.cu, which defines poolRow, inputStrides and positionStreams.
 #pragma once
+#include "bad_values.cuh"
+#include "grid_order.cuh"
 #include "kv_pool.cuh"
 #include "qk_norm.cuh"
 #include "rope.cuh"
@@ -53,8 +55,10 @@ struct TileAngles {
  * in batches of DEPTH rows a group, STAGES - 1 batches loading (into shared
  * memory, staged_rows.cuh) while one is worked on: the first before the
  * block computes the tile's cos/sin, the first key batches while it works on
- * the last query rows. Before its first key rows the block settles the
- * tile's slots (on Hopper this waits for claim_slots, by now long done).
+ * the last query rows. Only then does it wait for the grids it was launched
+ * beside (the value check, claim_slots) and read the check's verdict, so
+ * their time hides under its first loads. Before its first key rows the
+ * block settles the tile's slots.
  * (Loads held in registers instead left the next batch unstarted while a
  * group worked on this one: with 16-bit rows, whose arithmetic per byte is
  * twice f32's, bf16 reached 75% of the copy where f32 reached 89%.) Every
@@ -157,6 +161,12 @@ __device__ __forceinline__ void ropePoolTiles(const RopePoolParams& p) {
       tileCosSin[t * layout.perToken + layout.slotOf(j)] = make_float2(c, s);
     }
     __syncthreads();
+  }
+  // Nothing written yet: the grids this one was launched beside end here, and a call they rejected stops.
+  waitForPreviousGrid();
+  if (callRejected(p.badValue, p.call)) {
+    waitStagedBatches<0>();
+    return;
   }
 
   // One row's values: normed (where `normed`, by `weights`), rotated over R, packed back. Every lane of the warp calls it.

@@ -64,6 +64,8 @@ export function dequantizeKv(kernels: CudaKernels, args: DequantizeKvChecked): v
   const slotRule = boundsOf(args.deviceChecks, 'slots', { min: -Infinity, below: S });
   deviceRules(kernels, args.deviceChecks, args.dims, { slots: slotsAt, scale: scaleAt });
   const call = kernels.badValues.checkCall('dequantizeKv');
+  // Eight elements a thread, 16 bytes (8 of fp8) a load, where every row is a whole number of aligned groups of eight.
+  const eights = D % 8 === 0 && poolAt! % 16 === 0 && rows.ptr % 16 === 0;
   const { threads } = LAUNCHES.poolRead.default;
   const p = kernels.params.poolRead;
   p.write({
@@ -83,6 +85,8 @@ export function dequantizeKv(kernels: CudaKernels, args: DequantizeKvChecked): v
     rowsDType: FLOAT_CODE[rows.dtype as FloatDType],
     perHeadScale: scale && scale.shape[0]! > 1 ? 1 : 0,
     slotsAreI64: slots.dtype === 'i64' ? 1 : 0,
+    eights: eights ? 1 : 0,
+    largestElements: Math.max(pool.shape.reduce((n, d) => n * d, 1), N * H * D),
   });
-  kernels.cx.launch('pool_read', p, gridFor(kernels, N * H * D, threads), 1, threads, 0, 'dequantizeKv');
+  kernels.cx.launch('pool_read', p, gridFor(kernels, eights ? (N * H * D) / 8 : N * H * D, threads), 1, threads, 0, 'dequantizeKv');
 }

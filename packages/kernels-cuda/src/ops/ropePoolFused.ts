@@ -70,12 +70,12 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
     elementStrides: inputs.map((r) => r.rows.element),
   });
   const slotRule = boundsOf(args.deviceChecks, 'slots', { min: -Infinity, below: S });
-  deviceRules(kernels, args.deviceChecks, args.dims, { slots: slotsAt, kScale: kScaleAt?.ptr, vScale: vScaleAt?.ptr });
-  // Before the claims, which are launched behind it and ahead of the pool kernel (its gate).
-  const call = kernels.badValues.checkCall(op);
-  // Enqueued before the claims (a first use uploads the table): the pool kernel must directly follow claim_slots.
+  // Enqueued first (a first use uploads the table): the check, the claims and the pool kernel follow each other directly.
   const angles = kernels.ropeAngles({ ropeBase: args.ropeBase, rotaryDim: R, ropeScaling: args.ropeScaling, angles: args.angles }, op);
-  const claims = kernels.slotOwners.claim(slotsAt, slots.dtype === 'i64', N, S, args.duplicates.slots, op);
+  deviceRules(kernels, args.deviceChecks, args.dims, { slots: slotsAt, kScale: kScaleAt?.ptr, vScale: vScaleAt?.ptr });
+  // The check waits for all work ahead; the claims run beside it, and the pool kernel beside both until it writes.
+  const call = kernels.badValues.checkCall(op);
+  const claims = kernels.slotOwners.claim(slotsAt, slots.dtype === 'i64', N, S, args.duplicates.slots, op, call !== 0);
   const p = kernels.params.ropePool;
   p.write({
     q: qAt.ptr,
@@ -124,8 +124,9 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
     lanesPerRow: plan.lanesPerRow,
   });
   const kernel = ropePoolKernel(dtype, plan.path, isFp8(kPool.dtype as PoolDType));
-  // Overlap only with claim_slots, the launch just before (none for a single token).
-  if (claims.table !== 0) cx.launchOverlapping(kernel, p, plan.grid, plan.block, plan.sharedBytes, op);
+  // Beside claim_slots or check_values, the launch just before, which write nothing it reads; it waits for them
+  // before it writes. Plain behind anything else (none of them: no rule on the device, a single token).
+  if (claims.table !== 0 || call !== 0) cx.launchOverlapping(kernel, p, plan.grid, plan.block, plan.sharedBytes, op);
   else cx.launch(kernel, p, plan.grid, 1, plan.block, plan.sharedBytes, op);
   return { qRot, kRot };
 }

@@ -41,8 +41,12 @@ export class SlotOwners {
     this.#params = params;
   }
 
-  /** Enqueues the claim pass for `tokens` slots (i32 or i64) below `slotBelow` under the contract's rule; one token needs none. */
-  claim(slots: number, slotsAreI64: boolean, tokens: number, slotBelow: number, rule: DuplicateRule, op: string): SlotClaims {
+  /**
+   * Enqueues the claim pass for `tokens` slots (i32 or i64) below `slotBelow` under the contract's rule; one token needs none.
+   * `besideCheck`: the call's value check was launched just before, and the pass may run beside it (it writes
+   * nothing the check reads, and ends after it).
+   */
+  claim(slots: number, slotsAreI64: boolean, tokens: number, slotBelow: number, rule: DuplicateRule, op: string, besideCheck = false): SlotClaims {
     if (tokens <= 1) return NONE;
     const cx = this.#cx;
     if (this.#entries < 2 * tokens) {
@@ -70,7 +74,8 @@ export class SlotOwners {
       generation: claims.generation,
     });
     const { threads } = LAUNCHES.claimSlots.default;
-    cx.launch(CLAIM_KERNEL[rule], this.#params, Math.ceil(tokens / threads), 1, threads, 0, op);
+    if (besideCheck) cx.launchOverlapping(CLAIM_KERNEL[rule], this.#params, Math.ceil(tokens / threads), threads, 0, op);
+    else cx.launch(CLAIM_KERNEL[rule], this.#params, Math.ceil(tokens / threads), 1, threads, 0, op);
     return claims;
   }
 }
