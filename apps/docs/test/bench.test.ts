@@ -2,7 +2,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { chartGroups, loadBenchResults } from '../src/site/bench.js';
+import { type BenchRow, type BenchRun, backendOf, barShare, chartBaseline, chartGroups, loadBenchResults, meetsTargets, runSummary, shareOf } from '../src/site/bench.js';
 import { docsRoot } from './support/site.js';
 
 const fixtureDir = join(docsRoot, 'test', 'fixtures', 'bench');
@@ -92,6 +92,102 @@ describe('chart groups', () => {
         const ours = p.bars.map((b) => b.impl.startsWith('kvkit-'));
         expect(ours).toEqual([...ours].sort((a, b) => Number(b) - Number(a)));
         for (const b of p.bars) expect(b.row.op).toBe(g.op);
+      }
+    }
+  });
+});
+
+describe('one baseline per chart', () => {
+  const runs = [...loadBenchResults(fixtureDir).runs, ...loadBenchResults(committedDir).runs];
+
+  it.each(runs.map((r) => [r.file, r] as const))('%s: every bar of a chart is a share of the run\'s fastest ceiling in the chart\'s unit', (_, run) => {
+    let drawn = 0;
+    for (const g of chartGroups(run)) {
+      const baseline = chartBaseline(run, g);
+      expect(baseline, `${g.op} ${g.label}`).toBeDefined();
+      const fastest = Math.max(...run.ceilings.filter((c) => c.unit === baseline!.unit).map((c) => c.value));
+      expect(baseline!.ceiling.value).toBe(fastest);
+      for (const b of g.points.flatMap((p) => p.bars)) {
+        const rate = baseline!.unit === 'GB/s' ? b.row.gbs : b.row.tflops;
+        const share = barShare(b.row, baseline!);
+        if (rate === null) expect(share).toBeNull();
+        else {
+          expect(share).toBeCloseTo(rate / fastest, 12);
+          drawn++;
+        }
+      }
+    }
+    // Peers and kvkit are read against different ceilings of their own; in a chart they share one.
+    expect(drawn).toBe(run.rows.length);
+  });
+});
+
+describe('summary of a run', () => {
+  const ceilings = [
+    { name: 'copy-a', backend: 'cuda', unit: 'GB/s', value: 4000 },
+    { name: 'copy-peer', backend: 'torch', unit: 'GB/s', value: 3900 },
+  ];
+  const row = (impl: string, T: number, us: number, gbs: number, extra: Partial<BenchRow> = {}): BenchRow => ({
+    op: 'fusedNormRopeStacked',
+    impl,
+    dtype: 'bf16',
+    shape: { L: 5, T },
+    us,
+    bytes: gbs * us * 1e3,
+    flops: 0,
+    gbs,
+    tflops: null,
+    ceiling: impl.startsWith('kvkit-') ? 'copy-a' : 'copy-peer',
+    fraction: gbs / (impl.startsWith('kvkit-') ? 4000 : 3900),
+    ...extra,
+  });
+  const run = (rows: BenchRow[]): BenchRun => ({ file: 'x.json', schema: 1, date: '2026-01-01', gpu: 'gpu', driver: '', notes: [], ceilings, rows, hostIo: [] });
+
+  it('takes the best share against the same-size copy where a row has one, counts targets met, and compares times with the fastest peer', () => {
+    const rows = [
+      row('kvkit-cuda', 16, 4, 160, { targetUs: 5 }),
+      row('kvkit-cuda', 4096, 50, 3400, { target: 0.9, sizedCopyGbs: 3600 }),
+      row('kvkit-cuda', 32768, 380, 3500, { target: 0.9, sizedCopyGbs: 4000 }),
+      row('torch-eager', 16, 200, 3),
+      row('sglang-triton', 16, 10, 60),
+      row('sglang-triton', 4096, 40, 4100),
+    ];
+    const [line, ...rest] = runSummary(run(rows));
+    expect(rest).toEqual([]);
+    expect(line!.op).toBe('fusedNormRopeStacked');
+    expect(line!.backend).toBe('cuda');
+    // 3400 / 3600 beats 3500 / 4000 and every fraction of the large copy.
+    expect(line!.best.row).toBe(rows[1]);
+    expect(line!.best.share).toBeCloseTo(3400 / 3600, 12);
+    expect(line!.best.of).toBe('same-size copy');
+    expect(line!.targets).toEqual({ met: 2, rows: 3 });
+    expect(line!.peers).toEqual({ shapes: 2, faster: 1, least: 40 / 50, most: 10 / 4, peers: ['sglang-triton'] });
+  });
+
+  it('reads an op only against another row where none of its rows has a ceiling, and says when no peer ran', () => {
+    const alone = { ...row('kvkit-webgpu', 4096, 30, 0), op: 'projection', gbs: null, tflops: 40, ceiling: 'copy-a', fraction: 0.5 };
+    const fused = { ...alone, op: 'materialize', us: 40, ceiling: 'projection alone', fraction: 30 / 40, reference: { op: 'projection', impl: 'kvkit-webgpu' } };
+    const lines = runSummary(run([alone, fused]));
+    expect(lines.map((l) => [l.op, l.backend, l.best.of, l.best.share, l.peers])).toEqual([
+      ['projection', 'webgpu', 'copy-a', 0.5, undefined],
+      ['materialize', 'webgpu', 'projection alone', 0.75, undefined],
+    ]);
+    const mixed = runSummary(run([row('kvkit-cuda', 16, 4, 160), { ...row('kvkit-cuda', 16, 4.1, 156), variant: 'op-made outputs', ceiling: 'caller outputs', fraction: 4 / 4.1, reference: { op: 'fusedNormRopeStacked', impl: 'kvkit-cuda' } }]));
+    expect(mixed[0]!.best.of).toBe('copy-a');
+  });
+
+  it('on every committed run: one line per op and backend measured, each best share the highest of its rows', () => {
+    for (const r of loadBenchResults(committedDir).runs) {
+      const lines = runSummary(r);
+      const pairs = new Set(r.rows.flatMap((w) => (backendOf(w.impl) ? [`${w.op} ${backendOf(w.impl)}`] : [])));
+      expect(new Set(lines.map((l) => `${l.op} ${l.backend}`))).toEqual(pairs);
+      for (const l of lines) {
+        const ours = r.rows.filter((w) => w.op === l.op && backendOf(w.impl) === l.backend);
+        const ceilingRows = ours.filter((w) => !w.reference);
+        const shares = (ceilingRows.length > 0 ? ceilingRows : ours).map((w) => shareOf(w).value);
+        expect(l.best.share).toBe(Math.max(...shares));
+        expect(l.targets.rows).toBe(ours.filter((w) => meetsTargets(w) !== undefined).length);
+        expect(l.targets.met).toBe(ours.filter((w) => meetsTargets(w) === true).length);
       }
     }
   });

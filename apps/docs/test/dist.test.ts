@@ -6,6 +6,7 @@ import { cudaKernels, wgslKernels } from '@kvkit/contracts/kernels';
 import { catalog } from '@kvkit/errors-catalog';
 import { describe, expect, inject, it } from 'vitest';
 import { isCallOf } from '../src/site/ops.js';
+import { barShare, chartBaseline, chartGroups, loadBenchResults, runSummary, shareOf } from '../src/site/bench.js';
 import { ropeVariants } from '../src/site/sidebar.js';
 import { errorPath, kernelsPath, opPath } from '../src/site/routes.js';
 import { docsRoot, fileForPath, listFiles } from './support/site.js';
@@ -66,6 +67,14 @@ describe('every catalog code has its page', () => {
     const related = attrValues(section(page, 'related-errors')!, 'href');
     for (const r of entry.related) expect(related).toContain(`${base}${errorPath(r)}`);
 
+    // Other libraries' wordings, each with where it is raised.
+    const wordings = section(page, 'other-wordings');
+    expect(wordings !== undefined, `${code}: other wordings`).toBe(entry.upstream.length > 0);
+    for (const u of entry.upstream) {
+      expect(norm(textOf(wordings!))).toContain(norm(u.message));
+      if (u.source) expect(norm(textOf(wordings!))).toContain(norm(u.source));
+    }
+
     // Retired codes say so; live ones do not.
     expect(/\bretired\b/i.test(textOf(mainContent(page).replace(/<h2[^>]*id="related-errors"[\s\S]*/, '')))).toBe(entry.retired === true);
   });
@@ -114,40 +123,6 @@ describe('every RoPE scaling variant has its page', () => {
     expect(text).toContain(`type: '${tag}'`);
     expect(text).toMatch(/f\[j\]/);
     for (const field of fields(tag)) expect(text, `${tag}: ${field}`).toContain(field);
-  });
-});
-
-describe('links', () => {
-  it('every internal link, script and stylesheet points at a file the build wrote (under the base)', () => {
-    const broken: string[] = [];
-    for (const file of pages) {
-      const html = read(file);
-      const pageUrl = new URL(`http://site${base}${file.replace(/index\.html$/, '')}`);
-      for (const ref of [...attrValues(html, 'href'), ...attrValues(html, 'src')]) {
-        if (/^(https?:|mailto:|data:|#)/.test(ref) || ref === '') continue;
-        const url = new URL(ref, pageUrl);
-        if (!url.pathname.startsWith(base)) {
-          broken.push(`${file}: ${ref} (outside ${base})`);
-          continue;
-        }
-        const target = fileForPath(siteDir, url.pathname.slice(base.length));
-        if (!target) broken.push(`${file}: ${ref}`);
-        else if (url.hash && target.endsWith('.html') && !ids(readFileSync(target, 'utf8')).has(decodeURIComponent(url.hash.slice(1)))) {
-          broken.push(`${file}: ${ref} (no such anchor)`);
-        }
-      }
-    }
-    expect(broken).toEqual([]);
-  });
-
-  it('every same-page anchor names an element of that page', () => {
-    const broken: string[] = [];
-    for (const file of pages) {
-      const html = read(file);
-      const own = ids(html);
-      for (const ref of attrValues(html, 'href')) if (ref.startsWith('#') && ref.length > 1 && !own.has(decodeURIComponent(ref.slice(1)))) broken.push(`${file}: ${ref}`);
-    }
-    expect(broken).toEqual([]);
   });
 });
 
@@ -211,18 +186,47 @@ describe('benchmarks page (fixture results)', () => {
   const page = pageAt('benchmarks/')!;
   const content = mainContent(page);
 
-  it('charts every row as a bar whose width and label are its fraction of the ceiling', () => {
+  it('charts every row as a bar whose width and label are its share of the chart\'s one baseline, beside its share of its own ceiling', () => {
     expect(textOf(content)).not.toContain('No benchmark results yet');
     expect(textOf(content)).toContain(`${fixture.date}, ${fixture.gpu}`);
-    const bars = [...content.matchAll(/<tr( class="kv-ours")?[^>]*>([\s\S]*?)<\/tr>/g)].filter((m) => m[2]!.includes('kv-bar-fill'));
-    expect(bars.length).toBe(fixture.rows.length);
-    for (const row of fixture.rows) {
-      const width = `width: ${Math.min(1, row.fraction) * 100}%`;
-      const bar = bars.find((m) => textOf(m[2]!).includes(row.impl) && m[2]!.includes(width));
-      expect(bar, `${row.op} ${row.impl}`).toBeDefined();
-      expect(textOf(bar![2]!)).toContain(`of ${row.ceiling}`);
-      expect(Boolean(bar![1]), `${row.impl} highlighted as ours`).toBe(row.impl.startsWith('kvkit-'));
-    }
+    const [run] = loadBenchResults(join(docsRoot, 'test/fixtures/bench')).runs;
+    const charts = [...content.matchAll(/<table class="kv-bars"[^>]*>([\s\S]*?)<\/table>/g)].map((m) => m[1]!);
+    const groups = chartGroups(run!);
+    expect(charts.length).toBe(groups.length);
+    let bars = 0;
+    groups.forEach((g, i) => {
+      const chart = charts[i]!;
+      const baseline = chartBaseline(run!, g)!;
+      // The caption names the one ceiling every bar of this chart is a share of.
+      expect(textOf(/<caption>([\s\S]*?)<\/caption>/.exec(chart)![1]!)).toContain(`Share of ${baseline.ceiling.name}`);
+      const rows = [...chart.matchAll(/<tr( class="kv-ours")?[^>]*>([\s\S]*?)<\/tr>/g)].filter((m) => m[2]!.includes('kv-bar-fill'));
+      expect(rows.length).toBe(g.points.reduce((n, p) => n + p.bars.length, 0));
+      for (const b of g.points.flatMap((p) => p.bars)) {
+        const share = barShare(b.row, baseline)!;
+        const found = rows.find((m) => textOf(m[2]!).includes(b.impl) && m[2]!.includes(`width: ${Math.min(1, share) * 100}%`));
+        expect(found, `${g.op} ${b.impl}`).toBeDefined();
+        expect(textOf(found![2]!)).toContain(`of ${shareOf(b.row).of}`);
+        expect(Boolean(found![1]), `${b.impl} highlighted as ours`).toBe(b.ours);
+        bars++;
+      }
+    });
+    expect(bars).toBe(fixture.rows.length);
+  });
+
+  it('opens with a summary: a line per op and backend, derived from the run', () => {
+    const [run] = loadBenchResults(join(docsRoot, 'test/fixtures/bench')).runs;
+    const summary = /<table class="kv-summary"[^>]*>([\s\S]*?)<\/table>/.exec(content)?.[1];
+    expect(summary).toBeDefined();
+    expect(content.indexOf('kv-summary')).toBeLessThan(content.indexOf('kv-bars'));
+    const lines = runSummary(run!);
+    const rows = [...summary!.matchAll(/<tr>([\s\S]*?)<\/tr>/g)].map((m) => textOf(m[1]!)).slice(1);
+    expect(rows.length).toBe(lines.length);
+    lines.forEach((l, i) => {
+      expect(rows[i]).toContain(l.backend);
+      expect(rows[i]).toContain(`${(l.best.share * 100).toFixed(l.best.share < 0.1 ? 1 : 0)}%`);
+      expect(rows[i]).toContain(l.targets.rows === 0 ? 'none set' : `${l.targets.met} of ${l.targets.rows}`);
+      expect(rows[i]).toContain(l.peers ? `faster in ${l.peers.faster} of ${l.peers.shapes}` : 'no peer measured');
+    });
   });
 
   it('is readable without JavaScript: no script is needed to draw the bars', () => {

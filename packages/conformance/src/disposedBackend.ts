@@ -23,6 +23,8 @@ export async function disposedBackendProblems(create: () => Backend | Promise<Ba
     const created = fx.createArgs();
     const materialize = { ctxHidden: fx.ctxHidden, positions: fx.positions4, writeLayerKv: () => {} };
     const into = fx.intoArgs();
+    const attention = fx.attentionArgs();
+    const copy = fx.copyArgs();
     gone.dispose();
     const again = await outcome(() => gone.dispose());
     if (again.error !== undefined) problems.push(`a second dispose() threw: ${String(again.error)}`);
@@ -37,6 +39,9 @@ export async function disposedBackendProblems(create: () => Backend | Promise<Ba
       ['createKvMaterializer', () => ops.createKvMaterializer(created)],
       ['KvMaterializer.materialize', () => materializer.materialize(materialize)],
       ['KvMaterializer.materializeInto', () => materializer.materializeInto(into)],
+      // Refused before anything else, on a backend that does not run them yet too.
+      ['pagedAttention', () => ops.pagedAttention(attention)],
+      ['copySlots', () => ops.copySlots(copy)],
       ['sync', () => gone.sync()],
     ];
     for (const [op, call] of calls) {

@@ -29,6 +29,9 @@ export const BOUND = {
   materializer: { H, D, R, L, hidden, P },
   materialize: { H, D, R, L, hidden, P, T },
   materializeInto: { H, D, R, L, hidden, P, T, S },
+  attentionParams: { H, Hq, D },
+  attention: { H, Hq, D, N, S, B1: 3, C: 6 },
+  copy: { H, D, S, dstS: S, M: 4 },
 } as const;
 
 /** Valid index values: positions inside the cache, slots inside the pools (some skipped). */
@@ -38,6 +41,11 @@ export const VALID = {
   slots: [4, -1, 0, 5],
   positions4: [1, 9, 0, 4],
   slots4: [5, 0, -1, 2],
+  qIndptr: [0, 1, 4],
+  kvIndptr: [0, 2, 6],
+  kvSlots: [5, 0, 1, 2, 3, 4],
+  fromSlots: [0, 1, 2, 3],
+  toSlots: [5, -1, 2, 0],
 } as const;
 
 export class Fixture {
@@ -69,6 +77,16 @@ export class Fixture {
   readonly kPool4: Tensor;
   readonly vPool4: Tensor;
   readonly slots4: Tensor;
+  /** pagedAttention over kPool/vPool: two requests (1 query over 2 cached tokens, 3 over 4), into `attentionOut`. */
+  readonly qIndptr: Tensor;
+  readonly kvIndptr: Tensor;
+  readonly kvSlots: Tensor;
+  readonly attentionOut: Tensor;
+  /** copySlots from kPool/vPool into these. */
+  readonly kCopy: Tensor;
+  readonly vCopy: Tensor;
+  readonly fromSlots: Tensor;
+  readonly toSlots: Tensor;
   /** Built from cosSinCache: positions are checked against P. */
   readonly materializer: UntypedMaterializer;
   /** Built from ropeBase: no P, so only negative positions are out of range. */
@@ -104,6 +122,14 @@ export class Fixture {
     this.kPool4 = f([L, S, H, D], patternValues(L * S * H * D, 4));
     this.vPool4 = f([L, S, H, D], patternValues(L * S * H * D, 5));
     this.slots4 = this.s.index('i64', [T], VALID.slots4);
+    this.qIndptr = this.s.index('i32', [3], VALID.qIndptr);
+    this.kvIndptr = this.s.index('i32', [3], VALID.kvIndptr);
+    this.kvSlots = this.s.index('i32', [VALID.kvSlots.length], VALID.kvSlots);
+    this.attentionOut = f([N, Hq, D], patternValues(N * Hq * D, 6));
+    this.kCopy = f([S, H, D], patternValues(S * H * D, 7));
+    this.vCopy = f([S, H, D], patternValues(S * H * D, 8));
+    this.fromSlots = this.s.index('i32', [4], VALID.fromSlots);
+    this.toSlots = this.s.index('i64', [4], VALID.toSlots);
     this.materializer = this.s.owned(untyped(backend).createKvMaterializer(this.createArgs()));
     this.baseMaterializer = this.s.owned(untyped(backend).createKvMaterializer(this.createArgs({ cosSinCache: undefined, ropeBase: 10000, maxPositionHint: 64 })));
   }
@@ -202,6 +228,26 @@ export class Fixture {
     };
   }
 
+  attentionArgs(over: Record<string, unknown> = {}): Record<string, unknown> {
+    return {
+      q: this.q,
+      kPool: this.kPool,
+      vPool: this.vPool,
+      qIndptr: this.qIndptr,
+      kvIndptr: this.kvIndptr,
+      kvSlots: this.kvSlots,
+      out: this.attentionOut,
+      numQoHeads: Hq,
+      numKvHeads: H,
+      headDim: D,
+      ...over,
+    };
+  }
+
+  copyArgs(over: Record<string, unknown> = {}): Record<string, unknown> {
+    return { kSrc: this.kPool, vSrc: this.vPool, kDst: this.kCopy, vDst: this.vCopy, fromSlots: this.fromSlots, toSlots: this.toSlots, ...over };
+  }
+
   intoArgs(over: Record<string, unknown> = {}): Record<string, unknown> {
     return { ctxHidden: this.ctxHidden, positions: this.positions4, kPool: this.kPool4, vPool: this.vPool4, slots: this.slots4, ...over };
   }
@@ -215,6 +261,9 @@ export class Fixture {
       { name: 'vPool', tensor: this.vPool },
       { name: 'kPool [L, S, H, D]', tensor: this.kPool4 },
       { name: 'vPool [L, S, H, D]', tensor: this.vPool4 },
+      { name: 'attention out', tensor: this.attentionOut },
+      { name: 'kCopy', tensor: this.kCopy },
+      { name: 'vCopy', tensor: this.vCopy },
     ];
   }
 

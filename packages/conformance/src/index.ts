@@ -14,6 +14,8 @@ export {
 } from './data.js';
 export { fusedNormRopeStackedOracle, normedK, projectionOracle, ropePoolFusedOracle } from './oracle.js';
 export { defineConformanceSuite } from './suite.js';
+export { ATTENTION_CASES, ATTENTION_TOLERANCE, COPY_CASES, LSE_TOLERANCE, pagedAttentionOracle, runAttentionCase, runCopyCase, skipUnlessRuns } from './pagedAttention.js';
+export type { AttentionCase, AttentionInputs, CopyCase } from './pagedAttention.js';
 export { checkMropeQkNormOnViews, mropeQkNormCases, runMropeQkNormCase } from './mropeQkNorm.js';
 export { checkMaterializeIntoPools, checkNormedMropeIntoFp8Pool, checkRopePoolIntoPools, NORMED_MROPE_CASES, POOL_CASES } from './fp8Pools.js';
 export type { PoolCase } from './fp8Pools.js';

@@ -16,6 +16,7 @@ import {
 import { runFusedCase, runMaterializerCase, runRopePoolCase } from './run-cases.js';
 import { checkBitsRoundTrip, checkOpsOnBits } from './bits.js';
 import { describeFp8Pools } from './fp8Pools.js';
+import { describePagedReads } from './pagedAttention.js';
 import { checkAsyncWriteLayerKvRefused } from './synchronousCallback.js';
 import { defineMropeMaterializerCases } from './mropeMaterializer.js';
 import { defineMropeQkNormCases } from './mropeQkNorm.js';
@@ -94,6 +95,7 @@ export function defineConformanceSuite(name: string, create: () => Backend | Pro
 
     describe('ropeScaling and exact angles, against the f64 reference', () => defineRopeVariantChecks(() => both()[0], CASE_TIMEOUT_MS));
     describeFp8Pools(both, CASE_TIMEOUT_MS);
+    describePagedReads(() => both()[0], dtypes, CASE_TIMEOUT_MS);
 
     describe('contested slots: the last token of each slot writes it, whole', () => {
       for (const dtype of dtypes) {

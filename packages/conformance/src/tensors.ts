@@ -80,6 +80,8 @@ export interface UntypedOps {
   ropePoolFused(args: unknown): { qRot: Tensor; kRot: Tensor };
   createKvMaterializer(args: unknown): UntypedMaterializer;
   dequantizeKv(args: unknown): void;
+  pagedAttention(args: unknown): { out: Tensor; lse: Tensor };
+  copySlots(args: unknown): void;
 }
 
 export interface UntypedMaterializer {

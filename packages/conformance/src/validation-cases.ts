@@ -2,6 +2,7 @@ import type { Tensor } from '@kvkit/contracts';
 import { BOUND, FIXTURE, VALID } from './fixture.js';
 import type { Fixture } from './fixture.js';
 import { poolValidationCases } from './poolValidationCases.js';
+import { pagedValidationCases } from './pagedValidationCases.js';
 import { mropeMaterializerValidationCases } from './mropeMaterializer.js';
 import { mropeQkNormValidationCases } from './mropeQkNorm.js';
 import { ropeScalingValidationCases } from './ropeScalingValidation.js';
@@ -487,6 +488,7 @@ export const validationCases: readonly ValidationCase[] = [
   { code: 'KV045', op: 'empty', name: 'shape [2^40]', mentions: ['1099511627776'], call: (fx) => fx.backend.empty('f32', [2 ** 40]) },
   { code: 'KV045', op: 'tensor', name: 'shape [2^20, 2^20]', mentions: ['bf16'], call: (fx) => fx.backend.tensor('bf16', [2 ** 20, 2 ** 20], []) },
   ...poolValidationCases,
+  ...pagedValidationCases,
   ...mropeQkNormValidationCases,
   ...mropeMaterializerValidationCases,
   ...ropeScalingValidationCases,

@@ -11,7 +11,7 @@ import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Project, SyntaxKind } from 'ts-morph';
-import type { Arg, CallbackArg, DimExpr, OpDecl, StatefulDecl, Step, TaggedArg, TensorArg } from '../src/dsl/declare.js';
+import type { Arg, CallbackArg, ChoiceArg, DimExpr, IntArg, OpDecl, StatefulDecl, Step, TaggedArg, TensorArg } from '../src/dsl/declare.js';
 import { isDimName, parseDim } from '../src/dsl/dims.js';
 import { TENSOR_IDENTITY } from '../src/ops/common.js';
 import { allCalls, allErrors, allOps, allStateful, contractFiles, opsOf } from '../src/ops/index.js';
@@ -30,7 +30,7 @@ const checkedName = (op: OpDecl) => `${pascal(op.name)}Checked`;
 const validatorName = (op: OpDecl) => `validate${pascal(op.name)}`;
 /** A tensor argument's type parameter; its dtype and shape are read from it. */
 const tensorParam = (name: string) => pascal(name);
-const isArg = (s: Step): s is Arg => s.kind === 'tensor' || s.kind === 'int' || s.kind === 'number' || s.kind === 'choice' || s.kind === 'callback' || s.kind === 'ints' || s.kind === 'tagged';
+const isArg = (s: Step): s is Arg => s.kind === 'tensor' || s.kind === 'int' || s.kind === 'number' || s.kind === 'choice' || s.kind === 'flag' || s.kind === 'callback' || s.kind === 'ints' || s.kind === 'tagged';
 const q = (s: string) => JSON.stringify(s);
 
 // ---------- validators ----------
@@ -62,12 +62,15 @@ function stepCode(s: Step): string[] {
       const lines = [`const ${s.name} = c.int(${q(s.name)}, a.${s.name}, ${q(s.code)}, { ${opts.join(', ')} });`];
       if (s.even) lines.push(`c.evenAtMost(${q(s.name)}, ${s.name}, ${q(s.even.atMost)}, ${q(s.even.code)});`);
       if (s.multipleOf) lines.push(`c.multipleOf(${q(s.name)}, ${s.name}, ${q(s.multipleOf.of)}, ${q(s.multipleOf.code)});`);
+      if (s.atMost) lines.push(`c.atMost(${q(s.name)}, ${s.name}, ${s.atMost.limit}, ${q(s.atMost.code)});`);
       return lines;
     }
     case 'number':
       return [`const ${s.name} = c.number(${q(s.name)}, a.${s.name}, ${q(s.code)}, ${JSON.stringify({ min: s.min, above: s.above, optional: s.optional })});`];
     case 'choice':
       return [`const ${s.name} = c.choice(${q(s.name)}, a.${s.name}, ${JSON.stringify(s.options)} as const, ${q(s.default)}, ${q(s.code)});`];
+    case 'flag':
+      return [`const ${s.name} = c.flag(${q(s.name)}, a.${s.name}, ${s.default}, ${q(s.code)});`];
     case 'callback':
       return [`const ${s.name} = c.callback(${q(s.name)}, a.${s.name}, ${q(s.code)});`];
     case 'ints':
@@ -105,6 +108,10 @@ function stepCode(s: Step): string[] {
       return [`c.givenForDtype(${JSON.stringify(s.names)}, [${s.names.join(', ')}], ${q(s.tensor)}, ${JSON.stringify(s.dtypes)}, ${q(s.missingCode)}, ${q(s.refusedCode)});`];
     case 'contiguous':
       return [`c.contiguous(${JSON.stringify(s.names)}, [${s.names.join(', ')}], ${q(s.code)});`];
+    case 'offsets':
+      return [`c.offsets(${q(s.name)}, ${s.name}, ${q(s.total)}, ${q(s.code)});`];
+    case 'segmentsWithin':
+      return [`c.segmentsWithin(${q(s.name)}, ${s.name}, ${q(s.within)}, ${s.within}, ${q(s.code)});`];
     case 'values':
       return [`c.values(${q(s.name)}, ${s.name}, ${JSON.stringify({ min: s.min, above: s.above, below: s.below, finite: s.finite, negativeSkips: s.negativeSkips, ceiling: s.ceiling, duplicates: s.duplicates })}, ${q(s.code)});`];
   }
@@ -130,6 +137,8 @@ function checkedFieldType(s: Arg): string {
       return s.optional ? 'number | undefined' : 'number';
     case 'choice':
       return s.options.map(q).join(' | ');
+    case 'flag':
+      return 'boolean';
     case 'callback':
       return `(...args: any[]) => unknown`;
     case 'ints':
@@ -145,7 +154,7 @@ function validatorsFile(): string {
   const out: string[] = [
     HEADER,
     "import { Call } from '../runtime/call.js';",
-    "import type { DeviceCheck, Inherited, TaggedRule, ValidationContext } from '../runtime/call.js';",
+    "import type { DeviceCheck, DeviceSegmentCheck, Inherited, TaggedRule, ValidationContext } from '../runtime/call.js';",
     "import type { DType, OwnedTensor } from '../tensor.js';",
     ...(taggedArgs().length ? [`import type { ${taggedArgs().map((t) => t.typeName).join(', ')} } from './signatures.js';`] : []),
     '',
@@ -158,6 +167,7 @@ function validatorsFile(): string {
     const certain = certainDims(op);
     const dimFields = Object.keys(op.dims).map((d) => `readonly ${d}${certain.has(d) ? '' : '?'}: number`);
     const duplicates = op.steps.flatMap((s) => (s.kind === 'values' && s.duplicates ? [`readonly ${s.name}: ${q(s.duplicates)}`] : []));
+    const segments = op.steps.some((s) => s.kind === 'offsets' || s.kind === 'segmentsWithin');
     out.push(
       `/** The arguments of \`${op.name}\` after validation: defaults applied, dims bound. */`,
       `export interface ${checkedName(op)} {`,
@@ -167,13 +177,14 @@ function validatorsFile(): string {
       '  /** Value rules the backend must enforce on the device (empty where the values were on the host). */',
       '  readonly deviceChecks: readonly DeviceCheck[];',
       ...(duplicates.length ? ['  /** How tokens naming one value of each destination index tensor resolve (the contract\'s rule, for every backend). */', `  readonly duplicates: { ${duplicates.join('; ')} };`] : []),
+      ...(segments ? ['  /** Offsets rules (indptr) the backend must enforce on the device (empty where the values were on the host). */', '  readonly deviceSegmentChecks: readonly DeviceSegmentCheck[];'] : []),
       '}',
       '',
       `export function ${validatorName(op)}(raw: unknown, ctx: ValidationContext${op.inherits ? ', inherited: Inherited' : ''}, extra = 0): ${checkedName(op)} {`,
       `  const c = new Call(${q(op.name)}, ctx${op.inherits ? ', inherited' : ''});`,
       `  const a = c.args(raw, ${JSON.stringify(args.map((x) => x.name))}, 'KV043', extra);`,
       ...op.steps.flatMap(stepCode).map((l) => `  ${l}`),
-      `  return { ${args.map((x) => x.name).join(', ')}, dims: c.dims as ${checkedName(op)}['dims'], dtypes: c.dtypes, deviceChecks: c.deviceChecks${duplicates.length ? `, duplicates: c.duplicates as ${checkedName(op)}['duplicates']` : ''} } as ${checkedName(op)};`,
+      `  return { ${args.map((x) => x.name).join(', ')}, dims: c.dims as ${checkedName(op)}['dims'], dtypes: c.dtypes, deviceChecks: c.deviceChecks${duplicates.length ? `, duplicates: c.duplicates as ${checkedName(op)}['duplicates']` : ''}${segments ? ', deviceSegmentChecks: c.deviceSegmentChecks' : ''} } as ${checkedName(op)};`,
       '}',
       '',
     );
@@ -189,10 +200,12 @@ interface TypeScope {
   /** Tensor name -> the type expression of its dtype. */
   dtypes: Map<string, string>;
   params: string[];
+  /** Per choice, per branch (`''` for the tensor's own shape), the dims its tensors bound there. */
+  choiceDims?: Map<string, Map<string, Map<string, string>>>;
 }
 
 /** Named shape types, one per distinct tensor shape: `KvShape<T, L, H, D> = readonly [T, L, Mul<Mul<2, H>, D>]`. */
-const shapeTypes = new Map<string, { dims: string[]; body: string }>();
+const shapeTypes = new Map<string, { dims: string[]; body: string; uses: Map<string, Set<string>> }>();
 
 /** The dim names a shape mentions, in order of first use: its named type's parameters. */
 const shapeDims = (shape: readonly DimExpr[]) => [...new Set(shape.flatMap((e) => parseDim(e).names))];
@@ -204,15 +217,19 @@ function shapeTypeName(op: OpDecl, tensorName: string, shape: readonly DimExpr[]
   const fits = (name: string) => !shapeTypes.has(name) || shapeTypes.get(name)!.body === body;
   let name = `${pascal(tensorName)}Shape`;
   if (!fits(name)) name = `${pascal(op.name)}${name}`;
-  shapeTypes.set(name, { dims, body });
+  // Which tensors of which ops have this shape: the type's doc comment.
+  const uses = shapeTypes.get(name)?.uses ?? new Map<string, Set<string>>();
+  uses.set(tensorName, (uses.get(tensorName) ?? new Set()).add(op.name));
+  shapeTypes.set(name, { dims, body, uses });
   return name;
 }
 
 function shapeTypesBlock(): string[] {
-  return [...shapeTypes].map(([name, { dims, body }]) => {
+  return [...shapeTypes].map(([name, { dims, body, uses }]) => {
     const params = dims.map((d) => `${pascal(d)} extends number`);
     const named = dims.reduce((b, d, i) => b.replace(new RegExp(`\\bD${i}\\b`, 'g'), pascal(d)), body);
-    return `export type ${name}<${params.join(', ')}> = ${named};`;
+    const of = [...uses].map(([tensor, ops]) => `\`${tensor}\` (${[...ops].join(', ')})`).join(', ');
+    return `/** The shape of ${of}. */\nexport type ${name}<${params.join(', ')}> = ${named};`;
   });
 }
 
@@ -241,6 +258,7 @@ function argType(op: OpDecl, s: Arg, scope: TypeScope): string {
       const checks = [`Check<IsPositiveInt<${p}>, ${violation(s.code)}>`];
       if (s.even) checks.push(`Check<EvenAtMost<${p}, ${dimType(s.even.atMost, scope)}>, ${violation(s.even.code)}>`);
       if (s.multipleOf) checks.push(`Check<MultipleOf<${p}, ${dimType(s.multipleOf.of, scope)}>, ${violation(s.multipleOf.code)}>`);
+      if (s.atMost) checks.push(`Check<AtMost<${p}, ${s.atMost.limit}>, ${violation(s.atMost.code)}>`);
       scope.dims.set(p, p);
       return [p, ...checks].join(' & ');
     }
@@ -248,9 +266,13 @@ function argType(op: OpDecl, s: Arg, scope: TypeScope): string {
       return 'number';
     case 'choice': {
       const p = `${pascal(s.name)}V`;
-      scope.params.push(`${p} extends string`);
+      // A choice that picks a shape defaults to its default value, so leaving it out picks that shape; a plain `string` allows every option.
+      const picksShape = op.steps.some((t) => t.kind === 'tensor' && t.byChoice?.choice === s.name);
+      scope.params.push(picksShape ? `${p} extends string = ${q(s.default)}` : `${p} extends string`);
       return `${p} & Check<OneOf<${p}, ${s.options.map(q).join(' | ')}>, ${violation(s.code)}>`;
     }
+    case 'flag':
+      return 'boolean';
     case 'callback':
       return callbackType(s, scope);
     case 'ints':
@@ -269,12 +291,58 @@ function taggedArgs(): TaggedArg[] {
   return [...byType.values()];
 }
 
+/** Every int parameter that binds a dim, once per name (in the order first declared): the dims a model's config fixes. */
+function modelDimArgs(): IntArg[] {
+  const byName = new Map<string, IntArg[]>();
+  for (const op of allOps) for (const s of op.steps) if (s.kind === 'int' && s.binds) byName.set(s.name, [...(byName.get(s.name) ?? []), s]);
+  return [...byName.values()].map((decls) => decls[0]!);
+}
+
+/**
+ * `ModelDims`, the shared object `modelDims()` keeps literal, and the checks
+ * it runs on it: each dim's own (positive integer) and those tying dims
+ * together that every op taking that dim declares alike (rotaryDim even and
+ * at most headDim, numQoHeads a multiple of numKvHeads). A kernel's own limit
+ * declared by one op stays that op's.
+ */
+function modelDimsTypes(): string[] {
+  const args = modelDimArgs();
+  const paramOf = new Map(args.map((a) => [a.binds!, a.name]));
+  const decls = (name: string) => allOps.flatMap((op) => op.steps.filter((s): s is IntArg => s.kind === 'int' && s.name === name));
+  const agreed = <K extends 'even' | 'multipleOf'>(name: string, key: K) => {
+    const all = decls(name).map((d) => JSON.stringify(d[key] ?? null));
+    return all.every((j) => j === all[0]) ? decls(name)[0]![key] : undefined;
+  };
+  const dim = (expr: DimExpr) => (paramOf.has(expr) ? `DimOf<T, ${q(paramOf.get(expr)!)}>` : 'number');
+  const checks = args.map((a) => {
+    const own = `DimOf<T, ${q(a.name)}>`;
+    const list = [`Check<IsPositiveInt<${own}>, ${violation(a.code)}>`];
+    const even = agreed(a.name, 'even');
+    if (even) list.push(`Check<EvenAtMost<${own}, ${dim(even.atMost)}>, ${violation(even.code)}>`);
+    const multiple = agreed(a.name, 'multipleOf');
+    if (multiple) list.push(`Check<MultipleOf<${own}, ${dim(multiple.of)}>, ${violation(multiple.code)}>`);
+    return `  readonly ${a.name}?: ${list.join(' & ')};`;
+  });
+  return [
+    "/** The dims a model's config fixes, by the names every op takes them under. `modelDims({ ... })` keeps them literal in an object shared by several calls. */",
+    'export interface ModelDims {',
+    ...args.map((a) => `  /** ${a.doc} */
+  readonly ${a.name}?: number;`),
+    '}',
+    '/** The compile-time checks `modelDims` runs on the literal dims it is given, with the codes the ops raise. */',
+    'export type ModelDimsChecks<T extends ModelDims> = {',
+    ...checks,
+    '};',
+    '',
+  ];
+}
+
 /** The exact union of a tagged parameter's variants: each tag literal with its own fields, optional ones marked. */
 function taggedTypes(): string[] {
   return taggedArgs().flatMap((t) => {
     const variants = Object.entries(t.variants).map(([tag, v]) => {
       const fields = Object.entries(v.fields).map(([name, f]) => `  /** ${f.doc} */\n  readonly ${name}${f.optional ? '?' : ''}: number;`);
-      return `/** ${v.doc} */\nexport interface ${t.typeName}${pascal(tag)} {\n  readonly ${t.tag}: ${q(tag)};\n${fields.join('\n')}\n}`;
+      return `/** ${v.doc} */\nexport interface ${t.typeName}${pascal(tag)} {\n  /** Selects this variant. */\n  readonly ${t.tag}: ${q(tag)};\n${fields.join('\n')}\n}`;
     });
     return [...variants, `/** ${t.doc} */`, `export type ${t.typeName} = ${Object.keys(t.variants).map((tag) => `${t.typeName}${pascal(tag)}`).join(' | ')};`, ''];
   });
@@ -286,11 +354,13 @@ function tensorType(op: OpDecl, s: TensorArg, scope: TypeScope): string {
   const shapeOf = `${p}['shape']`;
   scope.params.push(`${p} extends Tensor`);
   const checks: string[] = [];
+  // A dtype violation carries the dtypes accepted, so tsc prints them.
   if ('oneOf' in s.dtype) {
-    checks.push(`Check<DTypeIn<${dt}, ${s.dtype.oneOf.map(q).join(' | ')}>, ${violation('KV004')}>`);
+    const allowed = s.dtype.oneOf.map(q).join(' | ');
+    checks.push(`Check<DTypeIn<${dt}, ${allowed}>, ${violation('KV004', allowed)}>`);
   } else {
-    const allowed = [scope.dtypes.get(s.dtype.sameAs)!, ...(s.dtype.or ?? []).map(q)];
-    checks.push(`Check<DTypeIn<${dt}, ${allowed.join(' | ')}>, ${violation('KV005')}>`);
+    const allowed = [scope.dtypes.get(s.dtype.sameAs)!, ...(s.dtype.or ?? []).map(q)].join(' | ');
+    checks.push(`Check<DTypeIn<${dt}, ${allowed}>, ${violation('KV005', allowed)}>`);
   }
   if (s.byChoice) {
     checks.push(choiceShapeCheck(op, s, scope));
@@ -342,34 +412,71 @@ function bindShape(op: OpDecl, name: string, shape: readonly DimExpr[], shapeOf:
 }
 
 /**
- * A shape picked by a choice: one conditional type over the choice's type
- * parameter, each branch binding its own dims from the dims bound before the
- * tensor. A dim a branch binds then carries, per choice, that branch's axis
- * (D is axis 2 of an NHD pool, axis 3 of an HND one), for the tensors after.
+ * A shape picked by a choice, checked member by member: a tensor typed as a
+ * union (a pool whose layout is picked at run time) passes when each of its
+ * members fits a branch the choice's type allows. A single literal allows one
+ * branch; a union of options, or a plain `string`, allows each of them, and
+ * which member goes with which value is left to the runtime check. A member
+ * that fits none fails with the code of the allowed branch of its rank (its
+ * shape code), or else of the first allowed branch (its rank code). Dims a
+ * branch binds are kept per branch, from the members of that branch's rank,
+ * so a later tensor on the same choice (vPool after kPool) is compared within
+ * its branch; other tensors see the union over the allowed branches.
  */
 function choiceShapeCheck(op: OpDecl, s: TensorArg, scope: TypeScope): string {
   const by = s.byChoice!;
+  const choice = op.steps.find((c): c is ChoiceArg => c.kind === 'choice' && c.name === by.choice);
+  if (!choice) throw new Error(`${op.name}: ${s.name} depends on ${by.choice}, which is not a choice of this op`);
   const choiceParam = `${pascal(by.choice)}V`;
-  const shapeOf = `${tensorParam(s.name)}['shape']`;
+  const p = tensorParam(s.name);
+  const shapeOf = `${p}['shape']`;
+  const listed = Object.keys(by.options);
   const before = new Map(scope.dims);
-  const branches: { value: string; checks: string; dims: Map<string, string> }[] = [];
-  const branch = (spec: { shape: readonly DimExpr[]; code: string; rankCode?: string }, value = '') => {
+  const earlier = scope.choiceDims?.get(by.choice);
+  const specs = [
+    { key: '', allowed: `([${choiceParam}] extends [${listed.map(q).join(' | ')}] ? false : true)`, spec: { shape: s.shape, code: s.code, rankCode: s.rankCode } },
+    ...Object.entries(by.options).map(([value, spec]) => ({ key: value, allowed: `([${q(value)}] extends [${choiceParam}] ? true : false)`, spec })),
+  ];
+  const reset = (dims: Map<string, string>) => {
     scope.dims.clear();
-    for (const [name, type] of before) scope.dims.set(name, type);
-    const { expected, compared } = bindShape(op, `${s.name}${value}`, spec.shape, shapeOf, scope);
-    const checks = [`Check<ShapeEq<${shapeOf}, ${compared}>, ${violation(spec.code, expected)}>`];
-    if (spec.rankCode) checks.unshift(`Check<RankIs<${shapeOf}, ${spec.shape.length}>, ${violation(spec.rankCode, expected)}>`);
-    branches.push({ value, checks: checks.join(' & '), dims: new Map(scope.dims) });
+    for (const [name, type] of dims) scope.dims.set(name, type);
   };
-  branch({ shape: s.shape, code: s.code, ...(s.rankCode ? { rankCode: s.rankCode } : {}) });
-  for (const [value, spec] of Object.entries(by.options)) branch(spec, value);
-  const [own, ...chosen] = branches;
-  const perChoice = (pick: (b: (typeof branches)[number]) => string) => chosen.reduceRight((rest, b) => `([${choiceParam}] extends [${q(b.value)}] ? ${pick(b)} : ${rest})`, `(${pick(own!)})`);
-  scope.dims.clear();
-  for (const [name, type] of before) scope.dims.set(name, type);
-  const bound = new Set(branches.flatMap((b) => [...b.dims.keys()].filter((name) => !before.has(name))));
-  for (const name of bound) scope.dims.set(name, perChoice((b) => b.dims.get(name) ?? 'number'));
-  return perChoice((b) => b.checks);
+  const branches = specs.map(({ key, allowed, spec }) => {
+    const start = new Map([...before, ...(earlier?.get(key) ?? [])]);
+    const rank = spec.shape.length;
+    // Checks see one member (the conditional distributes over the tensor's type parameter); dims are bound by the members of this rank.
+    reset(start);
+    const { expected, compared } = bindShape(op, `${s.name}${key}`, spec.shape, shapeOf, scope);
+    reset(start);
+    bindShape(op, `${s.name}${key}`, spec.shape, `OfRank<${shapeOf}, ${rank}>`, scope);
+    const bound = new Map([...scope.dims].filter(([name]) => !before.has(name)));
+    return {
+      key,
+      allowed,
+      rankOk: `RankIs<${shapeOf}, ${rank}>`,
+      shapeOk: `ShapeEq<${shapeOf}, ${compared}>`,
+      shapeFails: `ContractViolation<${violation(spec.code, expected)}>`,
+      rankFails: `ContractViolation<${violation(spec.rankCode ?? spec.code, expected)}>`,
+      bound,
+    };
+  });
+  reset(before);
+  const chain = (tests: { when: string[]; gives: string }[], last: string) =>
+    tests.reduceRight((rest, t) => `([${t.when.join(', ')}] extends [${t.when.map(() => 'true').join(', ')}] ? ${t.gives} : ${rest})`, last);
+  const perMember = chain(
+    branches.map((b) => ({ when: [b.allowed, b.rankOk, b.shapeOk], gives: 'never' })),
+    chain(
+      branches.map((b) => ({ when: [b.allowed, b.rankOk], gives: b.shapeFails })),
+      chain(branches.slice(0, -1).map((b) => ({ when: [b.allowed], gives: b.rankFails })), branches.at(-1)!.rankFails),
+    ),
+  );
+  // Within a branch, a dim no member of its rank binds is left to the runtime check.
+  const perBranch = new Map(branches.map((b) => [b.key, new Map([...b.bound].map(([name, type]) => [name, `Known<${type}>`]))]));
+  scope.choiceDims = new Map([...(scope.choiceDims ?? []), [by.choice, perBranch]]);
+  // A dim a branch leaves unbound is unknown there: `number`, so the union cannot reject what that branch allows.
+  const names = new Set(branches.flatMap((b) => [...b.bound.keys()]));
+  for (const name of names) scope.dims.set(name, `Known<${branches.map((b) => `(${b.allowed} extends true ? ${b.bound.get(name) ?? 'number'} : never)`).join(' | ')}>`);
+  return `MemberChecks<${p} extends unknown ? ${perMember} : never>`;
 }
 
 /** The callback's declared signature, `DT` and its dim names replaced by the types that carry them. */
@@ -379,7 +486,7 @@ function callbackType(s: CallbackArg, scope: TypeScope): string {
 
 function outputsType(op: OpDecl, scope: TypeScope): string {
   if (op.outputs.length === 0) return 'void';
-  const fields = op.outputs.map((o) => `readonly ${o.name}: Tensor<${scope.dtypes.get(o.dtypeOf)}, ${shapeType(op, o.name, o.shape, scope)}>`);
+  const fields = op.outputs.map((o) => `readonly ${o.name}: Tensor<${o.dtype ? q(o.dtype) : scope.dtypes.get(o.dtypeOf)}, ${shapeType(op, o.name, o.shape, scope)}>`);
   return `{ ${fields.join('; ')} }`;
 }
 
@@ -398,7 +505,7 @@ function signature(op: OpDecl, scope: TypeScope): { generics: string; params: st
   const fields: string[] = [];
   for (const s of op.steps.filter(isArg)) {
     const t = argType(op, s, scope);
-    fields.push(`/** ${s.doc} */\n    readonly ${s.name}${('optional' in s && s.optional) || s.kind === 'choice' || (s.kind === 'int' && s.default) ? '?' : ''}: ${t};`);
+    fields.push(`/** ${s.doc} */\n    readonly ${s.name}${('optional' in s && s.optional) || s.kind === 'choice' || s.kind === 'flag' || (s.kind === 'int' && s.default) ? '?' : ''}: ${t};`);
   }
   // A type parameter with a default must come after every one without.
   const params = [...scope.params.filter((p) => !p.includes(' = ')), ...scope.params.filter((p) => p.includes(' = '))];
@@ -417,7 +524,7 @@ function signaturesFile(): string {
     // The constructor fixes the carried dims and dtypes for every later call.
     const { dims, dtypes } = carried(st);
     const params = [...dtypes.map((t) => `${dtypeParam(st, t)} extends DType`), ...dims.map((d) => `${pascal(d)} extends number`)];
-    body.push(`export interface ${st.name}<${params.join(', ')}> {`);
+    body.push(`/** The object \`backend.${st.create.name}\` returns. ${st.create.summary} */`, `export interface ${st.name}<${params.join(', ')}> {`);
     for (const m of allOps.filter((o) => o.inherits === st.create.name)) {
       const inherited: TypeScope = { dims: new Map(dims.map((d) => [d, pascal(d)])), dtypes: new Map(dtypes.map((t) => [t, dtypeParam(st, t)])), params: [] };
       const sig = signature(m, inherited);
@@ -428,9 +535,10 @@ function signaturesFile(): string {
   return [
     HEADER,
     "import type { DType, Tensor } from '../tensor.js';",
-    "import type { At, Check, DTypeIn, EvenAtMost, FlatCountEq, FlatRankOk, IsPositiveInt, Mul, MultipleOf, NotThenable, OneOf, RankIs, ShapeEq, StreamsRankOk } from '../types/check.js';",
+    "import type { At, AtMost, Check, ContractViolation, DimOf, DTypeIn, EvenAtMost, FlatCountEq, FlatRankOk, IsPositiveInt, Known, MemberChecks, Mul, MultipleOf, NotThenable, OfRank, OneOf, RankIs, ShapeEq, StreamsRankOk } from '../types/check.js';",
     '',
     ...taggedTypes(),
+    ...modelDimsTypes(),
     '// The shapes the contracts name, each dim a type parameter.',
     ...shapeTypesBlock(),
     '',
@@ -456,7 +564,7 @@ function backendFile(): string {
     HEADER,
     "import type { Inherited, ValidationContext } from '../runtime/call.js';",
     "import type { DType, OwnedTensor, Tensor } from '../tensor.js';",
-    "import type { At, Check, DTypeIn, EvenAtMost, FlatCountEq, FlatRankOk, IsPositiveInt, Mul, MultipleOf, NotThenable, OneOf, RankIs, ShapeEq, StreamsRankOk } from '../types/check.js';",
+    "import type { At, AtMost, Check, ContractViolation, DimOf, DTypeIn, EvenAtMost, FlatCountEq, FlatRankOk, IsPositiveInt, Known, MemberChecks, Mul, MultipleOf, NotThenable, OfRank, OneOf, RankIs, ShapeEq, StreamsRankOk } from '../types/check.js';",
     'SHAPE_IMPORTS',
     `import { ${allOps.map(validatorName).join(', ')} } from './validators.js';`,
     `import type { ${allOps.map(checkedName).join(', ')} } from './validators.js';`,
@@ -467,7 +575,7 @@ function backendFile(): string {
     '',
     '/** What a backend implements per op: kernels over validated, dim-bound arguments. */',
     'export interface OpKernels {',
-    ...plain.map((op) => `  ${op.name}(args: ${checkedName(op)}): ${kernelResult(op, 'OwnedTensor')};`),
+    ...plain.map((op) => `  ${op.name}${op.optionalKernel ? '?' : ''}(args: ${checkedName(op)}): ${kernelResult(op, 'OwnedTensor')};`),
     ...allStateful.map((s) => `  ${s.create.name}(args: ${checkedName(s.create)}): ${s.name}Kernels;`),
     '}',
     '',
@@ -486,7 +594,13 @@ function backendFile(): string {
       `  /** ${op.summary} */`,
       `  function ${op.name}${sig.generics}(${sig.params}): ${sig.returns};`,
       `  function ${op.name}(args: unknown, ...extra: unknown[]): ${kernelResult(op, 'Tensor')} {`,
-      `    return kernels.${op.name}(${validatorName(op)}(args, ctx, extra.length));`,
+      ...(op.optionalKernel
+        ? [
+            `    const checked = ${validatorName(op)}(args, ctx, extra.length);`,
+            `    if (!kernels.${op.name}) throw new Error(\`${op.name} is not available on \${ctx.label} yet: backend.ops lists the ops it runs\`);`,
+            `    return kernels.${op.name}(checked);`,
+          ]
+        : [`    return kernels.${op.name}(${validatorName(op)}(args, ctx, extra.length));`]),
       '  }',
     );
   }
@@ -505,6 +619,15 @@ function backendFile(): string {
     );
   }
   out.push(`  return { ${[...plain, ...allStateful.map((s) => s.create)].map((o) => o.name).join(', ')} };`, '}', '');
+  const optional = plain.filter((op) => op.optionalKernel).map((op) => op.name);
+  out.push(
+    '/** The ops these kernels run: every op, less the optional ones whose kernel is absent (`backend.ops`). */',
+    'export function kernelOps(kernels: OpKernels): readonly (keyof BackendOps)[] {',
+    `  const optional: Readonly<Record<string, boolean>> = { ${optional.map((name) => `${name}: kernels.${name} !== undefined`).join(', ')} };`,
+    `  return Object.freeze(${JSON.stringify(top.map((op) => op.name))}.filter((name) => optional[name] ?? true) as (keyof BackendOps)[]);`,
+    '}',
+    '',
+  );
   for (const s of allStateful) {
     const { dims, dtypes } = carried(s);
     const methods = allOps.filter((o) => o.inherits === s.create.name);
@@ -560,7 +683,7 @@ function raisedBy(): Map<string, Set<string>> {
   for (const op of allOps) {
     for (const s of op.steps) {
       const codes = stepCodes(s);
-      if (s.kind === 'int') codes.push(s.even?.code, s.multipleOf?.code);
+      if (s.kind === 'int') codes.push(s.even?.code, s.multipleOf?.code, s.atMost?.code);
       if (s.kind === 'values') codes.push(s.ceiling?.code);
       if (s.kind === 'tagged') codes.push(...taggedCodes(s));
       if (s.kind === 'tensor') codes.push(...TENSOR_IDENTITY, 'oneOf' in s.dtype ? 'KV004' : 'KV005', s.streams?.code, s.streams?.unexpectedCode);
@@ -603,7 +726,9 @@ function argsOf(): Map<string, Set<string>> {
         if (s.kind === 'int') {
           add(s.even?.code, s.name);
           add(s.multipleOf?.code, s.name);
+          add(s.atMost?.code, s.name);
         }
+        if (s.kind === 'segmentsWithin') add(s.code, s.within);
         if (s.kind === 'values') add(s.ceiling?.code, s.name);
         if (s.kind === 'tagged') for (const code of taggedCodes(s)) add(code, s.name);
       }
@@ -666,7 +791,7 @@ function verify() {
     const inherited = op.inherits ? new Set(byName(op.inherits).steps.filter(isArg).map((a) => a.name)) : new Set<string>();
     for (const s of op.steps) {
       const codes = stepCodes(s);
-      if (s.kind === 'int') codes.push(s.even?.code, s.multipleOf?.code);
+      if (s.kind === 'int') codes.push(s.even?.code, s.multipleOf?.code, s.atMost?.code);
       if (s.kind === 'tagged') codes.push(...taggedCodes(s));
       if (s.kind === 'tensor') codes.push(s.streams?.code, s.streams?.unexpectedCode);
       for (const c of codes) if (c && !allErrors[c]) throw new Error(`${op.name}: ${c} has no declaration`);

@@ -8,8 +8,9 @@ export type { CreateKvMaterializerFn, DequantizeKvFn, FusedNormRopeStackedFn, Ro
 export type * from './generated/signatures.js';
 export { ContractError, isContractError } from './errors/contractError.js';
 export { docsUrl, explainCommand, getDocsBase, setDocsBase } from './errors/docsUrl.js';
-export type { Backend, QkvHeads, QkvViews, ViewOptions } from './runtime/backend.js';
+export type { Backend, PrepareArgs, PreparableOp, QkvHeads, QkvViews, ViewOptions } from './runtime/backend.js';
 export { ropeCosSinCache } from './ropeCosSinCache.js';
+export { modelDims } from './modelDims.js';
 export type { RopeCosSinCacheArgs } from './ropeCosSinCache.js';
 export type { RopeAngleMode } from './backend/rope.js';
 export { DTYPES, FLOAT_DTYPES, FP8_DTYPES, INDEX_DTYPES, isFp8, numel } from './tensor.js';

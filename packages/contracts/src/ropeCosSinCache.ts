@@ -7,6 +7,7 @@ import type { Backend } from './runtime/backend.js';
 import { FLOAT_DTYPES } from './tensor.js';
 import type { FloatDType, Tensor } from './tensor.js';
 
+/** What `ropeCosSinCache` builds: a cos/sin cache of `positions` rows for `fusedNormRopeStacked`, from the same angles `ropeBase` gives elsewhere. */
 export interface RopeCosSinCacheArgs<DT extends FloatDType> {
   /** Columns of the cache (R, even). */
   readonly rotaryDim: number;

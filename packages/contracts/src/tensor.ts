@@ -2,32 +2,44 @@
 export type DType = 'f32' | 'f16' | 'bf16' | 'i32' | 'i64' | Fp8DType;
 /** The dtypes of a model's activations and weights. */
 export type FloatDType = 'f32' | 'f16' | 'bf16';
+/** The dtypes of positions and slots. */
 export type IndexDType = 'i32' | 'i64';
 /** 8-bit floats, for KV pools only: e4m3fn (no infinities, largest 448) and e5m2 (IEEE-like, largest 57344). */
 export type Fp8DType = 'fp8e4m3' | 'fp8e5m2';
 /** What a KV pool may hold: the model's dtype, or fp8 with scales. */
 export type PoolDType = FloatDType | Fp8DType;
+/** Which backend made a tensor or runs a call: `backend.kind`, `tensor.backend`. */
 export type BackendKind = 'cpu' | 'webgpu' | 'cuda';
+/** A tensor's dims, outermost first; literal (`readonly [2, 4]`) where the shape given was. */
 export type Shape = readonly number[];
 
+/** Every dtype, in the order messages list them. */
 export const DTYPES: readonly DType[] = ['f32', 'f16', 'bf16', 'i32', 'i64', 'fp8e4m3', 'fp8e5m2'];
+/** The model dtypes: f32, f16, bf16. */
 export const FLOAT_DTYPES: readonly FloatDType[] = ['f32', 'f16', 'bf16'];
+/** The index dtypes: i32, i64. */
 export const INDEX_DTYPES: readonly IndexDType[] = ['i32', 'i64'];
+/** The 8-bit float dtypes of KV pools: fp8e4m3, fp8e5m2. */
 export const FP8_DTYPES: readonly Fp8DType[] = ['fp8e4m3', 'fp8e5m2'];
 
+/** Whether a dtype is one of the fp8 pool dtypes. */
 export function isFp8(dtype: DType): dtype is Fp8DType {
   return dtype === 'fp8e4m3' || dtype === 'fp8e5m2';
 }
 
 /** A tensor lives on one backend; its shape type is literal when the shape given to `tensor()` was. */
 export interface Tensor<DT extends DType = DType, S extends Shape = Shape> {
+  /** Its element type. */
   readonly dtype: DT;
+  /** Its dims, outermost first. */
   readonly shape: S;
+  /** The kind of backend that made it; a call on another backend's tensor is KV002. */
   readonly backend: BackendKind;
   /** Elements between neighbours along each dim, as PyTorch counts them: row-major for a tensor kvkit allocated, any for a view. */
   readonly strides: readonly number[];
   /** True once `dispose()` ran, or once a layer view's callback returned. */
   readonly disposed: boolean;
+  /** Frees its storage once the work enqueued on it is done (a view frees nothing); using it afterwards is KV003. */
   dispose(): void;
 }
 
@@ -58,6 +70,7 @@ export interface OwnedTensor<DT extends DType = DType, S extends Shape = Shape> 
   readonly [TENSOR_LAYOUT]?: StorageLayout;
 }
 
+/** Whether a value is a tensor some kvkit backend made (any backend's: the call's validator checks which). */
 export function isTensor(value: unknown): value is OwnedTensor {
   return (
     typeof value === 'object' &&
@@ -68,6 +81,7 @@ export function isTensor(value: unknown): value is OwnedTensor {
   );
 }
 
+/** The number of elements of a shape: the product of its dims (1 for `[]`). */
 export function numel(shape: Shape): number {
   let n = 1;
   for (const d of shape) n *= d;

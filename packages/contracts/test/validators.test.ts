@@ -441,6 +441,7 @@ describe('declared calls', () => {
     ],
     sync: [() => disposedBackend().sync()],
     flush: [() => disposedBackend().flush()],
+    prepare: [(b) => b.prepare('noSuchOp' as never, {} as never), () => disposedBackend().prepare('dequantizeKv', {} as never)],
   };
 
   it.each(allCalls.map((c) => [c.name, c] as const))('%s raises exactly the codes its declaration lists', async (name, call) => {

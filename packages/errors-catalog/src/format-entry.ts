@@ -29,6 +29,9 @@ export function formatEntry(e: CatalogEntry): string {
     'Fixed:',
     indent(e.example.after),
     '',
+    ...(e.upstream.length === 0
+      ? []
+      : ['The same error in other systems:', ...e.upstream.map((u) => `  - ${u.message}${u.source ? `\n      (${u.source})` : ''}`), '']),
     `Related: ${e.related.join(', ') || 'none'}`,
     `Declared at: ${e.source.file}:${e.source.line}`,
     ...(url === undefined ? [] : [`Docs: ${url}`]),

@@ -59,6 +59,15 @@ describe('lookup', () => {
     expect(lookup('[KV012] something else entirely')[0]?.entry.code).toBe('KV012');
   });
 
+  it('looks up a long pasted traceback without the patterns backtracking for minutes', () => {
+    const frame = 'File "/usr/lib/python3/site-packages/vllm/model_executor/layers/rotary_embedding/mrope.py", line 251, in __init__ ';
+    const traceback = `${frame.repeat(200)}\nassert sum(self.mrope_section) == rotary_dim // 2\nAssertionError`;
+    const started = performance.now();
+    expect(lookup(traceback)[0]?.entry.code).toBe('KV065');
+    expect(lookup(frame.repeat(200))).toBeDefined();
+    expect(performance.now() - started).toBeLessThan(5000);
+  });
+
   it('returns nothing for text unrelated to any entry', () => {
     expect(lookup('the quick brown fox jumps')).toEqual([]);
   });

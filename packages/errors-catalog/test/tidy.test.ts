@@ -52,6 +52,16 @@ describe('catalog tidy', () => {
     expect(line).toContain(`${code}:`);
   });
 
+  it('names where each upstream wording comes from', () => {
+    const all = catalog.flatMap((e) => e.upstream.map((u) => ({ code: e.code, ...u })));
+    for (const u of all.filter((w) => w.source)) {
+      expect(u.source, `${u.code}: ${u.message}`).toMatch(/^(vLLM|SGLang|FlashInfer|PyTorch|transformers), [\w.-]+\/[\w.-]+ \S/);
+    }
+    // Only the first catalog's wordings lack a source; a new one must say where it is from.
+    expect(all.filter((w) => !w.source).length).toBeLessThanOrEqual(35);
+    for (const e of catalog) expect(e.upstreamMessages).toEqual(e.upstream.map((u) => u.message));
+  });
+
   it.each(catalog.map((e) => [e.code, e] as const))('%s lists exactly the placeholders of its template', (_code, e) => {
     const inTemplate = [...new Set([...e.message.matchAll(/\{(\w+)\}/g)].map((m) => m[1]))];
     expect(e.placeholders).toEqual(inTemplate);

@@ -13,9 +13,13 @@ import type { CudaKernels } from './runtime/cudaKernels.js';
 import type { DeviceBuffer } from './runtime/memory.js';
 import { cudaKernelsOf } from './runtime/registry.js';
 
+/** Device time per call of what an `enqueue` callback enqueued: the median and every sample, timed with CUDA events. */
 export interface DeviceTiming {
+  /** The median sample, in microseconds. */
   readonly medianUs: number;
+  /** Every sample, in microseconds per call. */
   readonly samplesUs: readonly number[];
+  /** Always 'cuda-events': events recorded on the backend's stream around the calls. */
   readonly method: 'cuda-events';
 }
 
@@ -83,7 +87,9 @@ function fillRandom(k: CudaKernels, ptr: number, count: number, dtype: FloatDTyp
 export interface CopyCeiling {
   /** `cuda-copy-grid-stride`, `cuda-copy-unrolled` or `cuMemcpyDtoDAsync`. */
   readonly name: string;
+  /** GB/s: bytes read plus bytes written, per second of device time. */
   readonly gbs: number;
+  /** The device time it was computed from. */
   readonly timing: DeviceTiming;
 }
 

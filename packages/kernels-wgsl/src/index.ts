@@ -1,5 +1,5 @@
 import type { Backend } from '@kvkit/contracts';
-import { webGpuKernelsOf } from './runtime/createBackend.js';
+import { webGpuKernelsOf } from './runtime/registry.js';
 import type { WebGpuBackendStats } from './runtime/webGpuKernels.js';
 
 export { probeWebGpu, SWIFTSHADER_ICD } from './runtime/adapter.js';

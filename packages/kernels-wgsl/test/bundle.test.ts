@@ -1,9 +1,12 @@
 /**
  * What a web app ships when it imports this package: the built entry bundled
- * for the browser by Vite, minified. `ContractError` renders its messages from
- * the small table in @kvkit/contracts, so none of the catalog's prose (what a
- * code means, when it happens, its situations) may come along, and the size
- * stays under the figure the README promises.
+ * for the browser by Vite, minified, in chunks. What a page loads up front is
+ * the entry and the chunks it imports statically; the backend's code is a
+ * chunk that createWebGpuBackend imports while it asks for the adapter.
+ * `ContractError` renders its messages from the small table in
+ * @kvkit/contracts, so none of the catalog's prose (what a code means, when it
+ * happens, its situations) may come along in any chunk, and the sizes stay
+ * under the figures the README gives.
  */
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
@@ -11,21 +14,50 @@ import { catalog } from '@kvkit/errors-catalog';
 import { build } from 'vite';
 import { describe, expect, it } from 'vitest';
 
-/** The README's bound, in bytes: 66.3 kB with the f16 probe, strided views, wrap(), mRoPE (the materializer's too), the Q/K-norm kernel, the fp8 and paged pools (written by the row kernels), exact scaled angles, the value-check pass, submits for the application's buffers and chunked reads; the catalog's prose would add some 22 kB. */
-const MAX_GZIP_BYTES = 67_000;
+/** The issue's bound for what a page loads up front, in bytes of gzip (each chunk gzipped as it is served). */
+const MAX_UP_FRONT_GZIP_BYTES = 30_000;
+/**
+ * Everything a first op call needs (every chunk: op calls are synchronous, so the backend's chunk holds every
+ * kernel variant and is loaded before createWebGpuBackend resolves), printed above; this bound only stops a large
+ * accidental import (68.9 kB with the README's ops and prepare(), 77.9 kB once pagedAttention and copySlots came).
+ */
+const MAX_ALL_GZIP_BYTES = 90_000;
 
-async function browserBundle(entry: URL): Promise<string> {
+interface Chunk {
+  readonly fileName: string;
+  readonly code: string;
+  readonly isEntry: boolean;
+  readonly imports: readonly string[];
+}
+
+async function browserChunks(entry: URL): Promise<Chunk[]> {
   const result = await build({
     configFile: false,
     logLevel: 'silent',
     build: { lib: { entry: fileURLToPath(entry), formats: ['es'], fileName: 'bundle' }, write: false, minify: true, target: 'es2022' },
   });
-  const outputs = (Array.isArray(result) ? result : [result]) as { output: { type: string; code?: string }[] }[];
-  return outputs
-    .flatMap((o) => o.output)
-    .map((chunk) => (chunk.type === 'chunk' ? chunk.code! : ''))
-    .join('\n');
+  const outputs = (Array.isArray(result) ? result : [result]) as { output: ({ type: 'chunk' } & Chunk | { type: 'asset' })[] }[];
+  return outputs.flatMap((o) => o.output).flatMap((c) => (c.type === 'chunk' ? [c] : []));
 }
+
+async function browserBundle(entry: URL): Promise<string> {
+  return (await browserChunks(entry)).map((c) => c.code).join('\n');
+}
+
+/** The entry and every chunk it imports statically, transitively: what loads before any code of the page runs. */
+function upFront(chunks: readonly Chunk[]): Chunk[] {
+  const byName = new Map(chunks.map((c) => [c.fileName, c]));
+  const seen = new Set<Chunk>();
+  const visit = (c: Chunk) => {
+    if (seen.has(c)) return;
+    seen.add(c);
+    for (const name of c.imports) visit(byName.get(name)!);
+  };
+  for (const c of chunks) if (c.isEntry) visit(c);
+  return [...seen];
+}
+
+const gzipBytes = (chunks: readonly Chunk[]) => chunks.reduce((n, c) => n + gzipSync(c.code).length, 0);
 
 /** Stretches of plain words from every entry's prose: a minifier may re-quote a string or escape a symbol, never these. */
 const probes = catalog
@@ -43,12 +75,21 @@ describe('browser bundle', () => {
     expect(probes.filter((p) => !bundle.includes(p.phrase))).toEqual([]);
   });
 
-  it('of @kvkit/kernels-wgsl carries no catalog prose and stays under its bound', async () => {
-    const bundle = await browserBundle(new URL('../dist/index.js', import.meta.url));
-    expect(bundle).toContain('createWebGpuBackend');
-    expect(probes.filter((p) => bundle.includes(p.phrase))).toEqual([]);
-    const gzip = gzipSync(bundle).length;
-    console.log(`@kvkit/kernels-wgsl browser bundle: ${bundle.length} B minified, ${gzip} B gzip`);
-    expect(gzip).toBeLessThan(MAX_GZIP_BYTES);
+  it('of @kvkit/kernels-wgsl carries no catalog prose, loads at most 30 kB gzip up front, and stays under its bound in all', async () => {
+    const chunks = await browserChunks(new URL('../dist/index.js', import.meta.url));
+    const all = chunks.map((c) => c.code).join('\n');
+    expect(all).toContain('createWebGpuBackend');
+    expect(probes.filter((p) => all.includes(p.phrase))).toEqual([]);
+    const first = upFront(chunks);
+    const later = chunks.filter((c) => !first.includes(c));
+    // The backend's code is a chunk of its own, loaded by createWebGpuBackend, not up front.
+    expect(later.length).toBeGreaterThan(0);
+    expect(first.some((c) => c.code.includes('createComputePipelineAsync'))).toBe(false);
+    for (const [what, list] of [['up front', first], ['loaded by createWebGpuBackend', later]] as const) {
+      for (const c of list) console.log(`@kvkit/kernels-wgsl ${what}: ${c.fileName} ${c.code.length} B minified, ${gzipSync(c.code).length} B gzip`);
+    }
+    console.log(`@kvkit/kernels-wgsl browser bundle: up front ${gzipBytes(first)} B gzip, in all ${gzipBytes(chunks)} B gzip (${all.length} B minified)`);
+    expect(gzipBytes(first)).toBeLessThanOrEqual(MAX_UP_FRONT_GZIP_BYTES);
+    expect(gzipBytes(chunks)).toBeLessThan(MAX_ALL_GZIP_BYTES);
   });
 });

@@ -166,11 +166,16 @@ function parseRun(file: string, raw: Record<string, unknown>): BenchRun {
   };
 }
 
+/** What a row's target is held to: its share of the same-size copy where it has one (a copy of its own bytes), else its fraction of the ceiling or row it names. */
+export function shareOf(row: BenchRow): { value: number; of: string } {
+  if (row.sizedCopyGbs !== undefined && row.gbs !== null) return { value: row.gbs / row.sizedCopyGbs, of: 'same-size copy' };
+  return { value: row.fraction, of: row.ceiling };
+}
+
 /** Whether a row meets the targets it carries (undefined where it carries none): a bandwidth target against the same-size copy where the row has one. */
 export function meetsTargets(row: BenchRow): boolean | undefined {
   if (row.target === undefined && row.targetUs === undefined) return undefined;
-  const share = row.sizedCopyGbs !== undefined && row.gbs !== null ? row.gbs / row.sizedCopyGbs : row.fraction;
-  return (row.target === undefined || share >= row.target) && (row.targetUs === undefined || row.us <= row.targetUs);
+  return (row.target === undefined || shareOf(row).value >= row.target) && (row.targetUs === undefined || row.us <= row.targetUs);
 }
 
 const sameShape = (a: Record<string, number>, b: Record<string, number>) =>
@@ -241,3 +246,130 @@ export function chartGroups(run: BenchRun): ChartGroup[] {
   }
   return [...groups.values()];
 }
+
+/** The backend a kvkit row ran on (`kvkit-cuda (cublasLt)` -> `cuda`); undefined for a peer. */
+export const backendOf = (impl: string): string | undefined => /^kvkit-([a-z0-9]+)/.exec(impl)?.[1];
+
+/** The token count and what makes a row differ from its op's plain form, short enough for a summary cell. */
+export function shortLabel(row: BenchRow): string {
+  const tokenDim = TOKEN_DIMS.find((d) => d in row.shape);
+  return [row.dtype, tokenDim ? `${tokenDim}=${row.shape[tokenDim]}` : '', row.variant ?? ''].filter(Boolean).join(' ');
+}
+
+export type RateUnit = 'GB/s' | 'TFLOP/s';
+
+/** A row's rate in a unit, or null where the row has none in it. */
+export const rateIn = (row: BenchRow, unit: RateUnit): number | null => (unit === 'GB/s' ? row.gbs : row.tflops);
+
+export interface ChartBaseline {
+  unit: RateUnit;
+  /** The one ceiling every bar of the chart is a share of. */
+  ceiling: BenchCeiling;
+}
+
+/**
+ * The one ceiling a chart's bars are all drawn against: the run's fastest ceiling in the unit most of its rows
+ * carry. Each row's own ceiling differs by backend (kvkit's copy, the peers' PyTorch copy); on one GPU a single
+ * baseline keeps bar lengths comparable. Undefined where the run has no ceiling in that unit.
+ */
+export function chartBaseline(run: BenchRun, group: ChartGroup): ChartBaseline | undefined {
+  const rows = group.points.flatMap((p) => p.bars.map((b) => b.row));
+  const gbs = rows.filter((r) => r.gbs !== null).length;
+  const tflops = rows.filter((r) => r.tflops !== null).length;
+  if (gbs === 0 && tflops === 0) return undefined;
+  const unit: RateUnit = gbs >= tflops ? 'GB/s' : 'TFLOP/s';
+  const fastest = run.ceilings.filter((c) => c.unit === unit).sort((a, b) => b.value - a.value)[0];
+  return fastest ? { unit, ceiling: fastest } : undefined;
+}
+
+/** A bar's length against a chart's baseline, or null where the row has no rate in the baseline's unit. */
+export function barShare(row: BenchRow, baseline: ChartBaseline): number | null {
+  const rate = rateIn(row, baseline.unit);
+  return rate === null ? null : rate / baseline.ceiling.value;
+}
+
+export interface PeerComparison {
+  /** Shapes (op, dtype, variant, shape) where both this backend and at least one peer were measured. */
+  shapes: number;
+  /** Of those, where this backend's fastest row took less time than the fastest peer. */
+  faster: number;
+  /** The fastest peer's time over this backend's, smallest and largest over those shapes. */
+  least: number;
+  most: number;
+  /** The peers that were the fastest at one shape or more. */
+  peers: string[];
+}
+
+export interface SummaryLine {
+  op: string;
+  backend: string;
+  /** The row with the highest share of its ceiling; rows read against another row count only where the op has no other. */
+  best: { row: BenchRow; share: number; of: string };
+  /** Rows carrying a target, and how many of them meet it. */
+  targets: { met: number; rows: number };
+  peers?: PeerComparison;
+}
+
+const shapeKey = (r: BenchRow) =>
+  [r.op, r.dtype, r.variant ?? '', ...Object.entries(r.shape).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => `${k}=${v}`)].join(' ');
+
+/** Per op (in the run's order) and backend: the best share of a ceiling, the targets met, and the time against the peers. */
+export function runSummary(run: BenchRun): SummaryLine[] {
+  const lines: SummaryLine[] = [];
+  const ops = [...new Set(run.rows.map((r) => r.op))];
+  for (const op of ops) {
+    const opRows = run.rows.filter((r) => r.op === op);
+    const backends = [...new Set(opRows.map((r) => backendOf(r.impl)).filter((b): b is string => b !== undefined))];
+    for (const backend of backends) {
+      const ours = opRows.filter((r) => backendOf(r.impl) === backend);
+      const againstCeiling = ours.filter((r) => r.reference === undefined);
+      const candidates = againstCeiling.length > 0 ? againstCeiling : ours;
+      let best = { row: candidates[0]!, ...shareOf(candidates[0]!) };
+      for (const row of candidates.slice(1)) {
+        const s = shareOf(row);
+        if (s.value > best.value) best = { row, ...s };
+      }
+      const judged = ours.map(meetsTargets).filter((m): m is boolean => m !== undefined);
+      const line: SummaryLine = {
+        op,
+        backend,
+        best: { row: best.row, share: best.value, of: best.of },
+        targets: { met: judged.filter(Boolean).length, rows: judged.length },
+      };
+      const peers = comparePeers(ours, opRows.filter((r) => !isOurs(r.impl)));
+      if (peers) line.peers = peers;
+      lines.push(line);
+    }
+  }
+  return lines;
+}
+
+function comparePeers(ours: BenchRow[], theirs: BenchRow[]): PeerComparison | undefined {
+  const fastest = (rows: BenchRow[]) => {
+    const byShape = new Map<string, BenchRow>();
+    for (const r of rows) {
+      const k = shapeKey(r);
+      const seen = byShape.get(k);
+      if (!seen || r.us < seen.us) byShape.set(k, r);
+    }
+    return byShape;
+  };
+  const peerBest = fastest(theirs);
+  const ratios: number[] = [];
+  const peers = new Set<string>();
+  for (const [k, row] of fastest(ours)) {
+    const peer = peerBest.get(k);
+    if (!peer) continue;
+    ratios.push(peer.us / row.us);
+    peers.add(peer.impl);
+  }
+  if (ratios.length === 0) return undefined;
+  return { shapes: ratios.length, faster: ratios.filter((x) => x > 1).length, least: Math.min(...ratios), most: Math.max(...ratios), peers: [...peers].sort() };
+}
+
+/** An id fragment: anything but letters and digits as one dash, lower case. */
+export const idPart = (s: string): string => s.replace(/[^A-Za-z0-9]+/g, '-').replace(/^-+|-+$/g, '').toLowerCase();
+
+/** The ids of a run's section and of each op's heading in it, shared by the page's outline and the run's markup. */
+export const runHeadingId = (run: BenchRun): string => `run-${idPart(run.date)}-${idPart(run.gpu)}`;
+export const opHeadingId = (run: BenchRun, op: string): string => `${runHeadingId(run)}-${idPart(op)}`;

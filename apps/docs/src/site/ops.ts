@@ -4,7 +4,7 @@ import type { Arg, DTypeRule, OpDecl, Step, TensorArg } from '@kvkit/contracts/d
 import { repoRoot } from './paths.js';
 
 
-const isArg = (s: Step): s is Arg => s.kind === 'tensor' || s.kind === 'int' || s.kind === 'number' || s.kind === 'choice' || s.kind === 'callback' || s.kind === 'ints' || s.kind === 'tagged';
+const isArg = (s: Step): s is Arg => s.kind === 'tensor' || s.kind === 'int' || s.kind === 'number' || s.kind === 'choice' || s.kind === 'flag' || s.kind === 'callback' || s.kind === 'ints' || s.kind === 'tagged';
 
 export interface DimRow {
   name: string;
@@ -56,7 +56,7 @@ export function argRows(op: OpDecl, ops: readonly OpDecl[]): ArgRow[] {
   return op.steps.filter(isArg).map((a) => ({ name: a.name, optional: isOptional(a), type: types.arg(a), doc: a.doc }));
 }
 
-const isOptional = (a: Arg): boolean => ('optional' in a && a.optional === true) || a.kind === 'choice';
+const isOptional = (a: Arg): boolean => ('optional' in a && a.optional === true) || a.kind === 'choice' || a.kind === 'flag';
 
 /**
  * A readable TypeScript-like signature built from the declaration: shapes in
@@ -68,10 +68,11 @@ export function readableSignature(op: OpDecl, ops: readonly OpDecl[]): string {
   const args = op.steps.filter(isArg);
   const note = (a: Arg): string => {
     if (a.kind === 'int') {
-      const parts = [a.binds ? `binds ${a.binds}` : '', a.default ? `default ${a.default}` : '', a.even ? `even, at most ${a.even.atMost}` : '', a.multipleOf ? `a multiple of ${a.multipleOf.of}` : ''];
+      const parts = [a.binds ? `binds ${a.binds}` : '', a.default ? `default ${a.default}` : '', a.even ? `even, at most ${a.even.atMost}` : '', a.multipleOf ? `a multiple of ${a.multipleOf.of}` : '', a.atMost ? `at most ${a.atMost.limit}` : ''];
       return parts.filter(Boolean).join('; ');
     }
     if (a.kind === 'choice') return `default '${a.default}'`;
+    if (a.kind === 'flag') return `default ${a.default}`;
     if (a.kind === 'number') return numberRule(a);
     if (a.kind === 'ints') return `${a.length} non-negative integers${a.sumsToHalfOf ? `, summing to ${a.sumsToHalfOf}/2` : ''}`;
     return '';
@@ -90,7 +91,7 @@ export function readableSignature(op: OpDecl, ops: readonly OpDecl[]): string {
 }
 
 function returnType(op: OpDecl, ops: readonly OpDecl[], t: Typer): string {
-  if (op.outputs.length > 0) return `{ ${op.outputs.map((o) => `${o.name}: ${t.tensor(o.dtypeOf, o.shape)}`).join('; ')} }`;
+  if (op.outputs.length > 0) return `{ ${op.outputs.map((o) => `${o.name}: ${o.dtype ? `Tensor<'${o.dtype}', [${o.shape.join(', ')}]>` : t.tensor(o.dtypeOf, o.shape)}`).join('; ')} }`;
   const made = ops.find((o) => o.inherits === op.name);
   return made ? `${made.name.split('.')[0]}<DT>` : 'void';
 }
@@ -138,6 +139,8 @@ function typer(op: OpDecl, ops: readonly OpDecl[]): Typer {
         return 'number';
       case 'choice':
         return quoteAll(a.options);
+      case 'flag':
+        return 'boolean';
       case 'ints':
         return `[${Array.from({ length: a.length }, () => 'number').join(', ')}]`;
       case 'callback':

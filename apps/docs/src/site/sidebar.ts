@@ -1,6 +1,6 @@
 import type { OpDecl } from '@kvkit/contracts/dsl';
 import type { CatalogEntry } from '@kvkit/errors-catalog';
-import { benchmarksPath, errorPath, kernelsPath, lookupPath, opPath } from './routes.js';
+import { apiIndexPath, apiPath, benchmarksPath, changelogPath, contractErrorPath, errorPath, gettingStartedPath, kernelsPath, lookupPath, opPath, tryPath } from './routes.js';
 
 interface SidebarLink {
   label: string;
@@ -13,12 +13,22 @@ interface SidebarGroup {
   items: SidebarLink[];
 }
 
-/** The navigation, from the catalog and the op declarations; Starlight prefixes the base path. */
-export function sidebar(entries: readonly CatalogEntry[], ops: readonly OpDecl[]): (SidebarLink | SidebarGroup)[] {
+/**
+ * The navigation, from the catalog, the op declarations and the published packages; Starlight prefixes the base
+ * path. Its order is the order of the previous/next links at the foot of every page: the guide first (install,
+ * the errors, the rules), then the reference (the API per package, the ops, the codes), then the rest.
+ */
+export function sidebar(entries: readonly CatalogEntry[], ops: readonly OpDecl[], packages: readonly { name: string; dir: string }[]): (SidebarLink | SidebarGroup)[] {
   return [
+    { label: 'Getting started', link: `/${gettingStartedPath}` },
+    { label: 'Reading a ContractError', link: `/${contractErrorPath}` },
     { label: 'Look up an error message', link: `/${lookupPath}` },
+    { label: 'Try it in your browser', link: `/${tryPath}` },
     { label: 'What every op promises', link: '/semantics/' },
-    { label: 'Reading a ContractError', link: '/contract-error/' },
+    {
+      label: 'API reference',
+      items: [{ label: 'All packages', link: `/${apiIndexPath}` }, ...packages.map((p) => ({ label: p.name, link: `/${apiPath(p.dir)}` }))],
+    },
     {
       label: 'Ops',
       items: [{ label: 'All ops', link: '/ops/' }, ...ops.map((op) => ({ label: op.name, link: `/${opPath(op.name)}` }))],
@@ -46,6 +56,7 @@ export function sidebar(entries: readonly CatalogEntry[], ops: readonly OpDecl[]
     },
     { label: 'Kernels and their launches', link: `/${kernelsPath}` },
     { label: 'Benchmarks', link: `/${benchmarksPath}` },
+    { label: 'Changelog', link: `/${changelogPath}` },
   ];
 }
 

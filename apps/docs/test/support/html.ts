@@ -30,13 +30,12 @@ export function mainContent(html: string): string {
   return start >= 0 && end > start ? html.slice(start, end) : '';
 }
 
-/** The HTML from the `<h2>` with this id up to the next `<h2` (or the end of the content). */
+/** The HTML from the `<h2>` with this id up to the next `<h2` (or the end of the content: the page's footer, with its previous/next links, or `</main>`). */
 export function section(html: string, id: string): string | undefined {
   const at = html.search(new RegExp(`<h2[^>]*\\bid="${id}"`));
   if (at < 0) return undefined;
-  const next = html.indexOf('<h2', at + 3);
-  const end = html.indexOf('</main>', at);
-  return html.slice(at, next >= 0 && (end < 0 || next < end) ? next : end >= 0 ? end : undefined);
+  const ends = [html.indexOf('<h2', at + 3), html.indexOf('<footer', at), html.indexOf('</main>', at)].filter((i) => i >= 0);
+  return html.slice(at, ends.length > 0 ? Math.min(...ends) : undefined);
 }
 
 export function attrValues(html: string, attr: string): string[] {

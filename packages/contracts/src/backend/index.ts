@@ -4,8 +4,10 @@
  * every call, and the rules of SEMANTICS.md that are not kernel code.
  */
 export type {
+  CopySlotsChecked,
   CreateKvMaterializerChecked,
   DequantizeKvChecked,
+  PagedAttentionChecked,
   FusedNormRopeStackedChecked,
   KvMaterializerMaterializeChecked,
   KvMaterializerMaterializeIntoChecked,
@@ -14,10 +16,10 @@ export type {
 export { writtenInPlace } from '../generated/validators.js';
 export { defineBackend } from '../runtime/backend.js';
 export type { KvMaterializerKernels, OpKernels } from '../generated/backend.js';
-export type { BackendKernels, MaterializerKernels } from '../runtime/backend.js';
+export type { BackendKernels, MaterializerKernels, PreparableOp, PreparedCall } from '../runtime/backend.js';
 export type { DuplicateRule } from '../dsl/declare.js';
 export { describeBackend, describeValue } from '../runtime/call.js';
-export type { DeviceCheck, Inherited, ValidationContext } from '../runtime/call.js';
+export type { DeviceCheck, DeviceSegmentCheck, Inherited, ValidationContext } from '../runtime/call.js';
 export { deliverLayerViews } from '../runtime/layerViews.js';
 export { validateTensorCreation, validateTensorRead, validateTensorUse } from '../runtime/tensors.js';
 export { validateWrapLayout } from '../runtime/views.js';
@@ -46,6 +48,8 @@ export {
 export type { RopeAngleMode, RopeAngles, RopeScaling, RopeSpec, WritableNumbers } from './rope.js';
 export { mropeBounds, mropeStreamOfPair, writeMropeCosSinRow, writeMropeRow } from './mrope.js';
 export { breaksValueRule, valueBounds, valueRuleError } from './valueRules.js';
+export { firstLongerSegment, firstOffsetsBreak, offsetsRuleError, segmentsWithinError } from './segmentRules.js';
+export type { OffsetsBounds, OffsetsBreak, SegmentBounds, SegmentsWithinBounds } from './segmentRules.js';
 export type { ValueBounds } from './valueRules.js';
 export { DroppedTensors } from './droppedTensors.js';
 export { grownCapacity, Workspace } from './workspace.js';

@@ -15,6 +15,7 @@
 import type { RopeScaling } from '../generated/signatures.js';
 
 export type { RopeScaling };
+/** How RoPE angles are computed (the ops' `angles` option): 'exact' reduces p·f_j exactly, 'float32' rounds it as transformers, vLLM and SGLang do. */
 export type RopeAngleMode = 'exact' | 'float32';
 
 /** What fixes the angles of an op given `ropeBase`. */

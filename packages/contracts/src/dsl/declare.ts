@@ -24,11 +24,13 @@ export interface ErrorDecl {
 
 export type ErrorTable = Readonly<Record<string, ErrorDecl>>;
 
+/** The dtypes a tensor argument accepts: a fixed list, or another argument's dtype. */
 export type DTypeRule =
   | { readonly oneOf: readonly DType[] }
   /** The dtype of another tensor argument, or one of `or`. */
   | { readonly sameAs: string; readonly or?: readonly DType[] };
 
+/** A tensor argument of an op: its dtype rule, its shape in the contract's dims, and the code each check raises. */
 export interface TensorArg {
   readonly kind: 'tensor';
   readonly name: string;
@@ -97,6 +99,8 @@ export interface IntArg {
   readonly code: string;
   readonly even?: { readonly atMost: DimExpr; readonly code: string };
   readonly multipleOf?: { readonly of: DimExpr; readonly code: string };
+  /** An inclusive upper bound the kernels are built for (a head dim that fits their tiles). */
+  readonly atMost?: { readonly limit: number; readonly code: string };
 }
 
 export interface NumberArg extends NumberRule {
@@ -112,6 +116,15 @@ export interface ChoiceArg {
   readonly doc: string;
   readonly options: readonly string[];
   readonly default: string;
+  readonly code: string;
+}
+
+/** A boolean parameter with a default (attention's `causal`). */
+export interface FlagArg {
+  readonly kind: 'flag';
+  readonly name: string;
+  readonly doc: string;
+  readonly default: boolean;
   readonly code: string;
 }
 
@@ -194,6 +207,32 @@ export interface ValueRule {
   readonly code: string;
 }
 
+/**
+ * An index tensor of offsets into the rows of other tensors (an indptr,
+ * `[B + 1]`): it starts at 0, never decreases and ends at `total`, so
+ * segment b is rows `[x[b], x[b + 1])`. Checked on the host where the values
+ * live there, on the device otherwise (`DeviceSegmentCheck`).
+ */
+export interface OffsetsRule {
+  readonly kind: 'offsets';
+  readonly name: string;
+  /** The row count the last offset must equal. */
+  readonly total: DimExpr;
+  readonly code: string;
+}
+
+/**
+ * Two offsets tensors of one length: segment b of `name` is no longer than
+ * segment b of `within` (a request's queries are among its cached tokens).
+ * Checked after both tensors' own offsets rules.
+ */
+export interface SegmentsWithinRule {
+  readonly kind: 'segmentsWithin';
+  readonly name: string;
+  readonly within: string;
+  readonly code: string;
+}
+
 /** One numeric field of a tagged variant. */
 export interface TaggedField {
   readonly doc: string;
@@ -259,18 +298,25 @@ export interface GivenForDtypeRule {
   readonly refusedCode: string;
 }
 
-export type Arg = TensorArg | IntArg | NumberArg | ChoiceArg | CallbackArg | IntListArg | TaggedArg;
-export type Rule = ExactlyOneRule | DistinctRule | ContiguousRule | ValueRule | RequiresRule | GivenForDtypeRule;
+/** An argument of an op, one kind per declaration helper (`tensor`, `int`, `number`, `choice`, ...). */
+export type Arg = TensorArg | IntArg | NumberArg | ChoiceArg | FlagArg | CallbackArg | IntListArg | TaggedArg;
+/** A check across arguments (exactly one given, distinct names, contiguous outputs, value rules, ...). */
+export type Rule = ExactlyOneRule | DistinctRule | ContiguousRule | ValueRule | OffsetsRule | SegmentsWithinRule | RequiresRule | GivenForDtypeRule;
+/** One step of an op's contract, checked in order: an argument or a rule. */
 export type Step = Arg | Rule;
 
+/** An output an op returns (or writes into, when the caller passes it): its dtype and shape. */
 export interface OutputDecl {
   readonly name: string;
-  /** Same dtype as this tensor argument. */
+  /** Same dtype as this tensor argument (unless `dtype` fixes one). */
   readonly dtypeOf: string;
+  /** A dtype of its own whatever the inputs' (attention's f32 log-sum-exp). */
+  readonly dtype?: DType;
   readonly shape: readonly DimExpr[];
   readonly doc: string;
 }
 
+/** An op's whole contract: its name, dims, steps, outputs and error table, from which its signature, validator, catalog entries and docs page are generated. */
 export interface OpDecl {
   /** The name users call: a backend method, or `Class.method`. */
   readonly name: string;
@@ -283,6 +329,12 @@ export interface OpDecl {
   readonly errors: ErrorTable;
   readonly steps: readonly Step[];
   readonly outputs: readonly OutputDecl[];
+  /**
+   * Backends may not run it yet: its kernel is optional in `BackendKernels`,
+   * `backend.ops` lists it only where the kernel is there, and a call where it
+   * is not throws once its arguments are validated. Dropped once every backend has it.
+   */
+  readonly optionalKernel?: true;
 }
 
 /** A method of a stateful op: it runs on the object its constructor made and sees the dims and dtypes the constructor bound. */
@@ -333,6 +385,9 @@ export const tensor = (name: string, spec: Omit<TensorArg, 'kind' | 'name'>): Te
 export const int = (name: string, spec: Omit<IntArg, 'kind' | 'name'>): IntArg => ({ kind: 'int', name, ...spec });
 export const number = (name: string, spec: Omit<NumberArg, 'kind' | 'name'>): NumberArg => ({ kind: 'number', name, ...spec });
 export const choice = (name: string, spec: Omit<ChoiceArg, 'kind' | 'name'>): ChoiceArg => ({ kind: 'choice', name, ...spec });
+export const flag = (name: string, spec: Omit<FlagArg, 'kind' | 'name'>): FlagArg => ({ kind: 'flag', name, ...spec });
+export const offsets = (name: string, spec: Omit<OffsetsRule, 'kind' | 'name'>): OffsetsRule => ({ kind: 'offsets', name, ...spec });
+export const segmentsWithin = (name: string, within: string, code: string): SegmentsWithinRule => ({ kind: 'segmentsWithin', name, within, code });
 export const ints = (name: string, spec: Omit<IntListArg, 'kind' | 'name'>): IntListArg => ({ kind: 'ints', name, ...spec });
 export const requires = (name: string, withArgs: readonly string[], code: string): RequiresRule => ({ kind: 'requires', name, with: withArgs, code });
 export const callback = (name: string, spec: Omit<CallbackArg, 'kind' | 'name'>): CallbackArg => ({ kind: 'callback', name, ...spec });

@@ -13,15 +13,20 @@ import { render } from './render.js';
  * `explain(code)` of @kvkit/errors-catalog has the whole entry.
  */
 export class ContractError extends Error {
+  /** Always `'ContractError'`: what `isContractError` checks across copies of the package. */
   override readonly name = 'ContractError';
+  /** The check's stable code, `KV` and three digits: `npx kvkit explain <code>` prints its entry. */
   readonly code: string;
+  /** The call that failed: an op (`ropePoolFused`), a method (`materialize`) or a backend call (`tensor`, `sync`). */
   readonly op: string;
   /** The placeholder values of the message, and `dims`: every dim bound when the check failed. */
   readonly details: Readonly<Record<string, unknown>>;
+  /** What to do, most likely first: the fixes the code's declaration lists. */
   readonly fixes: readonly string[];
   /** The code's page on the configured docs site; undefined while no docs base is set. */
   readonly docsUrl: string | undefined;
 
+  /** The error of `code` raised by `op`: the message is rendered from the code's template with `details`, and ends with the bound `dims`. */
   constructor(code: string, op: string, details: Readonly<Record<string, unknown>> = {}, dims: Readonly<Record<string, number>> = {}) {
     const entry = entryOf(code);
     const what = entry ? render(entry.message, { op, ...details }) : `error ${code}`;
@@ -45,6 +50,7 @@ function entryOf(code: string): ErrorEntry | undefined {
   return key === undefined ? undefined : errorTable[key];
 }
 
+/** Whether `e` is a ContractError: by class, or by its name and `KV0xx` code where two copies of the package are loaded. */
 export function isContractError(e: unknown): e is ContractError {
   return e instanceof ContractError || (e instanceof Error && /^KV\d{3}$/.test((e as { code?: string }).code ?? '') && e.name === 'ContractError');
 }

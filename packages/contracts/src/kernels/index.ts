@@ -14,12 +14,25 @@ import { ropeNormRowsWgsl } from './ropeNormRows.js';
 import { claimSlotsCuda, ropePoolCuda, ropeRowsWgsl, ropeTableWgsl, slotOwnersWgsl } from './ropePoolFused.js';
 import { STRIDED_COPY_DIMS, stridedCopyWgsl } from './views.js';
 import { checkValuesCuda, checkValuesWgsl, RULES_PER_CHECK, VALUE_KIND } from './valueChecks.js';
+import { pagedWgslKernels } from './pagedAttention.js';
 
 export type { CudaElement, CudaEntry, CudaKernelDecl, CudaLaunch, CudaParam, CudaRecordDecl, RecordField, StorageBindingDecl, UniformField, WgslKernelDecl } from './declare.js';
 export { MAX_UNIFORM_WORDS } from './declare.js';
 export { GATHER_MAX_RANK } from './gatherStrided.js';
 export { FLOAT_CODE } from './floatCode.js';
 export { deviceRecords, RULES_PER_CHECK, STRIDED_COPY_DIMS, VALUE_KIND };
+export {
+  checkSegmentsCuda,
+  checkSegmentsWgsl,
+  copySlotsCuda,
+  copySlotsWgsl,
+  pagedAttentionCuda,
+  pagedAttentionMergeCuda,
+  pagedAttentionMergeWgsl,
+  pagedAttentionWgsl,
+  pagedCudaKernels,
+  pagedWgslKernels,
+} from './pagedAttention.js';
 
 export const cudaKernels = [checkValuesCuda, fusedNormRopeCuda, ropePoolCuda, claimSlotsCuda, poolReadCuda, gemmCuda, copyCuda, spinCuda, fillCuda, halvesCuda, gatherStridedCuda];
-export const wgslKernels = [checkValuesWgsl, normRopeWgsl, ropeRowsWgsl, ropeTableWgsl, slotOwnersWgsl, poolStoreWgsl, poolReadWgsl, gemmWgsl, gemmReduceWgsl, copyWgsl, fmaWgsl, stridedCopyWgsl, ropeNormRowsWgsl];
+export const wgslKernels = [checkValuesWgsl, normRopeWgsl, ropeRowsWgsl, ropeTableWgsl, slotOwnersWgsl, poolStoreWgsl, poolReadWgsl, gemmWgsl, gemmReduceWgsl, copyWgsl, fmaWgsl, stridedCopyWgsl, ropeNormRowsWgsl, ...pagedWgslKernels];

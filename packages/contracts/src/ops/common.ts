@@ -268,7 +268,7 @@ export const deviceErrors = errors({
   KV055: {
     title: 'WebGPU kernel failed to build',
     message: 'the WebGPU kernel {kernel} did not build on this device; the compiler said: {log}. {fix}',
-    raisedBy: ['read', 'readBits', 'fusedNormRopeStacked', 'createKvMaterializer', 'KvMaterializer.materialize', 'KvMaterializer.materializeInto', 'ropePoolFused', 'sync'],
+    raisedBy: ['read', 'readBits', 'fusedNormRopeStacked', 'createKvMaterializer', 'KvMaterializer.materialize', 'KvMaterializer.materializeInto', 'ropePoolFused', 'prepare', 'sync'],
     fixes: [
       'Report it to kvkit with the compiler log of the message and `backend.label` (the adapter): the shipped kernels should build on every WebGPU device.',
       'If something between kvkit and the device rewrites shaders (a capture or instrumentation layer, a wrapped device), build without it and try again.',
@@ -291,4 +291,5 @@ export const tensorCalls: readonly CallDecl[] = [
   { name: 'splitQkv', summary: 'q, k and v as views of one fused qkv projection, [N, (Hq + 2H)·D] or [N, Hq + 2H, D].', raises: [...TENSOR_IDENTITY, 'KV004', 'KV043', 'KV044', 'KV006', 'KV029'] },
   { name: 'sync', summary: 'Waits for the work enqueued so far; rejects with the first error a kernel recorded.', raises: ['KV003'] },
   { name: 'flush', summary: 'Submits the work enqueued so far without waiting, so later work of the application runs after it.', raises: ['KV003'] },
+  { name: 'prepare', summary: 'Builds ahead what a call of the op with these arguments will need; rejects with the error that call would throw, or KV044 for an op it does not take.', raises: ['KV003', 'KV044'] },
 ];

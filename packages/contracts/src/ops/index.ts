@@ -4,6 +4,8 @@ import { commonErrors, deviceErrors, tensorCalls, tensorErrors, viewErrors } fro
 import { fusedNormRopeStacked } from './fusedNormRopeStacked.js';
 import { kvMaterializer } from './kvMaterializer.js';
 import { kvPools } from './kvPools.js';
+import { copySlots } from './copySlots.js';
+import { pagedAttention } from './pagedAttention.js';
 import { ropePoolFused } from './ropePoolFused.js';
 import { ropeScaling } from './ropeScaling.js';
 
@@ -15,11 +17,14 @@ export const contractFiles: readonly { file: string; contract: ContractFile }[] 
   { file: 'src/ops/ropePoolFused.ts', contract: ropePoolFused },
   { file: 'src/ops/ropeScaling.ts', contract: ropeScaling },
   { file: 'src/ops/kvPools.ts', contract: kvPools },
+  { file: 'src/ops/pagedAttention.ts', contract: pagedAttention },
+  { file: 'src/ops/copySlots.ts', contract: copySlots },
 ];
 
 /** Ops in declaration order; a stateful op gives its constructor and then its methods (`KvMaterializer.materialize`). */
 export const opsOf = (c: ContractFile): OpDecl[] => [...c.ops, ...(c.stateful ?? []).flatMap(statefulOps)];
 
+/** Every op the backends expose, in declaration order: what the generator, the catalog and the docs are built from. */
 export const allOps: readonly OpDecl[] = contractFiles.flatMap((f) => opsOf(f.contract));
 
 export const allStateful: readonly StatefulDecl[] = contractFiles.flatMap((f) => f.contract.stateful ?? []);
@@ -27,4 +32,5 @@ export const allStateful: readonly StatefulDecl[] = contractFiles.flatMap((f) =>
 /** Backend calls that are not ops (`tensor`, `empty`, `read`) and the codes they raise. */
 export const allCalls: readonly CallDecl[] = contractFiles.flatMap((f) => f.contract.calls ?? []);
 
+/** Every error code declared by any contract, by code. */
 export const allErrors: Readonly<Record<string, ErrorDecl>> = Object.assign({}, ...contractFiles.map((f) => f.contract.errors));

@@ -78,7 +78,7 @@ export const layoutChoice = choice('layout', {
 });
 
 /** HND in front of the NHD shape's leading dims (`['L']` for the materializer's every-layer pools). */
-const hndShape = (leading: readonly DimExpr[]): readonly DimExpr[] => [...leading, 'numPages', 'H', 'pageSize', 'D'];
+export const hndShape = (leading: readonly DimExpr[]): readonly DimExpr[] => [...leading, 'numPages', 'H', 'pageSize', 'D'];
 
 /**
  * The pools, their scales and the rule tying scales to fp8, for an op whose
@@ -88,15 +88,16 @@ const hndShape = (leading: readonly DimExpr[]): readonly DimExpr[] => [...leadin
 /** An fp8 pool stores the code of x / scale: a scale that is 0, negative, NaN or infinite would fill it with NaN, infinities or flipped signs. */
 export const scaleValues = { above: 0, finite: true, code: 'KV019' } as const;
 
-export function poolSteps(opts: { modelDtype: string; leading: readonly DimExpr[]; nhd: { code: string; rankCode?: string }; doc: string }): Step[] {
+export function poolSteps(opts: { modelDtype: string; leading: readonly DimExpr[]; nhd: { code: string; rankCode?: string }; doc: string; reads?: boolean }): Step[] {
   const { leading, nhd } = opts;
+  const access = opts.reads ? 'read' : 'written in place';
   const byChoice = { choice: 'layout', options: { HND: { shape: hndShape(leading), code: 'KV073', rankCode: 'KV073', binds: { S: 'numPages*pageSize' } } } };
   const shape = [...leading, 'S', 'H', 'D'];
   const scale = (pool: string) =>
     tensor(`${pool[0]}Scale`, { dtype: F32, shape: ['1'], orShapes: [['H']], code: 'KV072', optional: true, doc: `Scale of ${pool} where it is fp8 (stored = x / scale): [1] per tensor or [H] per head, f32.` });
   return [
-    tensor('kPool', { dtype: sameAs(opts.modelDtype, ...FP8), shape, ...nhd, byChoice, doc: `K pool${opts.doc}, written in place: the model dtype, or fp8 with kScale.` }),
-    tensor('vPool', { dtype: sameAs('kPool'), shape, ...nhd, byChoice, doc: `V pool${opts.doc}, written in place: kPool's dtype and shape.` }),
+    tensor('kPool', { dtype: sameAs(opts.modelDtype, ...FP8), shape, ...nhd, byChoice, doc: `K pool${opts.doc}, ${access}: the model dtype, or fp8 with kScale.` }),
+    tensor('vPool', { dtype: sameAs('kPool'), shape, ...nhd, byChoice, doc: `V pool${opts.doc}, ${access}: kPool's dtype and shape.` }),
     scale('kPool'),
     scale('vPool'),
     givenForDtype(['kScale', 'vScale'], { tensor: 'kPool', dtypes: FP8, missingCode: 'KV070', refusedCode: 'KV071' }),

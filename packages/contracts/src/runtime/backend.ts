@@ -1,9 +1,11 @@
-import { wireOps } from '../generated/backend.js';
+import { kernelOps, wireOps } from '../generated/backend.js';
 import type { BackendOps, KvMaterializerKernels, OpKernels } from '../generated/backend.js';
+import { validateDequantizeKv, validateFusedNormRopeStacked, validateRopePoolFused } from '../generated/validators.js';
+import { ContractError } from '../errors/contractError.js';
 import { bitsView } from '../backend/hostData.js';
 import { numel } from '../tensor.js';
 import type { BackendKind, BitsData, BitsOf, DType, OwnedTensor, ReadResult, Shape, Tensor, TensorData } from '../tensor.js';
-import { backendDisposed } from './call.js';
+import { backendDisposed, describeValue } from './call.js';
 import type { ValidationContext } from './call.js';
 import { validateTensorBits, validateTensorCreation, validateTensorRead } from './tensors.js';
 import type { TensorLimit } from './tensors.js';
@@ -12,31 +14,56 @@ import { validateSplitQkv, validateView } from './views.js';
 
 /** Strides and offset of `backend.view`, in elements, relative to the base's element 0 (row-major strides when omitted). */
 export interface ViewOptions {
+  /** Elements between neighbours along each dim of the view; row-major for its shape when omitted. */
   readonly strides?: readonly number[];
+  /** Where the view's element 0 lies, in elements from the base's element 0 (default 0). */
   readonly offset?: number;
 }
 
 /** Head counts and head dim of a fused qkv projection, for `splitQkv`. */
 export interface QkvHeads<Hq extends number = number, H extends number = number, D extends number = number> {
+  /** Query heads (Hq). */
   readonly numQoHeads: Hq;
+  /** Key and value heads (H). */
   readonly numKvHeads: H;
+  /** Elements per head (D). */
   readonly headDim: D;
 }
 
 /** `splitQkv`'s views: q `[N, Hq, D]`, k and v `[N, H, D]`. */
 export interface QkvViews<DT extends DType = DType, N extends number = number, Hq extends number = number, H extends number = number, D extends number = number> {
+  /** The query heads, `[N, Hq, D]`. */
   readonly q: Tensor<DT, readonly [N, Hq, D]>;
+  /** The key heads, `[N, H, D]`. */
   readonly k: Tensor<DT, readonly [N, H, D]>;
+  /** The value heads, `[N, H, D]`. */
   readonly v: Tensor<DT, readonly [N, H, D]>;
 }
 
+/** The validator each op that `prepare` takes runs, the one its call runs. */
+const PREPARABLE = {
+  fusedNormRopeStacked: validateFusedNormRopeStacked,
+  ropePoolFused: validateRopePoolFused,
+  dequantizeKv: validateDequantizeKv,
+} as const;
+
+/** The ops `backend.prepare` builds ahead. */
+export type PreparableOp = keyof typeof PREPARABLE;
+/** What `prepare(op, args)` takes: the arguments of the call it prepares. */
+export type PrepareArgs<Op extends PreparableOp> = Parameters<BackendOps[Op]>[0];
+/** The validated arguments a backend's `prepare` receives for `op`. */
+export type PreparedCall<Op extends PreparableOp = PreparableOp> = ReturnType<(typeof PREPARABLE)[Op]>;
+
 /**
- * The public API every backend exposes (API.md): tensors and the ops, whose
- * typed signatures the generator writes into `BackendOps`. Ops enqueue and
+ * The public API every backend exposes: tensors and the ops, whose typed
+ * signatures the generator writes into `BackendOps` from the contracts. Ops enqueue and
  * return at once; `sync()` waits and reports device-found errors.
  */
 export interface Backend extends BackendOps {
+  /** Which backend this is: 'cpu', 'webgpu' or 'cuda'. */
   readonly kind: BackendKind;
+  /** The ops this backend runs. An op declared with an optional kernel that it lacks is missing here, and calling it throws once its arguments are validated. */
+  readonly ops: readonly (keyof BackendOps)[];
   /** `cpu backend #1`, `webgpu backend #2 (SwiftShader)`, ...: how messages name this instance. */
   readonly label: string;
   /**
@@ -44,6 +71,7 @@ export interface Backend extends BackendOps {
    * values too (a Uint16Array given as `bf16` holds numbers like 16256, not bit patterns): bits go to `tensorFromBits`.
    */
   tensor<const DT extends DType, const S extends Shape>(dtype: DT, shape: S, data?: TensorData): Tensor<DT, S>;
+  /** A tensor of `dtype` and `shape` whose contents are not set: an output to write into, or a pool. */
   empty<const DT extends DType, const S extends Shape>(dtype: DT, shape: S): Tensor<DT, S>;
   /**
    * A tensor holding `bits` exactly as the dtype stores them, copied without conversion (NaN payloads, signed zeros
@@ -70,6 +98,15 @@ export interface Backend extends BackendOps {
    * application submits to the same queue or stream afterwards runs after it.
    */
   flush(): void;
+  /**
+   * Builds ahead what a call of `op` with these arguments will need, so that the call itself compiles nothing:
+   * on WebGPU its pipelines (with `createComputePipelineAsync`) and the tables and scratch buffers it uses. Pass the
+   * call's own arguments: they are validated as the call validates them (its ContractError, as a rejection) and
+   * nothing is written to any of them. The CPU backend has nothing to build and resolves once they pass; so does
+   * CUDA, whose kernels are all in the fatbin loaded when the backend was made.
+   */
+  prepare<Op extends PreparableOp>(op: Op, args: PrepareArgs<Op>): Promise<void>;
+  /** Frees everything this backend made (its tensors, materializers and device objects); any later call throws KV003. Buffers, devices and streams the application passed in stay the application's. */
   dispose(): void;
 }
 
@@ -96,6 +133,8 @@ export interface BackendKernels extends OpKernels {
   sync(): Promise<void>;
   /** Submits whatever the backend holds back (a batch); a backend that submits as it goes does nothing. */
   flush(): void;
+  /** Builds ahead what the validated call will need (`Backend.prepare`); a backend without it has nothing to build. */
+  prepare?(op: PreparableOp, args: PreparedCall): Promise<void>;
   dispose(): void;
 }
 
@@ -158,6 +197,7 @@ export function defineBackend(kernels: BackendKernels): Backend {
   return {
     kind: kernels.kind,
     label: kernels.label,
+    ops: kernelOps(kernels),
     tensor,
     empty,
     tensorFromBits,
@@ -170,6 +210,14 @@ export function defineBackend(kernels: BackendKernels): Backend {
     flush: () => {
       if (disposed) throw backendDisposed('flush');
       kernels.flush();
+    },
+    prepare: async (op: PreparableOp, args: unknown, ...extra: unknown[]) => {
+      if (!Object.hasOwn(PREPARABLE, op)) {
+        const known = Object.keys(PREPARABLE).map((name) => `'${name}'`).join(', ');
+        throw new ContractError('KV044', 'prepare', { arg: 'op', expected: `one of ${known}`, actual: describeValue(op) });
+      }
+      const checked = PREPARABLE[op](args, ctx, extra.length);
+      await kernels.prepare?.(op, checked);
     },
     dispose: () => {
       if (disposed) return;

@@ -1,5 +1,7 @@
 import { breaksValueRule, valueBounds, valueRuleError } from '../backend/valueRules.js';
 import type { ValueBounds } from '../backend/valueRules.js';
+import { firstLongerSegment, firstOffsetsBreak, offsetsRuleError, segmentsWithinError } from '../backend/segmentRules.js';
+import type { OffsetsBounds, SegmentsWithinBounds } from '../backend/segmentRules.js';
 import type { ChoiceShape, DimExpr, DTypeRule, DuplicateRule, TaggedArg, TaggedField } from '../dsl/declare.js';
 import { evalDim, isDimName } from '../dsl/dims.js';
 import { isContiguous, layoutOf, storageOverlaps } from '../backend/viewLayout.js';
@@ -32,6 +34,15 @@ export interface Inherited {
   readonly dims: Readonly<Record<string, number>>;
   readonly dtypes: Readonly<Record<string, DType>>;
 }
+
+/**
+ * An offsets rule left to the device: `tensor` starts at 0, never decreases
+ * and ends at `total`; or (segmentsWithin) each of its segments is no longer
+ * than the same segment of `withinTensor`. The device checks these before the
+ * call's kernels read the tensors, and reports the first break through
+ * `offsetsRuleError` / `segmentsWithinError`.
+ */
+export type DeviceSegmentCheck = (OffsetsBounds & { readonly tensor: OwnedTensor }) | (SegmentsWithinBounds & { readonly tensor: OwnedTensor; readonly withinTensor: OwnedTensor });
 
 /** A value rule left to the device: its bounds resolved, its code and op ready for the error. */
 export interface DeviceCheck extends ValueBounds {
@@ -66,6 +77,7 @@ export class Call {
   readonly dims: Record<string, number>;
   readonly dtypes: Record<string, DType>;
   readonly deviceChecks: DeviceCheck[] = [];
+  readonly deviceSegmentChecks: DeviceSegmentCheck[] = [];
   /** Per destination index tensor, how tokens naming one value resolve: the backends read it here. */
   readonly duplicates: Record<string, DuplicateRule> = {};
 
@@ -111,6 +123,17 @@ export class Call {
     if (value === undefined) return;
     const limit = evalDim(atMost, this.dims);
     if (value % 2 !== 0 || (limit !== undefined && value > limit)) this.fail(code, { arg: name, actual: value, expected: limit });
+  }
+
+  atMost(name: string, value: number | undefined, limit: number, code: string): void {
+    if (value !== undefined && value > limit) this.fail(code, { arg: name, actual: value, expected: limit });
+  }
+
+  /** A boolean parameter; `fallback` when omitted. */
+  flag(name: string, value: unknown, fallback: boolean, code: string): boolean {
+    if (value === undefined) return fallback;
+    if (typeof value !== 'boolean') this.fail(code, { arg: name, expected: 'true or false', actual: describeValue(value) });
+    return value;
   }
 
   multipleOf(name: string, value: number | undefined, of: DimExpr, code: string): void {
@@ -329,6 +352,37 @@ export class Call {
     for (let i = 0; i < host.length; i++) {
       if (breaksValueRule(bounds, host[i]!)) throw valueRuleError(bounds, i, host[i]!, this.dims);
     }
+  }
+
+  /** An offsets tensor (indptr): checked now where its values are on the host, else handed to the device. */
+  offsets(name: string, t: OwnedTensor | undefined, total: DimExpr, code: string): void {
+    if (t === undefined) return;
+    const totalValue = evalDim(total, this.dims);
+    if (totalValue === undefined) throw new Error(`${this.op}: the total of ${name}'s offsets, ${total}, is not bound when it is checked`);
+    // No entry at all is known from the shape alone, so every backend refuses it here.
+    if (t.shape[0] === 0) this.fail(code, { arg: name, index: 0, actual: 'nothing', problem: 'an indptr holds B + 1 entries, at least the 0 it starts with' });
+    const rule: OffsetsBounds = { kind: 'offsets', arg: name, totalName: total, total: totalValue, code, op: this.op };
+    const host = this.ctx.hostValues?.(t);
+    if (host === undefined) {
+      this.deviceSegmentChecks.push({ ...rule, tensor: t });
+      return;
+    }
+    const broken = firstOffsetsBreak(host, totalValue);
+    if (broken) throw offsetsRuleError(rule, broken.index, host[broken.index]!, broken.how, this.dims);
+  }
+
+  /** Each segment of `name` no longer than the same segment of `within` (both offsets tensors checked before). */
+  segmentsWithin(name: string, t: OwnedTensor | undefined, within: string, withinT: OwnedTensor | undefined, code: string): void {
+    if (t === undefined || withinT === undefined) return;
+    const rule: SegmentsWithinBounds = { kind: 'segmentsWithin', arg: name, within, code, op: this.op };
+    const host = this.ctx.hostValues?.(t);
+    const hostWithin = this.ctx.hostValues?.(withinT);
+    if (host === undefined || hostWithin === undefined) {
+      this.deviceSegmentChecks.push({ ...rule, tensor: t, withinTensor: withinT });
+      return;
+    }
+    const longer = firstLongerSegment(host, hostWithin);
+    if (longer) throw segmentsWithinError(rule, longer.index, longer.length, longer.limit, this.dims);
   }
 
   /** `[L, T, H, D] = [2, 4, 2, 8]`, with `?` for dims not bound yet. */

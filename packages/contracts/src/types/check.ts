@@ -9,8 +9,9 @@ import type { DType, Shape } from '../tensor.js';
  * and the shape it expected where the check is about one.
  */
 export interface ContractViolation<Code extends string, Message extends string, Expected = never> {
+  /** The code and title of the check that failed, as tsc prints them in its error. */
   readonly kvkitContractViolation: `${Code}: ${Message}`;
-  /** The shape the contract wanted, as far as it is known at compile time. */
+  /** What the contract wanted, as far as it is known at compile time: the shape, or the dtypes it accepts. */
   readonly expected: Expected;
 }
 
@@ -40,6 +41,22 @@ type AxesEq<S extends Shape, E extends readonly unknown[]> = S extends readonly 
       : false
     : true
   : true;
+
+/** The members of a union of shapes that have rank `N` (all of a shape of unknown rank). `S extends unknown` only distributes: it holds for a dim typed as a type parameter too. */
+export type OfRank<S extends Shape, N extends number> = S extends unknown ? (RankIs<S, N> extends true ? S : never) : never;
+
+/** The literal dim `K` of an object of dims; `number` where it is absent or not literal. */
+export type DimOf<T, K extends PropertyKey> = T extends { readonly [P in K]: infer X extends number } ? X : number;
+
+/**
+ * A dim no member binds (`never`) is left to the runtime check, as `number`. Written as a union: as a
+ * plain conditional, a dim typed as the caller's own type parameter would stay unresolved there and
+ * no longer meet itself in `DimEq`.
+ */
+export type Known<X> = X | ([X] extends [never] ? number : never);
+
+/** `unknown` when no member of a union argument violated its checks; otherwise the violations, each naming its code. */
+export type MemberChecks<V> = [V] extends [never] ? unknown : V;
 
 export type RankIs<S extends Shape, N extends number> = number extends S['length'] ? true : S['length'] extends N ? true : false;
 
@@ -83,6 +100,9 @@ export type EvenAtMost<R extends number, D extends number> = IsLiteral<R> extend
       : true
     : false
   : true;
+
+/** A literal dim at most `Limit`; a `number` one passes to the runtime check. */
+export type AtMost<N extends number, Limit extends number> = IsLiteral<N> extends true ? (Gt<N, Limit> extends 1 ? false : true) : true;
 
 export type MultipleOf<A extends number, B extends number> = IsLiteral<A> extends true ? (IsLiteral<B> extends true ? (Mod<A, B> extends 0 ? true : false) : true) : true;
 

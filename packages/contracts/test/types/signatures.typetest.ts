@@ -5,6 +5,7 @@
  * through to the runtime validators.
  */
 import { expectTypeOf } from 'vitest';
+import { modelDims } from '../../src/index.js';
 import type { Backend, ContractViolation, Tensor } from '../../src/index.js';
 
 declare const backend: Backend;
@@ -261,6 +262,50 @@ backend.dequantizeKv({ ...read3, pool: backend.empty('fp8e4m3', [400, 8, 128]), 
 backend.dequantizeKv({ ...read3, pool: hndPool, rows: backend.empty('bf16', [3, 8, 16]), layout: 'HND' });
 // @ts-expect-error KV072
 backend.dequantizeKv({ ...read3, pool: hndPool, scale: backend.tensor('f32', [16]), rows: backend.empty('bf16', [3, 8, 128]), layout: 'HND' });
+// --- A pool whose layout is picked at run time: a union of an HND and an NHD tensor. Each member is checked
+// against the layouts `layout` allows: one literal allows one, a union of both (or a `string`) either, and which
+// member goes with which value is the runtime check's (KV073, KV035).
+declare const paged: boolean;
+declare const layoutName: string;
+const pagedLayout = paged ? 'HND' : 'NHD';
+const eitherK = paged ? backend.empty('f16', [25, 2, 4, 8]) : backend.empty('f16', [100, 2, 8]);
+const eitherV = paged ? backend.empty('f16', [25, 2, 4, 8]) : backend.empty('f16', [100, 2, 8]);
+backend.ropePoolFused({ ...rope, kPool: eitherK, vPool: eitherV, layout: pagedLayout });
+backend.ropePoolFused({ ...rope, kPool: eitherK, vPool: eitherV, layout: layoutName });
+backend.ropePoolFused({ ...rope, kPool: eitherK, vPool: eitherV, layout: paged ? 'HND' : 'NHD' });
+backend.ropePoolFused({ ...rope, layout: pagedLayout });
+// One layout allowed: the member of the other one fails with that layout's code.
+// @ts-expect-error KV035
+backend.ropePoolFused({ ...rope, kPool: eitherK, vPool: eitherV });
+// @ts-expect-error KV073
+backend.ropePoolFused({ ...rope, kPool: eitherK, vPool: eitherV, layout: 'HND' });
+// A member that fits neither layout fails with the code of the layout of its rank, or the rank code.
+// @ts-expect-error KV073: the HND member has 3 heads
+backend.ropePoolFused({ ...rope, kPool: paged ? backend.empty('f16', [25, 3, 4, 8]) : backend.empty('f16', [100, 2, 8]), vPool: eitherV, layout: pagedLayout });
+// @ts-expect-error KV036: the NHD member's head dim is 7
+backend.ropePoolFused({ ...rope, kPool: eitherK, vPool: paged ? backend.empty('f16', [25, 2, 4, 8]) : backend.empty('f16', [100, 2, 7]), layout: pagedLayout });
+// @ts-expect-error KV035: a 5-D member is neither
+backend.ropePoolFused({ ...rope, kPool: paged ? backend.empty('f16', [25, 2, 4, 8, 1]) : backend.empty('f16', [100, 2, 8]), vPool: eitherV, layout: pagedLayout });
+// vPool is compared with kPool's member of the same layout: other page counts fail.
+// @ts-expect-error KV073
+backend.ropePoolFused({ ...rope, kPool: eitherK, vPool: paged ? backend.empty('f16', [24, 2, 4, 8]) : backend.empty('f16', [100, 2, 8]), layout: pagedLayout });
+// dequantizeKv: rows and scale take H and D from whichever member is read.
+const eitherPool = paged ? backend.empty('fp8e4m3', [25, 8, 16, 128]) : backend.empty('fp8e4m3', [400, 8, 128]);
+backend.dequantizeKv({ ...read3, pool: eitherPool, rows: backend.empty('bf16', [3, 8, 128]), layout: pagedLayout });
+// @ts-expect-error KV074
+backend.dequantizeKv({ ...read3, pool: eitherPool, rows: backend.empty('bf16', [3, 8, 16]), layout: pagedLayout });
+// @ts-expect-error KV072
+backend.dequantizeKv({ ...read3, pool: eitherPool, scale: backend.tensor('f32', [16]), rows: backend.empty('bf16', [3, 8, 128]), layout: pagedLayout });
+// @ts-expect-error KV035
+backend.dequantizeKv({ ...read3, pool: eitherPool, rows: backend.empty('bf16', [3, 8, 128]) });
+// materializeInto: [L, S, H, D] or [L, numPages, H, pageSize, D].
+const eitherLayers = paged ? backend.empty('bf16', [2, 25, 2, 4, 8]) : backend.empty('bf16', [2, 100, 2, 8]);
+m.materializeInto({ ctxHidden, positions, slots: positions, kPool: eitherLayers, vPool: eitherLayers, layout: pagedLayout });
+// @ts-expect-error KV024
+m.materializeInto({ ctxHidden, positions, slots: positions, kPool: eitherLayers, vPool: eitherLayers });
+// @ts-expect-error KV073: the paged member has 3 layers
+m.materializeInto({ ctxHidden, positions, slots: positions, kPool: paged ? backend.empty('bf16', [3, 25, 2, 4, 8]) : backend.empty('bf16', [2, 100, 2, 8]), vPool: eitherLayers, layout: pagedLayout });
+
 // fp8 pools take the model dtype's place; a scale is [1] or [H] (KV072).
 backend.ropePoolFused({ ...rope, kPool: backend.empty('fp8e4m3', [100, 2, 8]), vPool: backend.empty('fp8e4m3', [100, 2, 8]), kScale: backend.empty('f32', [1]), vScale: backend.empty('f32', [2]) });
 // @ts-expect-error KV072
@@ -291,6 +336,44 @@ declare const wrongKOut: Tensor<'bf16', readonly [4, 2, 2, 8]>;
 type KOutParam = Parameters<typeof backend.fusedNormRopeStacked<2, 8, 8, 'neox', typeof kv, typeof kNormWeight, typeof eps, typeof cosSinCache, typeof positions, typeof wrongKOut, Tensor>>[0]['kOut'];
 expectTypeOf<Exclude<KOutParam, undefined>>().toEqualTypeOf<Tensor<'bf16', readonly [4, 2, 2, 8]> & ContractViolation<'KV014', 'Output is not [L, T, H, D]', readonly [2, 4, 2, 8]>>();
 
+// --- A dtype violation names the dtypes the contract accepts.
+declare const intKv: Tensor<'i32', readonly [4, 2, 32]>;
+type KvParam = Parameters<typeof backend.fusedNormRopeStacked<2, 8, 8, 'neox', typeof intKv, typeof kNormWeight, typeof eps, typeof cosSinCache, typeof positions, Tensor, Tensor>>[0]['kv'];
+expectTypeOf<KvParam>().toEqualTypeOf<Tensor<'i32', readonly [4, 2, 32]> & ContractViolation<'KV004', 'Unsupported dtype', 'f32' | 'f16' | 'bf16'>>();
+// @ts-expect-error KV004 prints "f32" | "f16" | "bf16"
+backend.ropePoolFused({ ...rope, q: backend.tensor('i64', [4, 8, 8]) });
+// @ts-expect-error KV005 prints "f16" | "fp8e4m3" | "fp8e5m2"
+backend.ropePoolFused({ ...rope, kPool: backend.empty('bf16', [100, 2, 8]), vPool: backend.empty('bf16', [100, 2, 8]) });
+
+// --- Dims in a shared object: a plain object widens them to `number`, which passes every shape check (left to
+// run time, and the outputs say `number`); `modelDims` keeps them literal, so the checks stay on.
+const widened = { numQoHeads: 8, numKvHeads: 2, headDim: 8, ropeBase: 1e6 };
+const { q: q4, k: k4, v: v4, slots: slots4 } = rope;
+const unchecked = backend.ropePoolFused({ ...widened, q: q4, k: k4, v: v4, positions, slots: slots4, kPool: backend.empty('f16', [100, 3, 8]), vPool: pool });
+expectTypeOf(unchecked.kRot.shape).toEqualTypeOf<readonly [4, number, number]>();
+const dims = modelDims({ numQoHeads: 8, numKvHeads: 2, headDim: 8, ropeBase: 1e6, ropeScaling: { type: 'yarn', factor: 4, originalMaxPositions: 32768 } });
+expectTypeOf(dims.numKvHeads).toEqualTypeOf<2>();
+const checked = backend.ropePoolFused({ ...dims, q: q4, k: k4, v: v4, positions, slots: slots4, kPool: pool, vPool: pool });
+expectTypeOf(checked.kRot.shape).toEqualTypeOf<readonly [4, 2, 8]>();
+// @ts-expect-error KV036
+backend.ropePoolFused({ ...dims, q: q4, k: k4, v: v4, positions, slots: slots4, kPool: backend.empty('f16', [100, 3, 8]), vPool: pool });
+// @ts-expect-error KV031
+backend.ropePoolFused({ ...dims, q: backend.tensor('f16', [4, 4, 8]), k: k4, v: v4, positions, slots: slots4, kPool: pool, vPool: pool });
+backend.fusedNormRopeStacked({ ...base, ...modelDims({ numKvHeads: 2, headDim: 8, rotaryDim: 8 }) });
+// @ts-expect-error KV011
+backend.fusedNormRopeStacked({ ...base, ...modelDims({ numKvHeads: 4, headDim: 8, rotaryDim: 8 }) });
+// Dims computed at run time stay accepted; the literal ones beside them are still checked.
+modelDims({ numKvHeads: n, headDim: 128 });
+// modelDims checks the dims it is given as the ops do.
+// @ts-expect-error KV006
+modelDims({ numKvHeads: 0, headDim: 128 });
+// @ts-expect-error KV037
+modelDims({ numQoHeads: 28, numKvHeads: 8 });
+// @ts-expect-error KV007
+modelDims({ headDim: 64, rotaryDim: 65 });
+// @ts-expect-error a dim is a number
+modelDims({ headDim: '128' });
+
 // --- Generic code: a dim typed as the caller's own type parameter passes through to the runtime check.
 export function normRopeAnyLength<T extends number>(kvT: Tensor<'bf16', readonly [T, 2, 32]>, positionsT: Tensor<'i32', readonly [T]>) {
   const { kOut } = backend.fusedNormRopeStacked({ ...base, kv: kvT, positions: positionsT });
@@ -302,6 +385,18 @@ export function normRopeAnyLength<T extends number>(kvT: Tensor<'bf16', readonly
     writeLayerKv: (_layer, k) => expectTypeOf(k.shape).toEqualTypeOf<readonly [T, 2, 8]>(),
   });
   return kOut;
+}
+
+// Pools whose slot count is the caller's type parameter, in either layout or a union of both.
+export function poolsAnySize<S extends number>(nhd: Tensor<'f16', readonly [S, 2, 8]>, hnd: Tensor<'f16', readonly [S, 2, 4, 8]>, pagedT: boolean) {
+  backend.ropePoolFused({ ...rope, kPool: nhd, vPool: nhd });
+  backend.ropePoolFused({ ...rope, kPool: hnd, vPool: hnd, layout: 'HND' });
+  backend.ropePoolFused({ ...rope, kPool: pagedT ? hnd : nhd, vPool: pagedT ? hnd : nhd, layout: pagedT ? 'HND' : 'NHD' });
+  backend.dequantizeKv({ pool: hnd, slots: rope.slots, rows: backend.empty('f32', [4, 2, 8]), layout: 'HND' });
+  // @ts-expect-error KV074
+  backend.dequantizeKv({ pool: hnd, slots: rope.slots, rows: backend.empty('f32', [4, 2, 4]), layout: 'HND' });
+  // @ts-expect-error KV036
+  backend.ropePoolFused({ ...rope, kPool: nhd, vPool: backend.empty('f16', [9, 3, 8]) });
 }
 
 // --- tensorFromBits / readBits: the bits' array follows the dtype, and readBits returns the stored layout.

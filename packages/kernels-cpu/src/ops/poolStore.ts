@@ -77,3 +77,23 @@ export function readPoolRows(target: PoolTarget, slots: Storage, rows: FloatAcce
     }
   }
 }
+
+/** Reads head rows of a pool as values in f64: the stored value for a float pool, decode(code) * scale in f32 for fp8 (as dequantizeKv gives it). */
+export function poolRowReader(target: PoolTarget): (slot: number, head: number, dst: Float64Array, at: number) => void {
+  const { geometry: g, scales } = target;
+  const D = g.headDim;
+  if (scales === undefined) {
+    const pool = floatAccess(target.dtype, target.data);
+    return (slot, head, dst, at) => {
+      const from = poolRowStart(g, 0, slot, head);
+      for (let i = 0; i < D; i++) dst[at + i] = pool.get(from + i);
+    };
+  }
+  const codes = target.data as Uint8Array;
+  const dtype = target.dtype as Fp8DType;
+  return (slot, head, dst, at) => {
+    const from = poolRowStart(g, 0, slot, head);
+    const scale = scales[head]!;
+    for (let i = 0; i < D; i++) dst[at + i] = dequantizedValue(decodeFp8(dtype, codes[from + i]!), scale);
+  };
+}

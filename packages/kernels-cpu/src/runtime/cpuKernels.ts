@@ -1,11 +1,13 @@
 import { numel } from '@kvkit/contracts';
 import type { DType, Shape, TensorData } from '@kvkit/contracts';
 import { encodeTensorData, layoutOf, TYPED_ARRAY_MAX_LENGTH } from '@kvkit/contracts/backend';
-import type { BackendKernels, ViewLayout, CreateKvMaterializerChecked, DequantizeKvChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
+import type { BackendKernels, ViewLayout, CopySlotsChecked, CreateKvMaterializerChecked, DequantizeKvChecked, PagedAttentionChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';
 import { poolTarget, readPoolRows } from '../ops/poolStore.js';
 import { ropePoolFused } from '../ops/ropePoolFused.js';
+import { copySlots } from '../ops/copySlots.js';
+import { pagedAttention } from '../ops/pagedAttention.js';
 import { allocateStorage, CpuTensor } from './cpuTensor.js';
 import type { Storage } from './cpuTensor.js';
 import { decodeToF32, floatAccess } from './floatAccess.js';
@@ -13,7 +15,9 @@ import type { FloatAccess } from './floatAccess.js';
 
 /** Buffers this backend has allocated: tensors, workspaces, caches. Steady-state calls leave it unchanged. */
 export interface CpuBackendStats {
+  /** Buffers allocated since the backend was made. */
   readonly buffersAllocated: number;
+  /** Their bytes, in all. */
   readonly bytesAllocated: number;
 }
 
@@ -129,6 +133,14 @@ export class CpuKernels implements BackendKernels {
 
   dequantizeKv(args: DequantizeKvChecked): void {
     readPoolRows(poolTarget(this, args.pool, args.scale, args.layout, args.dims), this.own(args.slots).data, this.floats(args.rows));
+  }
+
+  pagedAttention(args: PagedAttentionChecked): { out: OwnedTensor; lse: OwnedTensor } {
+    return pagedAttention(this, args);
+  }
+
+  copySlots(args: CopySlotsChecked): void {
+    copySlots(this, args);
   }
 
   /** Nothing is deferred on the CPU: every op has finished when it returns. */

@@ -11,6 +11,7 @@ import { cudaUnavailable } from './errors.js';
 import { loadFatbin } from './fatbin.js';
 import { cudaKernelsOf, register } from './registry.js';
 
+/** Options of `createCudaBackend`: the device, the application's stream, the kernels' fatbin, the GEMM and the driver. */
 export interface CudaBackendOptions {
   /** Device ordinal (default 0; with `stream`, the stream's device). */
   readonly device?: number;

@@ -7,14 +7,19 @@ import type { LibraryHandle } from 'koffi';
 import type { ContractError } from '@kvkit/contracts';
 import { cudaCallFailed } from './errors.js';
 
+/** A CUDA device as the driver reports it. */
 export interface CudaDevice {
+  /** Its ordinal: the `device` option of `createCudaBackend`. */
   readonly ordinal: number;
+  /** The product name, e.g. `NVIDIA H200`. */
   readonly name: string;
   /** Compute capability as `major.minor`, e.g. `9.0` for Hopper. */
   readonly computeCapability: string;
+  /** Device memory, in bytes. */
   readonly totalMemoryBytes: number;
 }
 
+/** What `probeCuda()` found: the driver's version and the devices, or why there are none. */
 export type CudaProbe =
   | { readonly ok: true; readonly driverVersion: string; readonly devices: readonly CudaDevice[] }
   | { readonly ok: false; readonly reason: string };

@@ -4,7 +4,9 @@ import { cudaKernelsOf } from './registry.js';
 
 /** What a CUDA backend runs on and with. */
 export interface CudaBackendInfo {
+  /** The device the backend runs on. */
   readonly device: CudaDevice;
+  /** Its streaming multiprocessors: how many blocks the launch plans fill the GPU with. */
   readonly multiprocessors: number;
   /** The projection GEMM: cuBLASLt (and which library) or the package's own kernels, and why. */
   readonly gemm: { readonly engine: 'cublasLt'; readonly library: string } | { readonly engine: 'kvkit'; readonly reason: string };
@@ -16,6 +18,7 @@ export interface CudaBackendInfo {
   readonly overlappedLaunch: { readonly enabled: true } | { readonly enabled: false; readonly reason: string };
 }
 
+/** What a CUDA backend runs on and with: its device, GEMM engine, allocations and launch overlap. Another backend: KV044. */
 export function cudaBackendInfo(backend: Backend): CudaBackendInfo {
   const k = cudaKernelsOf(backend, 'cudaBackendInfo');
   return {

@@ -1,6 +1,6 @@
 import type { FloatDType, IndexDType } from '@kvkit/contracts';
 import type { CreateKvMaterializerChecked, KvMaterializerMaterializeChecked, KvMaterializerMaterializeIntoChecked, MaterializerKernels } from '@kvkit/contracts/backend';
-import { MAX_POSITION_BELOW, OpLifecycle, Workspace } from '@kvkit/contracts/backend';
+import { OpLifecycle, Workspace } from '@kvkit/contracts/backend';
 import type { DeviceCheck, OpCall } from '@kvkit/contracts/backend';
 import type { DuplicateRule } from '@kvkit/contracts/backend';
 import { align } from '../runtime/gpuRuntime.js';
@@ -247,8 +247,8 @@ class WgslKvMaterializer implements MaterializerKernels {
         tokens: T,
         layers: L,
         heads: H,
-        // The contract's bound ([0, P) with a cache, [0, 2^31) with ropeBase), never more than a u32 holds.
-        positionBelow: positionRule?.below ?? MAX_POSITION_BELOW,
+        // The contract's bound ([0, P) with a cache, [0, 2^31) with ropeBase: its rule's ceiling), never more than a u32 holds.
+        positionBelow: positionRule!.below!,
         slotBelow: args.dims.S ?? 0,
         destLayerBytes,
         callFlag,

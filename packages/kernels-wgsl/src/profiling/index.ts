@@ -8,15 +8,19 @@ import type { Backend, FloatDType } from '@kvkit/contracts';
 import { ContractError } from '@kvkit/contracts';
 import { decodeBf16, decodeF16, encodeHalves } from '@kvkit/contracts/backend';
 import { launchGemm } from '../ops/launch.js';
-import { webGpuKernelsOf } from '../runtime/createBackend.js';
+import { webGpuKernelsOf } from '../runtime/registry.js';
 import type { DeviceStorage } from '../runtime/gpuRuntime.js';
 import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
 import { copyShader, fmaFlopsPerInvocation, fmaShader } from '../shaders/ceilings.wgsl.js';
 import { planCopy, planFma } from '../shaders/plan.js';
 
+/** Device time per call of what an `enqueue` callback enqueued: the median and every sample, and how it was measured. */
 export interface DeviceTiming {
+  /** The median sample, in microseconds. */
   readonly medianUs: number;
+  /** Every sample, in microseconds per call. */
   readonly samplesUs: readonly number[];
+  /** 'timestamp-query' where the device has timestamps, else 'wall-clock' over many calls per submit. */
   readonly method: 'timestamp-query' | 'wall-clock';
 }
 
@@ -126,7 +130,9 @@ async function timeByWallClock(k: WebGpuKernels, enqueue: () => void, reps: numb
 export interface CopyCeiling {
   /** `webgpu-copy-x1`, `-x2`, `-x4`: vec4<u32> copied per invocation. */
   readonly name: string;
+  /** GB/s: bytes read plus bytes written, per second of device time. */
   readonly gbs: number;
+  /** The device time it was computed from. */
   readonly timing: DeviceTiming;
 }
 

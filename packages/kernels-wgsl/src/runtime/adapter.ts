@@ -6,16 +6,23 @@
  */
 export const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
 
+/** `probeWebGpu()` found an adapter. */
 export interface AdapterFound {
+  /** True: an adapter was found. */
   readonly ok: true;
+  /** The adapter itself (in Node, from the Dawn instance the probe started). */
   readonly adapter: GPUAdapter;
+  /** Its vendor, architecture and description, as messages and labels print it. */
   readonly description: string;
   /** True for a software rasteriser (SwiftShader): correct, but no measure of GPU speed. */
   readonly software: boolean;
+  /** The WebGPU features it offers (`shader-f16`, `subgroups`, `timestamp-query`, ...). */
   readonly features: readonly string[];
 }
 
+/** `probeWebGpu()` found no adapter: why, what was tried and how to get one. */
 export interface AdapterMissing {
+  /** False: no adapter here. */
   readonly ok: false;
   /** Why none was found, and how to get one. */
   readonly reason: string;
@@ -25,6 +32,7 @@ export interface AdapterMissing {
   readonly fix: string;
 }
 
+/** What `probeWebGpu()` answers: an adapter (`ok: true`) or why there is none. */
 export type AdapterProbe = AdapterFound | AdapterMissing;
 
 /** Where the backend runs decides how to get an adapter: Node needs a Vulkan driver for Dawn, a browser needs WebGPU on. */

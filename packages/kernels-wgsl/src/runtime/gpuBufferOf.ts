@@ -1,10 +1,12 @@
 import type { Tensor } from '@kvkit/contracts';
 import { isTensor, TENSOR_OWNER, validateTensorUse } from '@kvkit/contracts/backend';
 import type { GpuTensor } from './gpuTensor.js';
-import { WebGpuKernels } from './webGpuKernels.js';
+import { allKernels } from './registry.js';
+import type { WebGpuKernels } from './webGpuKernels.js';
 
 /** Where a WebGPU tensor's elements lie, for handing a result to the application's own passes. */
 export interface GpuBufferRange {
+  /** The backend's buffer holding the tensor; valid while the tensor lives, never the application's to destroy. */
   readonly buffer: GPUBuffer;
   /** Byte offset of element 0 in `buffer` (kvkit's tensors may be slices of a larger buffer). */
   readonly byteOffset: number;
@@ -27,7 +29,7 @@ const ANY_WEBGPU_BACKEND = { label: 'a WebGPU backend' };
  */
 export function gpuBufferOf(tensor: Tensor): GpuBufferRange {
   const owner = isTensor(tensor) ? tensor[TENSOR_OWNER] : undefined;
-  const webGpu = owner instanceof WebGpuKernels ? owner : undefined;
+  const webGpu = owner !== undefined && allKernels.has(owner) ? (owner as WebGpuKernels) : undefined;
   const t = validateTensorUse({ owner: webGpu ?? ANY_WEBGPU_BACKEND, label: webGpu?.label ?? ANY_WEBGPU_BACKEND.label }, 'gpuBufferOf', tensor) as GpuTensor;
   // A strided view's bytes run from its first element to one past its last.
   const last = t.shape.reduce((end, d, i) => end + Math.max(0, d - 1) * t.strides[i]!, 0);

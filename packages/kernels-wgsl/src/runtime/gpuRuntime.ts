@@ -41,6 +41,13 @@ export interface CompiledKernel<P = any, R = any> {
   readonly ranges?: R;
 }
 
+/** A kernel a dry run met that the cache lacks: what `buildAhead` compiles. */
+export interface PlannedKernel {
+  readonly key: string;
+  readonly plan: KernelPlan;
+  readonly build: () => KernelSource<any, any>;
+}
+
 /** `Q` with no property beyond `P`'s: a misspelt field fails to compile even where excess-property checks do not run. */
 export type Exactly<P, Q extends P> = Q & Record<Exclude<keyof Q, keyof P>, never>;
 
@@ -93,7 +100,7 @@ export class GpuRuntime {
   #encoder: GPUCommandEncoder | undefined;
   #pass: GPUComputePassEncoder | undefined;
   readonly #uniform: GPUBuffer;
-  readonly #params = new Uint32Array((PARAM_BLOCK * PARAM_BLOCKS) / 4);
+  #params = new Uint32Array((PARAM_BLOCK * PARAM_BLOCKS) / 4);
   #paramBlocks = 0;
   #destroyAfterSubmit: GPUBuffer[] = [];
   readonly #kernels = new Map<string, CompiledKernel>();
@@ -113,6 +120,12 @@ export class GpuRuntime {
   readonly #failedBuilds = new Map<string, { readonly kernel: string; readonly log: string }>();
   /** The first failed build not yet thrown by a read or sync. */
   #unreportedBuild: { readonly kernel: string; readonly log: string } | undefined;
+  /** While a dry run plans a call (`planAhead`): the kernels it needs that the cache lacks; nothing is recorded. */
+  #planned: Map<string, PlannedKernel> | undefined;
+  /** While a call is rehearsed (`rehearse`): the batch set aside, restored after. */
+  #rehearsing: { readonly encoder: GPUCommandEncoder | undefined; readonly pass: GPUComputePassEncoder | undefined; readonly params: Uint32Array<ArrayBuffer>; readonly blocks: number; readonly dispatches: number } | undefined;
+  /** Builds started ahead, by key, so two prepares of one kernel compile it once. */
+  readonly #buildingAhead = new Map<string, Promise<void>>();
 
   constructor(device: GPUDevice, caps: DeviceCaps, timestamps: boolean, explicitBatching = false) {
     this.device = device;
@@ -260,12 +273,17 @@ export class GpuRuntime {
   }
 
   #touch(buffer: GPUBuffer): void {
+    if (this.#rehearsing) return; // never submitted: no submit is owed for it
     this.#pending.add(buffer);
     if (this.#shared.has(buffer)) this.#pendingShared = true;
   }
 
   /** Destroys the buffer once the work recorded so far has been submitted (submitted work keeps it alive). */
   destroyLater(buffer: GPUBuffer): void {
+    if (this.#rehearsing && !this.#rehearsing.encoder) {
+      buffer.destroy(); // no submitted work can hold it, and the rehearsal's is never submitted
+      return;
+    }
     if (this.#encoder) this.#destroyAfterSubmit.push(buffer);
     else buffer.destroy();
   }
@@ -276,9 +294,23 @@ export class GpuRuntime {
     if (cached) return cached;
     const failed = this.#failedBuilds.get(key);
     if (failed) throw this.buildError(this.#entry, failed);
+    if (this.#planned) {
+      // A dry run only notes the kernel; the placeholder is never dispatched (dispatch records nothing meanwhile).
+      if (!this.#planned.has(key)) this.#planned.set(key, { key, plan, build });
+      return { key, pipeline: undefined!, layout: undefined!, bindings: [], writeUniforms: () => {} };
+    }
     const source = build();
     // The build's own errors go to this scope, not to the device's uncaptured errors: the report names the kernel.
     this.device.pushErrorScope('validation');
+    const { module, layout, pipelineLayout } = this.#moduleAndLayout(plan, source);
+    const pipeline = this.device.createComputePipeline({ label: plan.kernel, layout: pipelineLayout, compute: { module, entryPoint: 'main' } });
+    this.#pendingBuilds.push(this.#reportBuild(key, plan.kernel, source.code, module, this.device.popErrorScope()));
+    const compiled: CompiledKernel<P, R> = { key, pipeline, layout, bindings: source.bindings, writeUniforms: source.writeUniforms };
+    this.#kernels.set(key, compiled);
+    return compiled;
+  }
+
+  #moduleAndLayout(plan: KernelPlan, source: KernelSource<any, any>): { module: GPUShaderModule; layout: GPUBindGroupLayout; pipelineLayout: GPUPipelineLayout } {
     const module = this.device.createShaderModule({ code: source.code, label: plan.kernel });
     const layout = this.device.createBindGroupLayout({
       label: plan.kernel,
@@ -287,15 +319,110 @@ export class GpuRuntime {
         ...source.bindings.map((b, i) => ({ binding: i + 1, visibility: 0x4, buffer: { type: b.access === 'read' ? ('read-only-storage' as const) : ('storage' as const) } })),
       ],
     });
-    const pipeline = this.device.createComputePipeline({
-      label: plan.kernel,
-      layout: this.device.createPipelineLayout({ bindGroupLayouts: [layout] }),
-      compute: { module, entryPoint: 'main' },
+    return { module, layout, pipelineLayout: this.device.createPipelineLayout({ bindGroupLayouts: [layout] }) };
+  }
+
+  /**
+   * Runs `fn` (an op's launch glue) as a dry run: no dispatch, copy or clear is
+   * recorded, and the kernels it asks for that the cache lacks are returned
+   * instead of compiled. Buffers it makes (tables, scratch) are kept, as a
+   * real call would keep them.
+   */
+  planAhead<T>(fn: () => T): { readonly result: T; readonly kernels: readonly PlannedKernel[] } {
+    if (this.dryRun) throw new Error('kernels-wgsl: dry runs do not nest');
+    this.#planned = new Map();
+    try {
+      const result = fn();
+      return { result, kernels: [...this.#planned.values()] };
+    } finally {
+      this.#planned = undefined;
+    }
+  }
+
+  /**
+   * Runs `fn` (an op's launch glue, its kernels built) for real into an
+   * encoder of its own that is never submitted, so nothing is written: the
+   * call after it finds its bind groups made and its host code run once. The
+   * batch, its staged uniforms and the counters are as they were after it.
+   */
+  rehearse<T>(fn: () => T): T {
+    if (this.dryRun) throw new Error('kernels-wgsl: dry runs do not nest');
+    this.#rehearsing = { encoder: this.#encoder, pass: this.#pass, params: this.#params, blocks: this.#paramBlocks, dispatches: this.dispatches };
+    this.#encoder = undefined;
+    this.#pass = undefined;
+    this.#params = new Uint32Array(this.#params.length);
+    this.#paramBlocks = 0;
+    try {
+      return fn();
+    } finally {
+      (this.#pass as GPUComputePassEncoder | undefined)?.end(); // the rehearsal's encoder is dropped unfinished
+      const saved = this.#rehearsing;
+      this.#rehearsing = undefined;
+      this.#encoder = saved.encoder;
+      this.#pass = saved.pass;
+      this.#params = saved.params;
+      this.#paramBlocks = saved.blocks;
+      this.dispatches = saved.dispatches;
+    }
+  }
+
+  /** True during a dry run (`planAhead`, `rehearse`): nothing it records is ever submitted, and value checks take no flag word. */
+  get dryRun(): boolean {
+    return this.#planned !== undefined || this.#rehearsing !== undefined;
+  }
+
+  /**
+   * Compiles the planned kernels with createComputePipelineAsync and puts them
+   * in the cache, so the call that needs them builds nothing. A kernel that
+   * fails to build rejects with KV055, and later calls needing it throw KV055 at once.
+   */
+  async buildAhead(op: string, planned: readonly PlannedKernel[]): Promise<void> {
+    const builds = planned.map((p) => {
+      let build = this.#buildingAhead.get(p.key);
+      if (!build) {
+        build = this.#compileAhead(p).finally(() => this.#buildingAhead.delete(p.key));
+        this.#buildingAhead.set(p.key, build);
+      }
+      return build;
     });
-    this.#pendingBuilds.push(this.#reportBuild(key, plan.kernel, source.code, module, this.device.popErrorScope()));
-    const compiled: CompiledKernel<P, R> = { key, pipeline, layout, bindings: source.bindings, writeUniforms: source.writeUniforms };
-    this.#kernels.set(key, compiled);
-    return compiled;
+    await this.guard(op, Promise.all(builds));
+    for (const p of planned) {
+      const failed = this.#failedBuilds.get(p.key);
+      if (failed) throw this.buildError(op, failed);
+    }
+  }
+
+  async #compileAhead({ key, plan, build }: PlannedKernel): Promise<void> {
+    if (this.#kernels.has(key) || this.#failedBuilds.has(key)) return;
+    const source = build();
+    this.device.pushErrorScope('validation');
+    const { module, layout, pipelineLayout } = this.#moduleAndLayout(plan, source);
+    const scope = this.device.popErrorScope();
+    let pipeline: GPUComputePipeline | undefined;
+    let pipelineError: string | undefined;
+    try {
+      pipeline = await this.device.createComputePipelineAsync({ label: plan.kernel, layout: pipelineLayout, compute: { module, entryPoint: 'main' } });
+    } catch (e) {
+      pipelineError = (e as Error)?.message ?? String(e);
+    }
+    let messages: string[] = [];
+    let error: GPUError | null = null;
+    try {
+      const [info, scoped] = await Promise.all([module.getCompilationInfo(), scope]);
+      messages = info.messages.filter((m) => m.type === 'error').map((m) => `${m.lineNum}:${m.linePos} ${m.message}`);
+      error = scoped;
+    } catch (e) {
+      if (this.lostReason !== undefined) return; // the loss is what buildAhead reports
+      pipelineError ??= `the compiler gave no report: ${(e as Error)?.message ?? String(e)}`;
+    }
+    if (this.#kernels.has(key)) return; // a call built it meanwhile
+    if (pipeline && messages.length === 0 && !error) {
+      this.#kernels.set(key, { key, pipeline, layout, bindings: source.bindings, writeUniforms: source.writeUniforms });
+      return;
+    }
+    // Reported by the prepare that asked for it; a later call needing it throws at once.
+    this.#failedBuilds.set(key, { kernel: plan.kernel, log: messages.length > 0 ? messages.join('; ') : (error?.message ?? pipelineError ?? 'unknown error') });
+    if (debugging()) console.error(`kernels-wgsl: ${plan.kernel} failed to build:\n${this.#failedBuilds.get(key)!.log}\n${source.code}`);
   }
 
   /** Records a failed build: the compiler's errors (line:column message), else the pipeline's validation error. */
@@ -328,8 +455,11 @@ export class GpuRuntime {
    * holds exactly its uniform fields, written where its Params struct has them.
    */
   dispatch<P, R, Q extends P>(kernel: CompiledKernel<P, R>, ranges: NoInfer<R>, params: Exactly<P, Q>, workgroups: number): void {
-    if (workgroups <= 0) return;
-    if (this.#paramBlocks === PARAM_BLOCKS) this.flush();
+    if (workgroups <= 0 || this.#planned) return;
+    if (this.#paramBlocks === PARAM_BLOCKS) {
+      if (this.#rehearsing) this.#paramBlocks = 0; // its uniforms are never written: blocks may be reused
+      else this.flush();
+    }
     const block = this.#paramBlocks++;
     kernel.writeUniforms(this.#params, (block * PARAM_BLOCK) / 4, params);
     const bound = this.#separateReadsFromWrites(
@@ -348,7 +478,7 @@ export class GpuRuntime {
 
   /** Records a copy between two buffers (sizes and offsets multiples of 4). */
   copy(src: GPUBuffer, srcOffset: number, dst: GPUBuffer, dstOffset: number, size: number): void {
-    if (size <= 0) return;
+    if (size <= 0 || this.#planned) return;
     this.#touch(src);
     this.#touch(dst);
     this.#endPass();
@@ -356,7 +486,7 @@ export class GpuRuntime {
   }
 
   clear(buffer: GPUBuffer, offset: number, size: number): void {
-    if (size <= 0) return;
+    if (size <= 0 || this.#planned) return;
     this.#touch(buffer);
     this.#endPass();
     this.#commandEncoder().clearBuffer(buffer, offset, size);
@@ -480,7 +610,7 @@ export class GpuRuntime {
 
   #computePass(): GPUComputePassEncoder {
     if (!this.#pass) {
-      const timestampWrites = this.timer?.next();
+      const timestampWrites = this.#rehearsing ? undefined : this.timer?.next(); // a rehearsal is never timed
       this.#pass = this.#commandEncoder().beginComputePass(timestampWrites ? { timestampWrites } : {});
     }
     return this.#pass;

@@ -1,16 +1,19 @@
 import type { DType, Shape, TensorData } from '@kvkit/contracts';
-import type { BackendKernels, CreateKvMaterializerChecked, DequantizeKvChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, ReadForm, RopePoolFusedChecked, StorageLayout, TensorLimit, ViewLayout } from '@kvkit/contracts/backend';
+import type { BackendKernels, CopySlotsChecked, CreateKvMaterializerChecked, DequantizeKvChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, PagedAttentionChecked, PreparableOp, PreparedCall, ReadForm, RopePoolFusedChecked, StorageLayout, TensorLimit, ViewLayout } from '@kvkit/contracts/backend';
 import { encodeTensorData, isContiguous, landChunk, layoutOf, resultBytes, STORED_BYTES, storageView, Workspace, writtenInPlace } from '@kvkit/contracts/backend';
 import { ContractError } from '@kvkit/contracts';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';
+import { copySlots } from '../ops/copySlots.js';
 import { dequantizeKv } from '../ops/kvPools.js';
+import { pagedAttention } from '../ops/pagedAttention.js';
 import { readsStrided, ropePoolFused } from '../ops/ropePoolFused.js';
 import type { F16Conversion } from '../shaders/common.wgsl.js';
 import { RecycledBuffers } from './recycledBuffers.js';
+import { allKernels } from './registry.js';
 import { DeviceChecks } from './deviceChecks.js';
 import { DeviceStorage } from './gpuRuntime.js';
-import type { GpuRuntime } from './gpuRuntime.js';
+import type { GpuRuntime, PlannedKernel } from './gpuRuntime.js';
 import { SlotOwners } from './slotOwners.js';
 import { bytesPerElement, GpuTensor } from './gpuTensor.js';
 import { bindable, contiguousCopy, withBindableViews } from './views.js';
@@ -20,13 +23,17 @@ const USAGE_COPY_SRC = 0x04;
 
 /** Buffers a backend holds now and has created so far; steady-state calls leave `created` unchanged. */
 export interface WebGpuBackendStats {
+  /** Buffers the backend holds now: tensors, workspaces, tables and recycled outputs. */
   readonly liveBuffers: number;
+  /** Buffers created since the backend was made; a steady-state call adds none. */
   readonly buffersCreated: number;
   /** Freed op-output buffers kept for reuse. */
   readonly recycledBuffers: number;
+  /** Compute pipelines built so far, one per kernel variant used. */
   readonly pipelines: number;
   /** Kernel dispatches recorded, and command buffers submitted (ops are batched: submits happen at flush, read, sync, a full batch, or the end of a call touching the application's buffers). */
   readonly dispatches: number;
+  /** Command buffers submitted (see `dispatches`). */
   readonly submits: number;
   /** Strided copies made for views that kernels do not read as they are (a fast path makes none). */
   readonly gathers: number;
@@ -74,6 +81,7 @@ export class WebGpuKernels implements BackendKernels {
 
   constructor(runtime: GpuRuntime, ownsDevice: boolean, description: string) {
     instances += 1;
+    allKernels.add(this);
     this.software = /swiftshader|llvmpipe|lavapipe|software/i.test(description);
     this.label = `webgpu backend #${instances} (${description})`;
     this.runtime = runtime;
@@ -305,6 +313,54 @@ export class WebGpuKernels implements BackendKernels {
     this.assertLive('ropePoolFused');
     const op = 'ropePoolFused';
     return this.runtime.scoped(() => withBindableViews(this, op, args, writtenInPlace[op]!, (a) => ropePoolFused(this, a), (name, t) => readsStrided(this, args, name, t)));
+  }
+
+  pagedAttention(args: PagedAttentionChecked): { out: OwnedTensor; lse: OwnedTensor } {
+    this.assertLive('pagedAttention');
+    const op = 'pagedAttention';
+    return this.runtime.scoped(() => withBindableViews(this, op, args, writtenInPlace[op]!, (a) => pagedAttention(this, a)));
+  }
+
+  copySlots(args: CopySlotsChecked): void {
+    this.assertLive('copySlots');
+    const op = 'copySlots';
+    this.runtime.scoped(() => withBindableViews(this, op, args, writtenInPlace[op]!, (a) => copySlots(this, a)));
+  }
+
+  /**
+   * The call planned as a dry run (no work recorded; its tables and scratch
+   * made as the call would make them), the kernels it needs built ahead, then
+   * the call rehearsed into an encoder never submitted (its bind groups made).
+   */
+  async prepare(op: PreparableOp, args: PreparedCall): Promise<void> {
+    this.assertLive('prepare');
+    const given = new Set<unknown>(Object.values(args));
+    // Outputs made for a dry run go back to the recycled pool, where the rehearsal and then the call take them.
+    const dryRun = (run: (fn: () => void) => void) => {
+      const gathers = this.gathers;
+      run(() => {
+        const made = this.#call(op, args);
+        for (const t of Object.values(made ?? {})) if (!given.has(t)) t.dispose();
+      });
+      this.gathers = gathers; // its copies are never submitted
+    };
+    let kernels: readonly PlannedKernel[] = [];
+    dryRun((fn) => (kernels = this.runtime.scoped(() => this.runtime.planAhead(fn)).kernels));
+    await this.runtime.buildAhead('prepare', kernels);
+    this.assertLive('prepare');
+    if (!this.disposed) dryRun((fn) => this.runtime.scoped(() => this.runtime.rehearse(fn)));
+  }
+
+  #call(op: PreparableOp, args: PreparedCall): Readonly<Record<string, OwnedTensor>> | undefined {
+    switch (op) {
+      case 'fusedNormRopeStacked':
+        return this.fusedNormRopeStacked(args as FusedNormRopeStackedChecked);
+      case 'ropePoolFused':
+        return this.ropePoolFused(args as RopePoolFusedChecked);
+      case 'dequantizeKv':
+        this.dequantizeKv(args as DequantizeKvChecked);
+        return undefined;
+    }
   }
 
   async sync(): Promise<void> {

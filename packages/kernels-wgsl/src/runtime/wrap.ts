@@ -5,7 +5,9 @@ import type { WebGpuKernels } from './webGpuKernels.js';
 
 /** Where a wrapped tensor lies in the application's buffer: `byteOffset` any multiple of the element size, strides in elements. */
 export interface WrapOptions {
+  /** Where the tensor's element 0 lies in the buffer, in bytes: any multiple of the element size (default 0). */
   readonly byteOffset?: number;
+  /** Elements between neighbours along each dim; row-major for the shape when omitted. */
   readonly strides?: readonly number[];
 }
 

@@ -10,6 +10,8 @@ import { ROPE_ROWS } from '../generated/params.js';
 import { elementBytes } from './common.wgsl.js';
 import type { F16Conversion } from './common.wgsl.js';
 import type { PoolFormat } from './kvPoolRows.wgsl.js';
+import type { CopySlotsPlan } from './copySlots.wgsl.js';
+import type { CheckSegmentsPlan, PagedAttentionMergePlan, PagedAttentionPlan } from './pagedAttention.wgsl.js';
 import type { PoolReadPlan, PoolStorePlan } from './poolStore.wgsl.js';
 
 /** What the device offers that changes how kernels are built. */
@@ -331,7 +333,7 @@ export function planStridedCopy(caps: DeviceCaps, lanes: 1 | 2 | 4): StridedCopy
   return { kernel: 'stridedCopy', lanes, workgroupSize: Math.min(tuning.rowWorkgroup, caps.maxInvocationsPerWorkgroup) };
 }
 
-export type KernelPlan = CheckValuesPlan | NormRopePlan | RopeRowsPlan | RopeNormRowsPlan | RopeTablePlan | SlotOwnersPlan | PoolStorePlan | PoolReadPlan | GemmPlan | GemmReducePlan | CopyPlan | FmaPlan | StridedCopyPlan;
+export type KernelPlan = CheckValuesPlan | NormRopePlan | RopeRowsPlan | RopeNormRowsPlan | RopeTablePlan | SlotOwnersPlan | PoolStorePlan | PoolReadPlan | GemmPlan | GemmReducePlan | CopyPlan | FmaPlan | StridedCopyPlan | PagedAttentionPlan | PagedAttentionMergePlan | CheckSegmentsPlan | CopySlotsPlan;
 
 /** The pipeline cache key of a plan: every field that shapes the generated WGSL. */
 export function planKey(plan: KernelPlan): string {

@@ -1,0 +1,298 @@
+/**
+ * The kernels behind pagedAttention and copySlots, and the check of their
+ * offsets rules (indptr) on the device. Not yet in `cudaKernels` /
+ * `wgslKernels`: each backend adds them there with the kernels that
+ * implement them (until then `backend.ops` leaves the two ops out).
+ */
+import { FLOAT_DTYPES } from '../tensor.js';
+import { cudaKernel, entryGrid, f32, f64, i64, input, output, read, readWrite, u32, wgslKernel } from './declare.js';
+import { callFlag } from './valueChecks.js';
+
+/**
+ * How a kernel reads K/V rows of a pool of either layout and dtype: the
+ * geometry of kv_pool.cuh's poolElement, and fp8 decoding as dequantizeKv
+ * does it (the code's value times the head's scale, rounded to f32).
+ */
+const poolReadFields = {
+  poolHeadMajor: i64('1: pools are HND [numPages, H, pageSize, D]; 0: NHD [S, H, D]'),
+  poolPageSize: i64('rows per page of an HND pool (unused for NHD)'),
+  poolDType: i64("0: q's dtype (values as stored), 1: fp8e4m3, 2: fp8e5m2 (decode(code) * scale in f32)"),
+  kScale: input('float', "the K pool's scale where fp8: [1] or [H]; null otherwise"),
+  vScale: input('float', "the V pool's scale where fp8: [1] or [H]; null otherwise"),
+  kScalePerHead: i64('1: kScale is [H], 0: [1]'),
+  vScalePerHead: i64('1: vScale is [H], 0: [1]'),
+} as const;
+
+/** Launches of the attention kernel: one per head dim it is tuned for, and one for any D up to 256. */
+const attentionLaunches = {
+  d64: { threads: 128, constants: { headDim: 64 }, doc: 'D = 64' },
+  d128: { threads: 128, constants: { headDim: 128 }, doc: 'D = 128' },
+  d256: { threads: 128, constants: { headDim: 256 }, doc: 'D = 256' },
+  any: { threads: 128, constants: { headDim: 0 }, doc: 'any D up to 256, rows padded to the next tile' },
+};
+
+export const pagedAttentionCuda = cudaKernel({
+  kernel: 'pagedAttention',
+  struct: 'PagedAttentionParams',
+  doc: 'pagedAttention: per (query token, KV head, split), the online softmax of the scaled, capped, masked logits of the Hq / H query heads over their request\'s rows, into out/lse or, split, into the partial buffers (paged_attention.cu).',
+  params: {
+    q: input('void', '[N, Hq, D]: row (n, h) at n*qTokenStride + h*qHeadStride, elements contiguous'),
+    qTokenStride: i64('elements between tokens of q'),
+    qHeadStride: i64('elements between heads of q'),
+    kPool: input('void', '[S, H, D] or [numPages, H, pageSize, D]'),
+    vPool: input('void', "kPool's layout and dtype"),
+    ...poolReadFields,
+    qIndptr: input('void', '[B + 1]: request b has queries [qIndptr[b], qIndptr[b + 1])'),
+    kvIndptr: input('void', '[B + 1]: request b has cached tokens kvSlots[kvIndptr[b] .. kvIndptr[b + 1])'),
+    kvSlots: input('void', '[C]: the pool slot of each cached token, in position order per request'),
+    indptrAreI64: i64('bit 0: qIndptr is i64, bit 1: kvIndptr is i64 (0: i32)'),
+    slotsAreI64: i64('1: kvSlots is i64, 0: i32'),
+    out: output('void', "[N, Hq, D] contiguous, q's dtype; written only where the call is not split"),
+    lse: output('float', '[N, Hq] natural log-sum-exp; written only where the call is not split'),
+    partialOut: output('float', '[maxSplits, N, Hq, D] f32: each split\'s normalised output, or null (not split)'),
+    partialLse: output('float', '[maxSplits, N, Hq] f32: each split\'s log-sum-exp (-inf where the split sees no token), or null'),
+    badValue: input('BadValueRecord', "where the call's value checks left their verdict (check_values, check_segments)"),
+    call: i64("this call's number (0: no value check): BadValueRecord.rejectedCall equal to it, and the kernel writes nothing"),
+    numTokens: i64('N'),
+    numRequests: i64('B'),
+    numQoHeads: i64('Hq'),
+    numKvHeads: i64('H'),
+    headDim: i64('D'),
+    slotBelow: i64('S'),
+    causal: i64('1: query i of a request sees tokens 0 .. kvLen - qLen + i; 0: all kvLen'),
+    slidingWindow: i64('0: none; w: query i sees only tokens after kvLen - qLen + i - w'),
+    scale: f64('factor of q·k (1 / sqrt(D) by default)'),
+    logitSoftcap: f64('0: none; cap: cap · tanh(logit / cap)'),
+    tokensPerSplit: i64('cached tokens one split covers (0: one split per request, written to out and lse)'),
+    maxSplits: i64('splits of the longest request: ceil(max kvLen / tokensPerSplit)'),
+  },
+  launches: attentionLaunches,
+  entries: entryGrid('paged_attention_{dtype}_{launch}', FLOAT_DTYPES, Object.keys(attentionLaunches)),
+});
+
+export const pagedAttentionMergeCuda = cudaKernel({
+  kernel: 'pagedAttentionMerge',
+  struct: 'PagedAttentionMergeParams',
+  doc: "pagedAttention, split: merges each query's partial outputs by their log-sum-exp, out = Σ_s exp(lse_s - lse) · out_s with lse = log Σ_s exp(lse_s) (paged_attention.cu).",
+  params: {
+    partialOut: input('float', '[maxSplits, N, Hq, D]'),
+    partialLse: input('float', '[maxSplits, N, Hq]'),
+    qIndptr: input('void', '[B + 1]'),
+    kvIndptr: input('void', '[B + 1]: the splits of a request follow from its kvLen'),
+    indptrAreI64: i64('bit 0: qIndptr is i64, bit 1: kvIndptr is i64'),
+    out: output('void', "[N, Hq, D], q's dtype"),
+    lse: output('float', '[N, Hq]'),
+    badValue: input('BadValueRecord', "the call's verdict"),
+    call: i64("this call's number (0: no value check)"),
+    numTokens: i64('N'),
+    numRequests: i64('B'),
+    numQoHeads: i64('Hq'),
+    headDim: i64('D'),
+    tokensPerSplit: i64('as the attention launch had it'),
+    maxSplits: i64('as the attention launch had it'),
+  },
+  launches: { default: { threads: 128, doc: 'one block per (token, query head), D elements across the threads' } },
+  entries: FLOAT_DTYPES.map((dtype) => ({ name: `paged_attention_merge_${dtype}`, launch: 'default', dtype })),
+});
+
+export const copySlotsCuda = cudaKernel({
+  kernel: 'copySlots',
+  struct: 'CopySlotsParams',
+  doc: "copySlots: the K and V rows of each pair's source slot into its destination slot, every head, bytes as they are where dtype and scale agree, else decoded and re-encoded (copy_slots.cu). Where source and destination share storage, stage first copies the source rows out and the copy reads them from there.",
+  params: {
+    kSrc: input('void', 'source K pool, either layout'),
+    vSrc: input('void', "source V pool, kSrc's layout and dtype"),
+    kDst: output('void', 'destination K pool, either layout'),
+    vDst: output('void', "destination V pool, kDst's layout and dtype"),
+    kSrcScale: input('float', '[1] or [H] where the source is fp8, else null'),
+    vSrcScale: input('float', '[1] or [H] where the source is fp8, else null'),
+    kDstScale: input('float', '[1] or [H] where the destination is fp8, else null'),
+    vDstScale: input('float', '[1] or [H] where the destination is fp8, else null'),
+    scalesPerHead: i64('bit 0: kSrcScale [H], bit 1: vSrcScale, bit 2: kDstScale, bit 3: vDstScale (0: [1])'),
+    fromSlots: input('void', '[M]'),
+    toSlots: input('void', '[M]'),
+    slotsAreI64: i64('bit 0: fromSlots is i64, bit 1: toSlots is i64'),
+    staging: output('void', '[M, 2, H, D] rows in the source dtype (stage writes, the copy reads), or null: read the source in place'),
+    slotOwners: input('SlotOwner', 'winners of duplicate destination slots, or null (see claim_slots)'),
+    slotOwnersMask: i64('slot-owner table capacity - 1'),
+    generation: i64("this call's generation in the slot-owner table"),
+    badValue: input('BadValueRecord', "where the call's value check left its verdict (check_values)"),
+    call: i64("this call's number (0: no value check): BadValueRecord.rejectedCall equal to it, and the kernel writes nothing"),
+    numPairs: i64('M'),
+    numKvHeads: i64('H'),
+    headDim: i64('D'),
+    srcHeadMajor: i64('1: the source is HND, 0: NHD'),
+    srcPageSize: i64('rows per page of an HND source'),
+    srcDType: i64('FloatCode of a float source, 3: fp8e4m3, 4: fp8e5m2'),
+    srcSlotBelow: i64('S'),
+    dstHeadMajor: i64('1: the destination is HND, 0: NHD'),
+    dstPageSize: i64('rows per page of an HND destination'),
+    dstDType: i64('FloatCode of a float destination, 3: fp8e4m3, 4: fp8e5m2'),
+    dstSlotBelow: i64('dstS'),
+  },
+  launches: {
+    default: { threads: 256, doc: 'one thread per element of a (pair, K or V, head) row, grid-stride' },
+    stage: { threads: 256, doc: 'the source rows of every pair into staging, before any destination is written' },
+  },
+  entries: [
+    { name: 'copy_slots', launch: 'default' },
+    { name: 'copy_slots_stage', launch: 'stage' },
+  ],
+});
+
+/**
+ * The offsets rules of one call (`DeviceSegmentCheck`), checked with its value
+ * rules before any of its kernels read the tensors. A break is recorded in
+ * BadValueRecord as the value rules are, with key (check << 32) | entry and
+ * value `entry value · 4 + how` for an offsets rule (how: 0 entry 0 is not 0,
+ * 1 below the entry before, 2 the last is not the total) or `qLen · 2^32 +
+ * kvLen` for segmentsWithin (entry = the request); the host decodes it with
+ * offsetsRuleError / segmentsWithinError. Check numbers follow the
+ * contract's step order (qIndptr, kvIndptr, then segmentsWithin, then
+ * kvSlots' value rule), so the first break the host would report is the one
+ * recorded.
+ */
+export const checkSegmentsCuda = cudaKernel({
+  kernel: 'checkSegments',
+  struct: 'CheckSegmentsParams',
+  doc: "One call's offsets rules (indptr), checked before its kernels run (check_segments.cu).",
+  params: {
+    qIndptr: input('void', '[B + 1]'),
+    kvIndptr: input('void', '[B + 1]'),
+    entries: i64('B + 1'),
+    indptrAreI64: i64('bit 0: qIndptr is i64, bit 1: kvIndptr is i64'),
+    qTotal: i64('N: the last entry of qIndptr'),
+    kvTotal: i64('C: the last entry of kvIndptr'),
+    qCheck: i64("check number of qIndptr's offsets rule"),
+    kvCheck: i64("check number of kvIndptr's offsets rule"),
+    withinCheck: i64('check number of the qLen <= kvLen rule'),
+    badValue: output('BadValueRecord', 'where a break is recorded, and the call marked rejected'),
+    call: i64("this call's number, stored in BadValueRecord.rejectedCall when a rule breaks"),
+  },
+  launches: { default: { threads: 256, doc: 'grid-stride over the entries: each compares its entry with the one before' } },
+  entries: [{ name: 'check_segments', launch: 'default' }],
+});
+
+export const pagedAttentionWgsl = wgslKernel({
+  kernel: 'pagedAttention',
+  doc: "pagedAttention: per (piece, KV head, pass slot), a piece being a request's cached tokens within one span of tokensPerSplit of kvSlots, the online softmax of the request's queries and the Hq / H query heads of the KV head over the piece's rows; into out and lse where the request has one piece (or more than splitQueries queries), else into partial (pagedAttention.wgsl.ts).",
+  uniforms: {
+    tokens: u32('N'),
+    requests: u32('B'),
+    queryHeads: u32('Hq'),
+    kvHeads: u32('H'),
+    slotBelow: u32('S'),
+    pageSize: u32('rows per page (HND); S for NHD'),
+    qIndptrAt: u32('word of qIndptr[0] in indices'),
+    kvIndptrAt: u32('word of kvIndptr[0] in indices'),
+    kvSlotsAt: u32('word of kvSlots[0] in indices'),
+    kScaleAt: u32('word of kScale[0] in indices (fp8 pools)'),
+    kScaleStep: u32('1: kScale [H], 0: kScale [1]'),
+    vScaleAt: u32('word of vScale[0] in indices'),
+    vScaleStep: u32('1: vScale [H], 0: vScale [1]'),
+    causal: u32('1: causal mask, 0: none'),
+    slidingWindow: u32('0: none; w: only tokens after kvLen - qLen + i - w'),
+    scale: f32('factor of q·k'),
+    logitSoftcap: f32('0: none; cap: cap · tanh(logit / cap)'),
+    tokensPerSplit: u32('span of kvSlots one piece covers at most'),
+    splitQueries: u32('requests with at most this many queries (and two pieces or more) are split: rows of partial per piece'),
+    pieces: u32('ceil(C / tokensPerSplit) + B: the pieces the grid covers per KV head'),
+    passSlots: u32('workgroups per (piece, KV head), each taking every passSlots-th pass of R rows, side by side in the grid so they share the piece\'s rows in L2'),
+    partialLseAt: u32('word of the first log-sum-exp in partial, after the outputs'),
+    callFlag,
+  },
+  types: {
+    KvRow: 'the unit a row is read in: vec4<u32>, vec2<u32> or u32 where rows allow',
+    Out: 'u32, or atomic<u32> where half-words are stored one at a time (16-bit rows of odd D)',
+  },
+  bindings: {
+    q: read('u32', '[N, Hq, D] contiguous, f32 bits or halves two a word'),
+    kPool: read('KvRow', '[S, H, D] or [numPages, H, pageSize, D]'),
+    vPool: read('KvRow', 'as kPool'),
+    indices: read('u32', 'qIndptr, kvIndptr and kvSlots (i32 words, i64 two words each), then the fp8 scales (f32 bits), packed by copies before the call'),
+    out: readWrite('Out', "[N, Hq, D], q's dtype"),
+    lse: readWrite('f32', '[N, Hq]'),
+    partial: readWrite('f32', "[pieces, splitQueries, Hq, D] outputs normalised by their piece's sum, then [pieces, splitQueries, Hq] log-sum-exps (-inf: the piece sees no token)"),
+    flags: readWrite('atomic<u32>', 'device-check flag words'),
+  },
+});
+
+export const pagedAttentionMergeWgsl = wgslKernel({
+  kernel: 'pagedAttentionMerge',
+  doc: "pagedAttention, split requests: each query's partial outputs merged by their log-sum-exp (pagedAttention.wgsl.ts).",
+  uniforms: {
+    tokens: u32('N'),
+    requests: u32('B'),
+    queryHeads: u32('Hq'),
+    qIndptrAt: u32('word of qIndptr[0] in indices'),
+    kvIndptrAt: u32('word of kvIndptr[0] in indices'),
+    tokensPerSplit: u32('as the attention dispatch had it'),
+    splitQueries: u32('as the attention dispatch had it'),
+    pieces: u32('as the attention dispatch had it'),
+    partialLseAt: u32('as the attention dispatch had it'),
+    callFlag,
+  },
+  types: { Out: 'u32, or atomic<u32> where half-words are stored one at a time' },
+  bindings: {
+    partial: read('f32', 'as pagedAttention wrote it'),
+    indices: read('u32', 'as pagedAttention read it'),
+    out: readWrite('Out', "[N, Hq, D], q's dtype"),
+    lse: readWrite('f32', '[N, Hq]'),
+    flags: readWrite('atomic<u32>', 'device-check flag words'),
+  },
+});
+
+export const copySlotsWgsl = wgslKernel({
+  kernel: 'copySlots',
+  doc: "copySlots: K and V rows of each owned pair from the source pools to the destination, bytes as they are where dtype and scale agree, else decoded and re-encoded; one invocation per destination word of a (pair, K or V, head) row. Where source and destination share storage, a first dispatch stages each pair's source rows at row m of [M, H, D] staging pools and the copy reads them from there (copySlots.wgsl.ts).",
+  uniforms: {
+    units: u32('invocations: M * 2 * H * unitsPerRow'),
+    unitsPerRow: u32('destination words of a head row (elements where rows share words)'),
+    heads: u32('H'),
+    headDim: u32('D'),
+    fromBelow: u32('S: fromSlots at or past it (or negative) skip their pair'),
+    toBelow: u32('dstS: the same for the owned toSlots'),
+    srcPageSize: u32('rows per page of an HND source; S for NHD (staging: M)'),
+    dstPageSize: u32('rows per page of an HND destination; dstS for NHD (staging: M)'),
+    kSrcScaleAt: u32('word of kSrcScale[0] in scales (fp8 sources)'),
+    vSrcScaleAt: u32('word of vSrcScale[0] in scales'),
+    kDstScaleAt: u32('word of kDstScale[0] in scales (fp8 destinations)'),
+    vDstScaleAt: u32('word of vDstScale[0] in scales'),
+    scalesPerHead: u32('bit 0: kSrcScale [H], bit 1: vSrcScale, bit 2: kDstScale, bit 3: vDstScale (0: [1])'),
+    callFlag,
+  },
+  types: { Dst: 'u32 where each invocation stores whole words, atomic<u32> where rows share words' },
+  bindings: {
+    kSrc: read('u32', 'source K pool'),
+    vSrc: read('u32', 'source V pool'),
+    fromSlots: read('u32', '[M] i32 words or i64 word pairs'),
+    toSlots: read('u32', '[M]: the owned destination slots (a pair that does not own its slot reads -1, see slotOwners)'),
+    scales: read('u32', 'the f32 bits of the fp8 scales the call has, packed by copies before it'),
+    kDst: readWrite('Dst', 'destination K pool'),
+    vDst: readWrite('Dst', 'destination V pool'),
+    flags: readWrite('atomic<u32>', 'device-check flag words'),
+  },
+});
+
+export const checkSegmentsWgsl = wgslKernel({
+  kernel: 'checkSegments',
+  doc: "One call's offsets rules (indptr) in one dispatch beside checkValues: a break raises its rule's flag word to 0xffffffff - entry and the call's (pagedAttention.wgsl.ts).",
+  uniforms: {
+    entries: u32('B + 1'),
+    qTotal: u32('N'),
+    kvTotal: u32('C'),
+    qFlag: u32("flag word of qIndptr's offsets rule"),
+    kvFlag: u32("flag word of kvIndptr's offsets rule"),
+    withinFlag: u32('flag word of the qLen <= kvLen rule'),
+    callFlag,
+  },
+  bindings: {
+    qIndptr: read('u32', '[B + 1] i32 words or i64 word pairs'),
+    kvIndptr: read('u32', '[B + 1]'),
+    flags: readWrite('atomic<u32>', 'device-check flag words'),
+  },
+});
+
+/** The kernels of the read side, for backends to add to their generated declarations as they implement them. */
+export const pagedCudaKernels = [pagedAttentionCuda, pagedAttentionMergeCuda, copySlotsCuda, checkSegmentsCuda];
+export const pagedWgslKernels = [pagedAttentionWgsl, pagedAttentionMergeWgsl, copySlotsWgsl, checkSegmentsWgsl];
