@@ -13,14 +13,11 @@ import { type ApiItem, apiPages } from '../src/site/api.js';
 import { publicPackages } from '../src/site/packages.js';
 import { apiIndexPath, apiPath, opPath } from '../src/site/routes.js';
 import { attrValues, ids, mainContent, textOf } from './support/html.js';
-import { docsRoot, fileForPath } from './support/site.js';
+import { docsRoot, pageAt as builtPage } from './support/site.js';
 
 const siteDir = inject('siteDir');
 const base = inject('siteBase');
-const pageAt = (path: string) => {
-  const file = fileForPath(siteDir, path);
-  return file === undefined ? undefined : readFileSync(file, 'utf8');
-};
+const pageAt = (path: string) => builtPage(siteDir, path);
 const norm = (s: string) => s.replace(/\s+/g, ' ').trim();
 const pages = apiPages(allOps);
 const packages = publicPackages();

@@ -9,7 +9,7 @@ import { isCallOf } from '../src/site/ops.js';
 import { barShare, chartBaseline, chartGroups, loadBenchResults, runSummary, shareOf } from '../src/site/bench.js';
 import { ropeVariants } from '../src/site/sidebar.js';
 import { errorPath, kernelsPath, opPath } from '../src/site/routes.js';
-import { docsRoot, fileForPath, listFiles } from './support/site.js';
+import { docsRoot, fileForPath, pageAt as builtPage, listFiles } from './support/site.js';
 import { attrValues, h1, ids, mainContent, section, textOf } from './support/html.js';
 
 const siteDir = inject('siteDir');
@@ -17,10 +17,7 @@ const base = inject('siteBase');
 const files = listFiles(siteDir);
 const pages = files.filter((f) => f.endsWith('.html'));
 const read = (file: string) => readFileSync(join(siteDir, file), 'utf8');
-const pageAt = (path: string) => {
-  const file = fileForPath(siteDir, path);
-  return file === undefined ? undefined : readFileSync(file, 'utf8');
-};
+const pageAt = (path: string) => builtPage(siteDir, path);
 
 const ERROR_SECTIONS = {
   'error-message': 'Error message',

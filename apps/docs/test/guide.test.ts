@@ -11,14 +11,11 @@ import { publicPackages, versionLine } from '../src/site/packages.js';
 import { apiPath, changelogPath, contractErrorPath, gettingStartedPath } from '../src/site/routes.js';
 import { sidebar } from '../src/site/sidebar.js';
 import { attrValues, h1, mainContent, textOf } from './support/html.js';
-import { docsRoot, fileForPath, listFiles } from './support/site.js';
+import { docsRoot, listFiles, pageAt as builtPage } from './support/site.js';
 
 const siteDir = inject('siteDir');
 const base = inject('siteBase');
-const pageAt = (path: string) => {
-  const file = fileForPath(siteDir, path);
-  return file === undefined ? undefined : readFileSync(file, 'utf8');
-};
+const pageAt = (path: string) => builtPage(siteDir, path);
 const norm = (s: string) => s.replace(/\s+/g, ' ').trim();
 const packages = publicPackages();
 

@@ -54,6 +54,12 @@ export function fileForPath(dir: string, path: string): string | undefined {
   return undefined;
 }
 
+/** The HTML of the built page at `path` under `dir`, or undefined where none is built. */
+export function pageAt(dir: string, path: string): string | undefined {
+  const file = fileForPath(dir, path);
+  return file === undefined ? undefined : readFileSync(file, 'utf8');
+}
+
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
   '.js': 'text/javascript; charset=utf-8',
