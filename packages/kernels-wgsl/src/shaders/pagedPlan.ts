@@ -5,7 +5,7 @@
  * (B, C, H): spans of `tokensPerSplit` entries of kvSlots, so that the pieces
  * give the GPU `targetWorkgroups` workgroups when the requests alone do not.
  */
-import type { FloatDType, IndexDType, PoolDType } from '@kvkit/contracts';
+import type { IndexDType } from '@kvkit/contracts';
 import type { CopySlotsPlan } from './copySlots.wgsl.js';
 import { storedBytesOf } from './copySlots.wgsl.js';
 import type { CheckSegmentsPlan, PagedAttentionMergePlan, PagedAttentionPlan } from './pagedAttention.wgsl.js';
@@ -40,15 +40,8 @@ function nextPowerOfTwo(n: number): number {
   return p;
 }
 
-export interface PagedAttentionRequest {
-  readonly qType: FloatDType;
-  readonly poolType: PoolDType;
-  readonly layout: 'NHD' | 'HND';
-  readonly headDim: number;
-  readonly qIndptrType: IndexDType;
-  readonly kvIndptrType: IndexDType;
-  readonly slotType: IndexDType;
-}
+/** What a call fixes of its attention plan: the dtypes, the layout and the head dim. */
+export type PagedAttentionRequest = Pick<PagedAttentionPlan, 'qType' | 'poolType' | 'layout' | 'headDim' | 'qIndptrType' | 'kvIndptrType' | 'slotType'>;
 
 /**
  * `rowsPerRequest`: a request's query rows on average, N / B · Hq / H (the
