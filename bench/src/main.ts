@@ -3,6 +3,7 @@
  * ceilings measured in the same run, plus the peers' figures when a peers
  * file from the same device session is given:
  *   pnpm bench [--backends cuda,webgpu] [--dtypes bf16,f16,f32] [--only regex] [--peers peers.json] [--out dir] [--host-io-elements N]
+ *              [--wgsl-tuning '{"pairedNormLanes":false}']   (WebGPU kernel-shape choices other than the defaults, to compare them)
  * Every row is timed three times; host I/O (tensor() and read() per dtype) is
  * measured on each backend after its rows. Writes
  * bench/results/<date>-<gpu>.json and .md (and the same into --out).
@@ -13,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { probeCuda } from '@kvkit/kernels-cuda';
 import { probeWebGpu } from '@kvkit/kernels-wgsl';
+import { tuning as wgslTuning } from '@kvkit/kernels-wgsl/profiling';
 import type { FloatDType } from '@kvkit/contracts';
 import { FLOAT_DTYPES } from '@kvkit/contracts';
 import { measureBackendIo, measureCodec } from './hostIo.js';
@@ -32,8 +34,10 @@ const { values } = parseArgs({
     dtypes: { type: 'string', default: 'bf16,f16,f32' },
     only: { type: 'string' },
     'host-io-elements': { type: 'string', default: String(16 * 1024 * 1024) },
+    'wgsl-tuning': { type: 'string' },
   },
 });
+if (values['wgsl-tuning']) Object.assign(wgslTuning, JSON.parse(values['wgsl-tuning']));
 const dtypes = (values.dtypes ?? '').split(',').filter(Boolean) as FloatDType[];
 for (const d of dtypes) if (!FLOAT_DTYPES.includes(d)) throw new Error(`--dtypes: ${d} is not one of ${FLOAT_DTYPES.join(', ')}`);
 const hostIoElements = Number(values['host-io-elements']);

@@ -50,7 +50,9 @@ function launchProblems(s: RowShape, plan: RowLaunch, gpu: SupportedGpu): string
   const launch = LAUNCHES[s.kernel === 'normRope' ? 'fusedNormRope' : 'ropePool'][plan.path];
   need([64, 128, 256].includes(plan.block) && plan.block <= launch.threads, `block ${plan.block} under launch bounds of ${launch.threads}`);
   need((plan.lanesPerRow & (plan.lanesPerRow - 1)) === 0 && plan.lanesPerRow <= 32 && plan.block % plan.lanesPerRow === 0, `lanes ${plan.lanesPerRow}`);
-  need(plan.lanesPerRow * (plan.path === 'nv1' ? 1 : 2) >= s.headDim / vec, `lanes ${plan.lanesPerRow} for ${s.headDim / vec} vectors`);
+  need(plan.lanesPerRow * (plan.path === 'nv1' && !plan.pairedLanes ? 1 : 2) >= s.headDim / vec, `lanes ${plan.lanesPerRow} for ${s.headDim / vec} vectors`);
+  // Paired lanes hold a vector and its neox partner: only where the rotation covers the row, in exactly half the row's vectors' lanes.
+  if (plan.pairedLanes) need(!s.gptj && s.rotaryDim === s.headDim && plan.lanesPerRow * 2 === s.headDim / vec, `paired lanes ${plan.lanesPerRow} for ${s.headDim / vec} vectors`);
   // The blocks the grid is sized for fit a multiprocessor at once: threads and shared memory, the driver's reserve included.
   const resident = plan.blocksPerMultiprocessor;
   need(resident >= 1 && resident <= declared.blocksPerSM, `${resident} blocks a multiprocessor, declared ${declared.blocksPerSM}`);

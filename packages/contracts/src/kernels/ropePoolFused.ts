@@ -66,7 +66,14 @@ export const ropePoolCuda = cudaKernel({
     any: { threads: 256, doc: 'any row shape, element by element' },
   },
   // The token tiles again for fp8 pools: the model-dtype build leaves the fp8 stores out, and with them the registers they take.
-  entries: [...entryGrid('rope_pool_{dtype}_{launch}', FLOAT_DTYPES, ['nv1', 'nv2', 'any']), ...entryGrid('rope_pool_{dtype}_{launch}_fp8', FLOAT_DTYPES, ['nv1'])],
+  // Each again with paired lanes (a lane holds a vector and its neox partner; half the lanes per row): a build of its own, so
+  // neither layout's registers cost the other.
+  entries: [
+    ...entryGrid('rope_pool_{dtype}_{launch}', FLOAT_DTYPES, ['nv1', 'nv2', 'any']),
+    ...entryGrid('rope_pool_{dtype}_{launch}_fp8', FLOAT_DTYPES, ['nv1']),
+    ...entryGrid('rope_pool_{dtype}_{launch}_paired', FLOAT_DTYPES, ['nv1']),
+    ...entryGrid('rope_pool_{dtype}_{launch}_paired_fp8', FLOAT_DTYPES, ['nv1']),
+  ],
 });
 
 export const claimSlotsCuda = cudaKernel({

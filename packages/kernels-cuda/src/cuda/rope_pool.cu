@@ -22,8 +22,7 @@ __device__ __forceinline__ PositionStreams positionStreams(const RopePoolParams&
 // Token n's pool row: its slot, or -1 when it writes none (negative slot, or a slot a later token
 // of the call also names). A slot past the pool rejects the whole call (check_values) and is
 // skipped here too, so no write leaves a pool whatever reaches the kernel.
-__device__ __forceinline__ long long poolRow(const RopePoolParams& p, long long n) {
-  const long long slot = loadIndex(p.slots, p.slotsAreI64, n);
+__device__ __forceinline__ long long settledPoolRow(const RopePoolParams& p, long long n, long long slot) {
   if (slot >= p.slotBelow || slot < 0) return -1;
   if (p.slotOwners != nullptr) {
     waitForPreviousGrid();
@@ -31,6 +30,9 @@ __device__ __forceinline__ long long poolRow(const RopePoolParams& p, long long 
   }
   return slot;
 }
+
+// The same, reading the slot itself.
+__device__ __forceinline__ long long poolRow(const RopePoolParams& p, long long n) { return settledPoolRow(p, n, loadIndex(p.slots, p.slotsAreI64, n)); }
 
 // Where a view's rows sit: element strides between tokens, heads and a row's elements.
 struct RowStrides {
@@ -245,13 +247,17 @@ using kvkit::RopePoolParams;
     if (kvkit::callRejected(p.badValue, p.call)) return;                                                                           \
     kvkit::ropePoolUnits<S, L::kVectorsPerLane, L::kRowsPerStep, L::kRowAhead>(p);                                                 \
   }
-#define KVKIT_ROPE_POOL_ENTRIES(name, S)                                                                                                                            \
-  extern "C" __global__ void __launch_bounds__(RopePoolNv1Launch::kThreads, RopePoolNv1Launch::kMinBlocksPerSM) rope_pool_##name##_nv1(const RopePoolParams p) { \
-    kvkit::ropePoolTiles<S, RopePoolNv1Launch::kRowsPerStep, RopePoolNv1Launch::kStagedBatches, false>(p);                                                            \
-  }                                                                                                                                                                 \
-  extern "C" __global__ void __launch_bounds__(RopePoolNv1Launch::kThreads, RopePoolNv1Launch::kMinBlocksPerSM) rope_pool_##name##_nv1_fp8(const RopePoolParams p) { \
-    kvkit::ropePoolTiles<S, RopePoolNv1Launch::kRowsPerStep, RopePoolNv1Launch::kStagedBatches, true>(p);                                                                 \
-  }                                                                                                                                                                     \
+// The token tiles' builds: lanes of one vector or of pairs (paired: half the rows in flight a group, as many bytes), pools of the
+// model dtype or fp8 too.
+#define KVKIT_ROPE_POOL_TILES(entry, S, FP8, PAIRED)                                                                              \
+  extern "C" __global__ void __launch_bounds__(RopePoolNv1Launch::kThreads, RopePoolNv1Launch::kMinBlocksPerSM) entry(const RopePoolParams p) { \
+    kvkit::ropePoolTiles<S, RopePoolNv1Launch::kRowsPerStep / ((PAIRED) ? 2 : 1), RopePoolNv1Launch::kStagedBatches, FP8, PAIRED>(p); \
+  }
+#define KVKIT_ROPE_POOL_ENTRIES(name, S)                                 \
+  KVKIT_ROPE_POOL_TILES(rope_pool_##name##_nv1, S, false, false)         \
+  KVKIT_ROPE_POOL_TILES(rope_pool_##name##_nv1_fp8, S, true, false)      \
+  KVKIT_ROPE_POOL_TILES(rope_pool_##name##_nv1_paired, S, false, true)   \
+  KVKIT_ROPE_POOL_TILES(rope_pool_##name##_nv1_paired_fp8, S, true, true) \
   KVKIT_ROPE_POOL_ENTRY(name, S, nv2, RopePoolNv2Launch)                                                                                                            \
   extern "C" __global__ void __launch_bounds__(RopePoolAnyLaunch::kThreads) rope_pool_##name##_any(const RopePoolParams p) {                                         \
     kvkit::waitForPreviousGrid();                                                                                                                                   \

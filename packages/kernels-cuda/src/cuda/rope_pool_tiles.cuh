@@ -1,7 +1,7 @@
 // ropePoolFused's launch for rows of one 16-byte vector per lane, into pools of any layout and
 // dtype: a block takes a tile of consecutive tokens, computes each (token, pair) cos/sin once
 // into shared memory, then its lane groups stream the tile's rows with several rows in flight.
-// Included by rope_pool.cu, which defines poolRow, inputStrides and positionStreams.
+// Included by rope_pool.cu, which defines settledPoolRow, inputStrides and positionStreams.
 #pragma once
 #include "bad_values.cuh"
 #include "grid_order.cuh"
@@ -67,10 +67,15 @@ struct TileAngles {
  * whole block's. The arithmetic is the other paths', in the same order, so
  * all give the same bits. FP8_POOLS: built for fp8 pools too
  * (rope_pool_*_nv1_fp8); without, for pools of the model dtype alone, with
- * the registers fp8 stores take freed.
+ * the registers fp8 stores take freed. PAIRED (neox over the whole row, the
+ * host's lanesPerRow half the row's vectors): a lane holds a vector of the
+ * row's first half and its rotation partner R/2 elements on, so the rotation
+ * needs no shuffle, the pair shares one read of its cos/sin, and a lane's
+ * bookkeeping per row covers 32 bytes instead of 16.
  */
-template <typename S, int DEPTH, int STAGES, bool FP8_POOLS>
+template <typename S, int DEPTH, int STAGES, bool FP8_POOLS, bool PAIRED>
 __device__ __forceinline__ void ropePoolTiles(const RopePoolParams& p) {
+  constexpr int NV = PAIRED ? 2 : 1;  // vectors a lane holds of each row
   constexpr int VEC = S::kPer16;
   constexpr long long kElementBytes = sizeof(typename S::Bits);
   const int lanes = static_cast<int>(p.lanesPerRow);
@@ -83,15 +88,15 @@ __device__ __forceinline__ void ropePoolTiles(const RopePoolParams& p) {
   const long long firstToken = static_cast<long long>(blockIdx.x) * p.tokensPerBlock;
   const int tokens = static_cast<int>(min(p.tokensPerBlock, p.numTokens - firstToken));
   const TileAngles<VEC> layout(R, gptj);
-  // Shared memory: the staged rows [STAGES][DEPTH][blockDim.x], the Q- and K-norm weights as f32 [2][D], the tile's
+  // Shared memory: the staged rows [STAGES][DEPTH][NV][blockDim.x], the Q- and K-norm weights as f32 [2][D], the tile's
   // cos/sin [tokensPerBlock][layout.perToken], its slots.
   extern __shared__ float4 tileShared[];
   uint4* staged = reinterpret_cast<uint4*>(tileShared);
-  float* tileWeights = reinterpret_cast<float*>(staged + STAGES * DEPTH * blockDim.x);
+  float* tileWeights = reinterpret_cast<float*>(staged + STAGES * DEPTH * NV * blockDim.x);
   float2* tileCosSin = reinterpret_cast<float2*>(tileWeights + 2 * D);
   long long* tileSlots = reinterpret_cast<long long*>(tileCosSin + p.tokensPerBlock * layout.perToken);
 
-  // This lane's vector of a row, and where its pairs' angles sit.
+  // This lane's vector of a row (paired: and its partner, `halfR` elements on), and where its pairs' angles sit.
   const int first = lane * VEC;
   const bool inRow = first < D;
   const bool rotates = first < R;
@@ -130,11 +135,13 @@ __device__ __forceinline__ void ropePoolTiles(const RopePoolParams& p) {
   auto stageNextBatch = [&]() {
     const bool keyPart = issued >= queryBatches;
     if (issued == queryBatches) issueAt = TileRows(group, 2 * H);
-    uint4* stage = staged + (issued % STAGES) * DEPTH * blockDim.x + threadIdx.x;
+    uint4* stage = staged + (issued % STAGES) * DEPTH * NV * blockDim.x + threadIdx.x;
 #pragma unroll
     for (int d = 0; d < DEPTH; d++) {
       const bool here = issueAt.token < tokens && inRow;
-      stageOnce16(stage + d * blockDim.x, here ? rowSource(keyPart, firstToken + issueAt.token, issueAt.head) + first * kElementBytes : p.q, here, policy);
+      const char* row = here ? rowSource(keyPart, firstToken + issueAt.token, issueAt.head) + first * kElementBytes : static_cast<const char*>(p.q);
+#pragma unroll
+      for (int v = 0; v < NV; v++) stageOnce16(stage + (d * NV + v) * blockDim.x, here ? row + v * halfR * kElementBytes : row, here, policy);
       issueAt.advance(groups, keyPart ? 2 * H : Hq);
     }
     issued++;
@@ -144,6 +151,10 @@ __device__ __forceinline__ void ropePoolTiles(const RopePoolParams& p) {
     if (b < batches) stageNextBatch();
     closeStagedBatch();
   }
+
+  // The tile's slots, as given, read now (a thread a token: tokensPerBlock <= 8) and kept in shared memory until they are
+  // settled before the key rows: the block's wait there is then only the claims'.
+  if (threadIdx.x < tokens) tileSlots[threadIdx.x] = loadIndex(p.slots, p.slotsAreI64, firstToken + threadIdx.x);
 
   // Every (token, pair) cos/sin of the tile, and the norm weights, once, while the first rows load.
   const bool qNormed = p.qNormWeight != nullptr, kNormed = p.kNormWeight != nullptr;
@@ -170,9 +181,47 @@ __device__ __forceinline__ void ropePoolTiles(const RopePoolParams& p) {
   }
 
   // One row's values: normed (where `normed`, by `weights`), rotated over R, packed back. Every lane of the warp calls it.
-  auto rotate = [&](const uint4& bits, int t, bool normed, const float* weights) -> uint4 {
+  // Paired: the lanes of this thread's row (its group), the only ones its norm's shuffles need.
+  const unsigned groupMask = (lanes == 32 ? kFullWarp : (1u << lanes) - 1u) << ((threadIdx.x & 31) & ~(lanes - 1));
+  auto rotate = [&](uint4 (&bits)[NV], int t, bool normed, const float* weights) {
+    if constexpr (PAIRED) {
+      // Called by whole groups (normed the same across one): no shuffle partner is needed, the norm's sums stay in the group.
+      float x[2][VEC];
+      unpack16<S>(bits[0], x[0]);
+      unpack16<S>(bits[1], x[1]);
+      if (normed) {
+        // The unpaired lanes' order of sums: each vector's squares, the pair (their first shuffle), then the rest.
+        float halves[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int v = 0; v < 2; v++)
+#pragma unroll
+          for (int u = 0; u < VEC; u++) halves[v] = fmaf(x[v][u], x[v][u], halves[v]);
+        const float inv = rsqrtf(sumOverLanes(halves[0] + halves[1], lanes, groupMask) / static_cast<float>(D) + eps);
+#pragma unroll
+        for (int v = 0; v < 2; v++)
+#pragma unroll
+          for (int part = 0; part < VEC / 4; part++) {
+            const float4 four = reinterpret_cast<const float4*>(weights + first + v * halfR)[part];
+            const float wf[4] = {four.x, four.y, four.z, four.w};
+#pragma unroll
+            for (int u = 0; u < 4; u++) x[v][4 * part + u] = x[v][4 * part + u] * inv * wf[u];
+          }
+      }
+      const float4* angles = reinterpret_cast<const float4*>(tileCosSin + t * layout.perToken) + lane;
+#pragma unroll
+      for (int u = 0; u < VEC; u++) {
+        const float4 a = angles[(u >> 1) * layout.vectors];
+        const float c = (u & 1) ? a.z : a.x, sn = (u & 1) ? a.w : a.y;
+        const float lower = x[0][u], upper = x[1][u];
+        x[0][u] = rotatedElement(lower, upper, c, -sn);
+        x[1][u] = rotatedElement(upper, lower, c, sn);
+      }
+      bits[0] = pack16<S>(x[0]);
+      bits[1] = pack16<S>(x[1]);
+      return;
+    }
     float x[1][VEC];
-    unpack16<S>(bits, x[0]);
+    unpack16<S>(bits[0], x[0]);
     if (__any_sync(kFullWarp, normed)) normVectorInLanes<S>(x, normed && inRow, weights + first, eps, lanes, D);
     float partner[VEC];
 #pragma unroll
@@ -197,30 +246,47 @@ __device__ __forceinline__ void ropePoolTiles(const RopePoolParams& p) {
       for (int u = 0; u < VEC; u++)
         if (first + u < R) rotateElement(u);
     }
-    return pack16<S>(x[0]);
+    bits[0] = pack16<S>(x[0]);
   };
 
   // A query row: rotated into qRot.
-  auto useQuery = [&](const uint4& bits, bool live, int t, int head) {
-    const uint4 out = rotate(bits, t, qNormed, tileWeights);
-    if (live && inRow) storeOnce16(outputRow(p.qRot, Hq, t, head), out);
+  auto useQuery = [&](uint4 (&bits)[NV], bool live, int t, int head) {
+    rotate(bits, t, qNormed, tileWeights);
+    if (!live || !inRow) return;
+    char* out = outputRow(p.qRot, Hq, t, head);
+#pragma unroll
+    for (int v = 0; v < NV; v++) storeOnce16(out + v * halfR * kElementBytes, bits[v]);
   };
   // A key row (heads [0, H): rotated into kRot and the K pool) or a value row ([H, 2H): to the V pool as loaded).
   const long long poolHeadElements = poolHeadStrideOf(p);
-  auto useKeyOrValue = [&](const uint4& bits, bool live, int t, int head) {
+  auto useKeyOrValue = [&](uint4 (&bits)[NV], bool live, int t, int head) {
     const bool key = head < H;
-    uint4 out = bits;
-    if (__any_sync(kFullWarp, key)) {
-      const uint4 rotated = rotate(bits, t, key && kNormed, tileWeights + D);
-      if (key) out = rotated;
+    uint4 out[NV];
+    if constexpr (PAIRED) {
+      // A group's rows are all keys or all values: only key groups rotate, in place.
+      if (key) rotate(bits, t, kNormed, tileWeights + D);
+#pragma unroll
+      for (int v = 0; v < NV; v++) out[v] = bits[v];
+    } else {
+      out[0] = bits[0];
+      if (__any_sync(kFullWarp, key)) {
+        rotate(bits, t, key && kNormed, tileWeights + D);
+        if (key) out[0] = bits[0];
+      }
     }
     if (!live || !inRow) return;
-    if (key) storeOnce16(outputRow(p.kRot, H, t, head), out);
+    if (key) {
+      char* rotated = outputRow(p.kRot, H, t, head);
+#pragma unroll
+      for (int v = 0; v < NV; v++) storeOnce16(rotated + v * halfR * kElementBytes, out[v]);
+    }
     const long long slotFirst = tileSlots[t];
     if (slotFirst < 0) return;
     // K rows as rotated and rounded, V rows as loaded: their bits, or fp8 codes (kv_pool.cuh).
     const int poolHead = key ? head : head - H;
-    storePoolVector<S, FP8_POOLS>(poolTarget<RopePoolParams, FP8_POOLS>(p, key ? p.kPool : p.vPool, !key, poolHead), slotFirst + poolHead * poolHeadElements + first, out);
+    const PoolTarget pool = poolTarget<RopePoolParams, FP8_POOLS>(p, key ? p.kPool : p.vPool, !key, poolHead);
+#pragma unroll
+    for (int v = 0; v < NV; v++) storePoolVector<S, FP8_POOLS>(pool, slotFirst + poolHead * poolHeadElements + first + v * halfR, out[v]);
   };
 
   TileRows useAt(group, Hq);
@@ -231,18 +297,20 @@ __device__ __forceinline__ void ropePoolTiles(const RopePoolParams& p) {
     const bool keyPart = b >= queryBatches;
     if (b == queryBatches) {
       // Each token's slot as its head-0 row in the pools (poolSlotOf), -1: none; one division per slot, not per row.
-      for (int t = threadIdx.x; t < tokens; t += blockDim.x) {
-        const long long slot = poolRow(p, firstToken + t);
-        tileSlots[t] = slot >= 0 ? poolSlotOf(p, slot) : -1;
+      if (threadIdx.x < tokens) {
+        const long long slot = settledPoolRow(p, firstToken + threadIdx.x, tileSlots[threadIdx.x]);
+        tileSlots[threadIdx.x] = slot >= 0 ? poolSlotOf(p, slot) : -1;
       }
       __syncthreads();
       useAt = TileRows(group, 2 * H);
     }
-    const uint4* stage = staged + (b % STAGES) * DEPTH * blockDim.x + threadIdx.x;
+    const uint4* stage = staged + (b % STAGES) * DEPTH * NV * blockDim.x + threadIdx.x;
     // One copy of each use: the batch's rows in turn.
 #pragma unroll 1
     for (int d = 0; d < DEPTH; d++) {
-      const uint4 bits = stage[d * blockDim.x];
+      uint4 bits[NV];
+#pragma unroll
+      for (int v = 0; v < NV; v++) bits[v] = stage[(d * NV + v) * blockDim.x];
       const bool live = useAt.token < tokens;
       const int t = min(useAt.token, tokens - 1);
       if (keyPart) {

@@ -123,7 +123,7 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
     unitsPerToken: plan.unitsPerToken,
     lanesPerRow: plan.lanesPerRow,
   });
-  const kernel = ropePoolKernel(dtype, plan.path, isFp8(kPool.dtype as PoolDType));
+  const kernel = ropePoolKernel(dtype, plan.path, isFp8(kPool.dtype as PoolDType), plan.pairedLanes);
   // Beside claim_slots or check_values, the launch just before, which write nothing it reads; it waits for them
   // before it writes. Plain behind anything else (none of them: no rule on the device, a single token).
   if (claims.table !== 0 || call !== 0) cx.launchOverlapping(kernel, p, plan.grid, plan.block, plan.sharedBytes, op);

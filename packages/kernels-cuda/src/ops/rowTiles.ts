@@ -35,6 +35,8 @@ export interface RowLaunch {
   readonly grid: number;
   /** Tokens per block (ropePool's token tiles, its nv1 path); 0 elsewhere. */
   readonly tokensPerBlock: number;
+  /** The token tiles' lanes each hold a vector and its neox partner (the `_paired` builds); false elsewhere. */
+  readonly pairedLanes: boolean;
   /** Rows of one token per unit of work (vector paths). */
   readonly rowsPerUnit: number;
   readonly unitsPerToken: number;
@@ -128,6 +130,7 @@ export function planRows(s: RowShape): RowLaunch {
       block: ROW_LAUNCHES[s.kernel].any.threads,
       grid: Math.max(1, Math.min(Math.ceil((s.tokens * s.headRows) / 8), s.gpu.multiprocessors * ANY_SHAPE_BLOCKS_PER_SM)),
       tokensPerBlock: 0,
+      pairedLanes: false,
       rowsPerUnit: 0,
       unitsPerToken: 0,
       sharedBytes: 0,
@@ -140,7 +143,7 @@ export function planRows(s: RowShape): RowLaunch {
   const path = perLane === 1 ? 'nv1' : 'nv2';
   const declared = ROW_KERNEL_SHAPES[s.kernel][path];
   const threads = ROW_LAUNCHES[s.kernel][path].threads;
-  if (s.kernel === 'ropePool' && path === 'nv1') return planTokenTiles(s, lanes, threads, declared.blocksPerSM);
+  if (s.kernel === 'ropePool' && path === 'nv1') return planTokenTiles(s, lanes, pairedTileLanes(s, numVec), threads, declared.blocksPerSM);
   const { rowsPerStep } = declared;
   // Each thread's cos/sin slots (f32 cos and sin of each element of its vectors).
   const slotBytesPerThread = 2 * perLane * vec * 4;
@@ -163,6 +166,7 @@ export function planRows(s: RowShape): RowLaunch {
     block,
     grid: Math.ceil(groups / (block / lanes)),
     tokensPerBlock: 0,
+    pairedLanes: false,
     rowsPerUnit: best.rowsPerUnit,
     unitsPerToken: best.unitsPerToken,
     sharedBytes: block * slotBytesPerThread,
@@ -173,6 +177,15 @@ export function planRows(s: RowShape): RowLaunch {
 /** Blocks a multiprocessor holds at once: the declared ones, as far as their shared memory (and the driver's share for each) fits. */
 function residentBlocks(gpu: GpuLimits, declared: number, sharedBytes: number): number {
   return Math.min(declared, Math.floor(gpu.sharedBytesPerMultiprocessor / (sharedBytes + gpu.reservedSharedBytesPerBlock)));
+}
+
+/**
+ * Token tiles hold a row's vectors in pairs (a vector and its rotation partner R/2 on, in one lane:
+ * rope_pool_tiles.cuh's PAIRED, the `_paired` builds) for neox
+ * over the whole row. On the H200 (bf16, N = 32768) that cut the instructions a token costs by a third.
+ */
+function pairedTileLanes(s: RowShape, numVec: number): boolean {
+  return !s.gptj && s.rotaryDim === s.headDim && numVec >= 2 && (numVec & (numVec - 1)) === 0;
 }
 
 /** The most tokens one tile takes: on the H200 (bf16, 48 rows a token) 8 beat 4, 16 and 32 at N = 4096 and 32768. */
@@ -192,7 +205,7 @@ function tokenTileStagingBytes(threads: number): number {
  * shared memory stays within a block's, a larger tile costs no block resident
  * on a multiprocessor, and the grid still fills the GPU once.
  */
-function planTokenTiles(s: RowShape, lanes: number, threads: number, declaredBlocksPerSM: number): RowLaunch {
+function planTokenTiles(s: RowShape, lanes: number, pairedLanes: boolean, threads: number, declaredBlocksPerSM: number): RowLaunch {
   const { gpu } = s;
   // The tile's float2 cos/sin slots per token (TileAngles in rope_pool_tiles.cuh): gptj rounds the pairs up to whole vectors.
   const halfR = s.rotaryDim >> 1;
@@ -211,10 +224,11 @@ function planTokenTiles(s: RowShape, lanes: number, threads: number, declaredBlo
     tokensPerBlock /= 2;
   return {
     path: 'nv1',
-    lanesPerRow: lanes,
+    lanesPerRow: pairedLanes ? lanes / 2 : lanes,
     block: threads,
     grid: Math.ceil(s.tokens / tokensPerBlock),
     tokensPerBlock,
+    pairedLanes,
     rowsPerUnit: 0,
     unitsPerToken: 0,
     sharedBytes: sharedBytes(tokensPerBlock),

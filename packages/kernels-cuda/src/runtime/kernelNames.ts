@@ -11,7 +11,9 @@ export function fusedKernel(dtype: FloatDType, path: RowPath): Extract<KernelNam
   return `fused_norm_rope_${dtype}_${path}`;
 }
 
-/** The token tiles (nv1) come in two builds: for pools of the model dtype, and for fp8 pools too. */
-export function ropePoolKernel(dtype: FloatDType, path: RowPath, fp8Pools: boolean): Extract<KernelName, `rope_pool_${string}`> {
-  return path === 'nv1' && fp8Pools ? `rope_pool_${dtype}_nv1_fp8` : `rope_pool_${dtype}_${path}`;
+/** The token tiles (nv1) come in builds for pools of the model dtype and for fp8 pools too, each with lanes of one vector or of pairs. */
+export function ropePoolKernel(dtype: FloatDType, path: RowPath, fp8Pools: boolean, pairedLanes: boolean): Extract<KernelName, `rope_pool_${string}`> {
+  if (path !== 'nv1') return `rope_pool_${dtype}_${path}`;
+  if (pairedLanes) return fp8Pools ? `rope_pool_${dtype}_nv1_paired_fp8` : `rope_pool_${dtype}_nv1_paired`;
+  return fp8Pools ? `rope_pool_${dtype}_nv1_fp8` : `rope_pool_${dtype}_nv1`;
 }

@@ -14,6 +14,9 @@ import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
 import { copyShader, fmaFlopsPerInvocation, fmaShader } from '../shaders/ceilings.wgsl.js';
 import { planCopy, planFma } from '../shaders/plan.js';
 
+/** The kernel-shape defaults (shaders/plan.ts): a benchmark may change them before it builds its workloads, to compare variants. */
+export { tuning } from '../shaders/plan.js';
+
 /** Device time per call of what an `enqueue` callback enqueued: the median and every sample, and how it was measured. */
 export interface DeviceTiming {
   /** The median sample, in microseconds. */

@@ -85,6 +85,8 @@ export const tuning = {
   maxLanesPerRow: 32,
   /** K step of the GEMM tile, halved until two buffers fit in workgroup memory (8 beat 16 on the H200: 57% vs 46% of the FMA ceiling). */
   gemmTileK: 8,
+  /** Q/K-norm rows with neox over the whole row: a lane holds a vector and its rotation partner (see RopeNormRowsPlan.pairedLanes). */
+  pairedNormLanes: true,
 };
 
 /** Where the cos/sin values of a token come from: the cache row at its position, or a per-token table row. */
@@ -205,11 +207,27 @@ export interface RopeNormRowsPlan extends RopeNormRowsRequest {
   readonly vecsPerLane: number;
   readonly reduction: 'none' | 'subgroup' | 'workgroup';
   readonly workgroupSize: number;
+  /**
+   * A lane holds a vector of the row's first half and its rotation partner R/2 elements on (neox, R = D):
+   * each row element is loaded once and each cos/sin read once for both, where a lane per vector
+   * loaded its partner's vector a second time.
+   */
+  readonly pairedLanes: boolean;
 }
 
 export function planRopeNormRows(caps: DeviceCaps, r: RopeNormRowsRequest): RopeNormRowsPlan {
   const layout = rowLayout(r.dtype, r.D);
-  return { ...r, kernel: 'ropeNormRows', f16: caps.f16, layout, partner: partnerMode(r.style, r.R, layout), ...rowLanes(caps, layout) };
+  const partner = partnerMode(r.style, r.R, layout);
+  const pairs = layout.rowVecs / 2;
+  const pairedLanes = tuning.pairedNormLanes && partner === 'chunk' && r.R === r.D && pairs >= 1 && nextPowerOfTwo(pairs) === pairs && pairs <= tuning.maxLanesPerRow;
+  const lanes = pairedLanes ? pairedRowLanes(caps, pairs) : rowLanes(caps, layout);
+  return { ...r, kernel: 'ropeNormRows', f16: caps.f16, layout, partner, ...lanes, pairedLanes };
+}
+
+/** Lanes of a row held as pairs: one lane per rotation pair of vectors, two vectors a lane. */
+function pairedRowLanes(caps: DeviceCaps, pairs: number): Pick<NormRopePlan, 'lanesPerRow' | 'vecsPerLane' | 'reduction' | 'workgroupSize'> {
+  const reduction = pairs === 1 ? 'none' : caps.subgroups && pairs <= caps.subgroupMinSize ? 'subgroup' : 'workgroup';
+  return { lanesPerRow: pairs, vecsPerLane: 2, reduction, workgroupSize: Math.max(pairs, Math.min(tuning.normRopeWorkgroup, caps.maxInvocationsPerWorkgroup)) };
 }
 
 export interface RopeTablePlan {

@@ -7,7 +7,8 @@
  * cos/sin rows). A group of `lanesPerRow` invocations owns one head row, as
  * in the norm + RoPE kernel: each lane loads whole vectors once, the partial
  * sums of squares meet through subgroup shuffles or workgroup memory, and
- * each lane norms, rotates and writes its own vectors. cos/sin come from the per-token
+ * each lane norms, rotates and writes its own vectors. With neox over the whole row (R = D), a lane
+ * holds a vector and its rotation partner (paired lanes), so nothing is read twice. cos/sin come from the per-token
  * table (ropeTable.wgsl.ts). Negative slots skip a token; a slot at or past
  * the pool rejected the call (its check raised the slot's flag word, which
  * the key rows read first, and write nothing). q, k and v may be
@@ -16,9 +17,10 @@
  * Every part in one dispatch where the device has the bindings; else q, k and
  * v rows in three (each within WebGPU's default eight storage bindings).
  */
+import type { FloatDType } from '@kvkit/contracts';
 import { ROPE_NORM_ROWS } from '../generated/params.js';
 import type { RopeNormRowsParams, RopeNormRowsRanges } from '../generated/params.js';
-import { CALL_REJECTED, elementReader, ENTRY_BUILTINS, halfFloatWgsl, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
+import { CALL_REJECTED, elementReader, ENTRY_BUILTINS, halfFloatWgsl, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP, wordValues } from './common.wgsl.js';
 import { FP8_WGSL } from './fp8.wgsl.js';
 import { poolRowWgsl, poolVectorType, scaleBitsWgsl, storeRowVector } from './kvPoolRows.wgsl.js';
 import type { RopeNormRowsPlan } from './plan.js';
@@ -96,13 +98,52 @@ export function ropeNormRowsShader(plan: RopeNormRowsPlan): KernelSource<RopeNor
     }
     return lines.join('\n    ');
   };
+  /** A weight's values for vector `vector` of a row, read a word at a time (the row's own layout of elements). */
+  const weightValues = (array: 'qWeight' | 'kWeight', dtype: FloatDType, vector: string): string[] => {
+    const perWord = dtype === 'f32' ? 1 : 2;
+    return Array.from({ length: E / perWord }, (_, m) => wordValues(dtype, `${array}[${vector} * ${E / perWord}u + ${m}u]`)).flat();
+  };
+  /**
+   * Paired lanes: vector c0 of the row's first half and its partner c1 = c0 + R/2 elements on, normed
+   * (where `weight` names a weight), rotated with one read of their shared cos/sin, and stored.
+   */
+  const rotatedPair = (src: 'q' | 'k', weight: { array: 'qWeight' | 'kWeight'; dtype: FloatDType } | undefined): string => {
+    const isKey = src === 'k';
+    const dst = isKey ? 'kRot' : 'qRot';
+    const p = `${src}_`;
+    const normed = (v: number) => {
+      const xs = vectorValues(dtype, layout, `x${v}`);
+      const ws = weight ? weightValues(weight.array, weight.dtype, `c${v}`) : [];
+      return xs.map((x, k) => `let ${p}${v === 0 ? 'y' : 'z'}${k} = ${x}${weight ? ` * inv * ${ws[k]}` : ''};`);
+    };
+    const ks = Array.from({ length: E }, (_, k) => k);
+    const lines = [
+      ...normed(0),
+      ...normed(1),
+      `let ${p}j = csBase + c0 * ${E}u;`,
+      ...ks.flatMap((k) => [`let ${p}c${k} = cosSin[${p}j + ${k}u];`, `let ${p}s${k} = cosSin[${p}j + ${R / 2 + k}u];`]),
+      `let ${p}lo = ${packVector(dtype, layout, ks.map((k) => `${p}y${k} * ${p}c${k} - ${p}z${k} * ${p}s${k}`))};`,
+      `let ${p}hi = ${packVector(dtype, layout, ks.map((k) => `${p}z${k} * ${p}c${k} + ${p}y${k} * ${p}s${k}`))};`,
+      `${dst}[base + c0] = ${p}lo;`,
+      `${dst}[base + c1] = ${p}hi;`,
+    ];
+    if (isKey) lines.push(toPool('kPool', 'poolBase + c0', `${p}lo`), toPool('kPool', 'poolBase + c1', `${p}hi`));
+    return lines.join('\n    ');
+  };
   /** The value row's vector v, copied bit for bit into vPool at the slot. */
   const copied = (v: number): string => {
     if (!element || dtype === 'f32') return toPool('vPool', `poolBase + c${v}`, `v[vBase + c${v}]`);
     const e = `(vBase + c${v})`;
     return `if (slotOk) { store_vPool(poolBase + c${v}, v[${e} >> 1u] >> ((${e} & 1u) * 16u)); }`;
   };
-  const writes = vecs
+  const pairedWrites = (): string => {
+    const q = queries ? rotatedPair('q', queryNorm ? { array: 'qWeight', dtype: plan.queryWeight! } : undefined) : '';
+    const k = [keys ? rotatedPair('k', keyNorm ? { array: 'kWeight', dtype: plan.keyWeight! } : undefined) : '', ...(values ? vecs.map(copied) : [])].filter(Boolean).join('\n    ');
+    const body = queries && pool ? `if (isQuery) {\n    ${q}\n  } else {\n    ${k}\n  }` : queries ? q : k;
+    // Both vectors of a pair lie in the row: a0 holds for c1 too.
+    return `if (a0) {\n    ${body}\n  }`;
+  };
+  const writes = plan.pairedLanes ? pairedWrites() : vecs
     .map((v) => {
       const q = queries ? rotated(v, 'q', queryNorm ? 'qWeightAt' : undefined) : '';
       const k = [keys ? rotated(v, 'k', keyNorm ? 'kWeightAt' : undefined) : '', values ? copied(v) : ''].filter(Boolean).join('\n    ');
