@@ -56,9 +56,12 @@ export const fusedNormRopeCuda = cudaKernel({
     // 4 blocks of 256 per multiprocessor (64 registers) for rows of one vector per lane, one row ahead.
     nv1: { threads: 256, minBlocksPerSM: 4, constants: { vectorsPerLane: 1, rowsPerStep: 1, rowAhead: true }, doc: 'rows of one 16-byte vector per lane' },
     nv2: { threads: 256, minBlocksPerSM: 2, constants: { vectorsPerLane: 2, rowsPerStep: 1, rowAhead: false }, doc: 'rows of two 16-byte vectors per lane' },
+    // nv1's rows held as pairs (a vector and its neox partner a lane, half the lanes): two rows' worth of registers a step and
+    // the next ahead fit 3 blocks a multiprocessor (85 registers), with more bytes in flight a multiprocessor than nv1's 4.
+    paired: { threads: 256, minBlocksPerSM: 3, constants: { vectorsPerLane: 2, rowsPerStep: 1, rowAhead: true }, doc: "nv1's rows, a vector and its neox partner per lane" },
     any: { threads: 256, doc: 'any row shape, element by element' },
   },
-  entries: entryGrid('fused_norm_rope_{dtype}_{launch}', FLOAT_DTYPES, ['nv1', 'nv2', 'any']),
+  entries: [...entryGrid('fused_norm_rope_{dtype}_{launch}', FLOAT_DTYPES, ['nv1', 'nv2', 'any']), ...FLOAT_DTYPES.map((dtype) => ({ name: `fused_norm_rope_${dtype}_nv1_paired`, launch: 'paired', dtype }))],
 });
 
 export const normRopeWgsl = wgslKernel({

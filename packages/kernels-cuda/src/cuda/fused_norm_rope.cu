@@ -50,10 +50,14 @@ __device__ __forceinline__ long long fusedTokenRow(const FusedNormRopeParams& p,
  * rows, which need more registers, load their own step). At a unit's
  * first step a lane fetches the cos/sin of its elements (a cached token row,
  * or sincos) for all the unit's rows. In place (kOut == kv, vOut null) is
- * safe: a row is read and written by the same lanes.
+ * safe: a row is read and written by the same lanes. PAIRED (NV = 2, neox
+ * over the whole row, half the row's vectors in lanes): a lane's two vectors
+ * are each other's rotation partners, so no shuffle fetches them, and a lane
+ * has twice the bytes in flight.
  */
-template <typename S, int NV, int ROWS, bool AHEAD>
+template <typename S, int NV, int ROWS, bool AHEAD, bool PAIRED = false>
 __device__ __forceinline__ void fusedNormRopeUnits(const FusedNormRopeParams& p) {
+  static_assert(!PAIRED || NV == 2, "a pair is two vectors a lane");
   constexpr int VEC = S::kPer16;
   constexpr size_t kElementBytes = sizeof(typename S::Bits);
   const int lanes = static_cast<int>(p.lanesPerRow);
@@ -65,7 +69,9 @@ __device__ __forceinline__ void fusedNormRopeUnits(const FusedNormRopeParams& p)
   const bool gptj = p.gptj != 0;
   const bool weightIsF32 = p.weightIsF32 != 0;
   extern __shared__ float4 angleSlots[];
-  const LaneAngles<VEC, NV> angles(angleSlots);
+  // Paired: the lower vector's angles serve its partner too (the same cos, sin negated).
+  constexpr int ANGLE_VECTORS = PAIRED ? 1 : NV;
+  const LaneAngles<VEC, ANGLE_VECTORS> angles(angleSlots);
   const AngleSource angleSource{p.cosSinCache, p.cacheDType, p.cacheVectors != 0, static_cast<const unsigned*>(p.ropeAngles)};
   const char* kv = static_cast<const char*>(p.kv);
   const size_t vOffsetBytes = static_cast<size_t>(p.vOffset) * kElementBytes;
@@ -125,7 +131,7 @@ __device__ __forceinline__ void fusedNormRopeUnits(const FusedNormRopeParams& p)
       // mRoPE: each pair at its stream's position, element by element (one inlined fill, so no spills at 64 registers).
       const PositionStreams streams = positionStreams(p);
       const long long token = step.t;
-      fillLaneAnglesAt<VEC, NV>(angles, dst >= 0, position, lane, lanes, R, gptj, angleSource, streams.many(), [&](int j) { return streams.at(token, j); });
+      fillLaneAnglesAt<VEC, ANGLE_VECTORS>(angles, dst >= 0, position, lane, lanes, R, gptj, angleSource, streams.many(), [&](int j) { return streams.at(token, j); });
     }
     if (AHEAD) load(next, following);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -155,12 +161,17 @@ __device__ __forceinline__ void fusedNormRopeUnits(const FusedNormRopeParams& p)
       }
       float x[NV][VEC];
       float sumSquares = 0.0f;
+      float vectorSums[NV];
 #pragma unroll
       for (int s = 0; s < NV; s++) {
         unpack16<S>(current.k[i][s], x[s]);
+        vectorSums[s] = 0.0f;
 #pragma unroll
-        for (int u = 0; u < VEC; u++) sumSquares += x[s][u] * x[s][u];
+        for (int u = 0; u < VEC; u++) vectorSums[s] += x[s][u] * x[s][u];
+        // Paired: each vector's sum, then the pair's (as the lane per vector's first shuffle adds them); else one running sum.
+        sumSquares = PAIRED ? sumSquares : sumSquares + vectorSums[s];
       }
+      if (PAIRED) sumSquares = vectorSums[0] + vectorSums[NV - 1];
       sumSquares = sumOverLanes(sumSquares, lanes);
       const float inv = 1.0f / sqrtf(sumSquares / static_cast<float>(D) + eps);
 #pragma unroll
@@ -176,7 +187,18 @@ __device__ __forceinline__ void fusedNormRopeUnits(const FusedNormRopeParams& p)
 #pragma unroll
         for (int u = 0; u < VEC; u++) x[s][u] = x[s][u] * inv * w[u];
       }
-      rotateRow<VEC, NV>(x, angles, lane, lanes, R, gptj);
+      if constexpr (PAIRED) {
+        float c[VEC], s[VEC];
+        angles.load(0, c, s);
+#pragma unroll
+        for (int u = 0; u < VEC; u++) {
+          const float lower = x[0][u], upper = x[NV - 1][u];
+          x[0][u] = rotatedElement(lower, upper, c[u], s[u]);
+          x[NV - 1][u] = rotatedElement(upper, lower, c[u], -s[u]);
+        }
+      } else {
+        rotateRow<VEC, NV>(x, angles, lane, lanes, R, gptj);
+      }
       if (writes) {
         const PoolTarget kTarget = poolTarget(p, p.kOut, false, head);
 #pragma unroll
@@ -260,6 +282,7 @@ __device__ __forceinline__ void fusedNormRopeAnyShape(const FusedNormRopeParams&
 using kvkit::FusedNormRopeAnyLaunch;
 using kvkit::FusedNormRopeNv1Launch;
 using kvkit::FusedNormRopeNv2Launch;
+using kvkit::FusedNormRopePairedLaunch;
 using kvkit::FusedNormRopeParams;
 
 // Launch bounds and template arguments from the kernel's declaration (generated/params.cuh), which
@@ -274,8 +297,16 @@ using kvkit::FusedNormRopeParams;
     kvkit::letNextGridLaunch();                                                                                                           \
     kvkit::fusedNormRopeUnits<S, L::kVectorsPerLane, L::kRowsPerStep, L::kRowAhead>(p);                                                   \
   }
+// Rows of one vector per lane again as pairs of vectors in half the lanes (rowTiles.ts pairs neox rows over their whole length).
+#define KVKIT_FUSED_PAIRED_ENTRY(name, S, L)                                                                                                 \
+  extern "C" __global__ void __launch_bounds__(L::kThreads, L::kMinBlocksPerSM) fused_norm_rope_##name##_nv1_paired(const FusedNormRopeParams p) { \
+    if (p.call == 0) kvkit::waitForPreviousGrid();                                                                                           \
+    kvkit::letNextGridLaunch();                                                                                                              \
+    kvkit::fusedNormRopeUnits<S, L::kVectorsPerLane, L::kRowsPerStep, L::kRowAhead, true>(p);                                                 \
+  }
 #define KVKIT_FUSED_ENTRIES(name, S)                                                                                                 \
   KVKIT_FUSED_ENTRY(name, S, nv1, FusedNormRopeNv1Launch)                                                                            \
+  KVKIT_FUSED_PAIRED_ENTRY(name, S, FusedNormRopePairedLaunch)                                                                       \
   KVKIT_FUSED_ENTRY(name, S, nv2, FusedNormRopeNv2Launch)                                                                            \
   extern "C" __global__ void __launch_bounds__(FusedNormRopeAnyLaunch::kThreads) fused_norm_rope_##name##_any(const FusedNormRopeParams p) { \
     kvkit::waitForPreviousGrid();                                                                                                    \

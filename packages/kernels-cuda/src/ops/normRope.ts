@@ -186,5 +186,5 @@ export function launchNormRope(kernels: CudaKernels, job: NormRopeJob, claimed?:
     lanesPerRow: plan.lanesPerRow,
   });
   // The kernel waits for the grid ahead before touching memory, so it may launch while that grid runs.
-  cx.launchOverlapping(fusedKernel(job.dtype, plan.path), p, plan.grid, plan.block, plan.sharedBytes, job.op);
+  cx.launchOverlapping(fusedKernel(job.dtype, plan.path, plan.pairedLanes), p, plan.grid, plan.block, plan.sharedBytes, job.op);
 }

@@ -35,7 +35,7 @@ export interface RowLaunch {
   readonly grid: number;
   /** Tokens per block (ropePool's token tiles, its nv1 path); 0 elsewhere. */
   readonly tokensPerBlock: number;
-  /** The token tiles' lanes each hold a vector and its neox partner (the `_paired` builds); false elsewhere. */
+  /** Lanes each hold a vector and its neox partner (the nv1 path's `_paired` builds); false elsewhere. */
   readonly pairedLanes: boolean;
   /** Rows of one token per unit of work (vector paths). */
   readonly rowsPerUnit: number;
@@ -143,12 +143,20 @@ export function planRows(s: RowShape): RowLaunch {
   const path = perLane === 1 ? 'nv1' : 'nv2';
   const declared = ROW_KERNEL_SHAPES[s.kernel][path];
   const threads = ROW_LAUNCHES[s.kernel][path].threads;
-  if (s.kernel === 'ropePool' && path === 'nv1') return planTokenTiles(s, lanes, pairedTileLanes(s, numVec), threads, declared.blocksPerSM);
-  const { rowsPerStep } = declared;
-  // Each thread's cos/sin slots (f32 cos and sin of each element of its vectors).
-  const slotBytesPerThread = 2 * perLane * vec * 4;
-  const blocksPerSM = residentBlocks(s.gpu, declared.blocksPerSM, threads * slotBytesPerThread);
-  const resident = s.gpu.multiprocessors * blocksPerSM * (threads / lanes);
+  const pairs = path === 'nv1' && pairedLanesFit(s, numVec);
+  if (s.kernel === 'ropePool' && path === 'nv1') return planTokenTiles(s, lanes, pairs, threads, declared.blocksPerSM);
+  // The norm kernel pairs its rows only where they fill the GPU once: fewer rows spread over more blocks unpaired
+  // (bf16 L = 5 T = 16: 4.5 µs unpaired, 5.2 µs paired on the H200).
+  const paired = pairs && s.tokens * s.headRows >= s.gpu.multiprocessors * LAUNCHES.fusedNormRope.paired.minBlocksPerSM * (threads / (lanes / 2));
+  // The norm kernel's paired rows have a launch of their own (fewer blocks, more registers).
+  const launch = paired ? LAUNCHES.fusedNormRope.paired : ROW_LAUNCHES[s.kernel][path];
+  const rowsPerStep = paired ? LAUNCHES.fusedNormRope.paired.rowsPerStep : declared.rowsPerStep;
+  // Paired (the `_paired` build of nv1): half the lanes a row, two vectors each.
+  const rowLanes = paired ? lanes / 2 : lanes;
+  // Each thread's cos/sin slots (f32 cos and sin of each element of its vectors; paired: of the lower one, which its partner shares).
+  const slotBytesPerThread = 2 * (paired ? 1 : perLane) * vec * 4;
+  const blocksPerSM = residentBlocks(s.gpu, launch.minBlocksPerSM, threads * slotBytesPerThread);
+  const resident = s.gpu.multiprocessors * blocksPerSM * (threads / rowLanes);
   let best = { cost: Infinity, rowsPerUnit: s.headRows, unitsPerToken: 1, waves: 1 };
   for (let unitsPerToken = s.headRows; unitsPerToken >= 1; unitsPerToken--) {
     const rowsPerUnit = Math.ceil(s.headRows / unitsPerToken);
@@ -159,14 +167,14 @@ export function planRows(s: RowShape): RowLaunch {
   }
   const groups = Math.ceil((s.tokens * best.unitsPerToken) / best.waves);
   let block = threads;
-  while (block > 64 && Math.ceil(groups / (block / lanes)) < s.gpu.multiprocessors) block /= 2;
+  while (block > 64 && Math.ceil(groups / (block / rowLanes)) < s.gpu.multiprocessors) block /= 2;
   return {
     path,
-    lanesPerRow: lanes,
+    lanesPerRow: rowLanes,
     block,
-    grid: Math.ceil(groups / (block / lanes)),
+    grid: Math.ceil(groups / (block / rowLanes)),
     tokensPerBlock: 0,
-    pairedLanes: false,
+    pairedLanes: paired,
     rowsPerUnit: best.rowsPerUnit,
     unitsPerToken: best.unitsPerToken,
     sharedBytes: block * slotBytesPerThread,
@@ -180,11 +188,11 @@ function residentBlocks(gpu: GpuLimits, declared: number, sharedBytes: number): 
 }
 
 /**
- * Token tiles hold a row's vectors in pairs (a vector and its rotation partner R/2 on, in one lane:
- * rope_pool_tiles.cuh's PAIRED, the `_paired` builds) for neox
- * over the whole row. On the H200 (bf16, N = 32768) that cut the instructions a token costs by a third.
+ * Rows of one vector a lane are held in pairs instead (a vector and its rotation partner R/2 on, in one
+ * lane: the `_paired` builds, PAIRED in rope_pool_tiles.cuh and fused_norm_rope.cu) for neox over the
+ * whole row: no shuffle fetches the partner, and a lane's bookkeeping and bytes in flight cover two vectors.
  */
-function pairedTileLanes(s: RowShape, numVec: number): boolean {
+function pairedLanesFit(s: RowShape, numVec: number): boolean {
   return !s.gptj && s.rotaryDim === s.headDim && numVec >= 2 && (numVec & (numVec - 1)) === 0;
 }
 

@@ -7,8 +7,8 @@ export type { KernelName, ParamsOf } from '../generated/kernels.js';
 export type RowPath = keyof (typeof LAUNCHES)['fusedNormRope'] & keyof (typeof LAUNCHES)['ropePool'];
 
 // The names are checked against the generated entry points: a combination that is not declared does not compile.
-export function fusedKernel(dtype: FloatDType, path: RowPath): Extract<KernelName, `fused_norm_rope_${string}`> {
-  return `fused_norm_rope_${dtype}_${path}`;
+export function fusedKernel(dtype: FloatDType, path: RowPath, pairedLanes: boolean): Extract<KernelName, `fused_norm_rope_${string}`> {
+  return path === 'nv1' && pairedLanes ? `fused_norm_rope_${dtype}_nv1_paired` : `fused_norm_rope_${dtype}_${path}`;
 }
 
 /** The token tiles (nv1) come in builds for pools of the model dtype and for fp8 pools too, each with lanes of one vector or of pairs. */
