@@ -4,6 +4,7 @@
  * file from the same device session is given:
  *   pnpm bench [--backends cuda,webgpu] [--dtypes bf16,f16,f32] [--only regex] [--peers peers.json] [--out dir] [--host-io-elements N]
  *              [--wgsl-tuning '{"pairedNormLanes":false}']   (WebGPU kernel-shape choices other than the defaults, to compare them)
+ *              [--cuda-tuning '{"overlapLayersPerStage":2}']   (CUDA scheduling choices other than the defaults: src/ops/tuning.ts)
  * Every row is timed three times; host I/O (tensor() and read() per dtype) is
  * measured on each backend after its rows. Writes
  * bench/results/<date>-<gpu>.json and .md (and the same into --out).
@@ -15,6 +16,7 @@ import { parseArgs } from 'node:util';
 import { probeCuda } from '@kvkit/kernels-cuda';
 import { probeWebGpu } from '@kvkit/kernels-wgsl';
 import { tuning as wgslTuning } from '@kvkit/kernels-wgsl/profiling';
+import { tuning as cudaTuning } from '@kvkit/kernels-cuda/profiling';
 import type { FloatDType } from '@kvkit/contracts';
 import { FLOAT_DTYPES } from '@kvkit/contracts';
 import { measureBackendIo, measureCodec } from './hostIo.js';
@@ -35,9 +37,11 @@ const { values } = parseArgs({
     only: { type: 'string' },
     'host-io-elements': { type: 'string', default: String(16 * 1024 * 1024) },
     'wgsl-tuning': { type: 'string' },
+    'cuda-tuning': { type: 'string' },
   },
 });
 if (values['wgsl-tuning']) Object.assign(wgslTuning, JSON.parse(values['wgsl-tuning']));
+if (values['cuda-tuning']) Object.assign(cudaTuning, JSON.parse(values['cuda-tuning']));
 const dtypes = (values.dtypes ?? '').split(',').filter(Boolean) as FloatDType[];
 for (const d of dtypes) if (!FLOAT_DTYPES.includes(d)) throw new Error(`--dtypes: ${d} is not one of ${FLOAT_DTYPES.join(', ')}`);
 const hostIoElements = Number(values['host-io-elements']);
@@ -93,16 +97,23 @@ const save = (): BenchResults => {
   return results;
 };
 
+/** Wall-clock seconds since `from` (performance.now() milliseconds), for the log. */
+const secondsSince = (from: number) => `${((performance.now() - from) / 1e3).toFixed(1)} s`;
+const benchStarted = performance.now();
 for (const { name, make } of found) {
+  const started = performance.now();
   const profiler = await make();
   try {
     const run = await runBackend(profiler, log, { dtypes, ...(values.only ? { only: new RegExp(values.only) } : {}) });
     ceilings.unshift(...run.ceilings);
     rows.unshift(...run.rows);
     notes.push(...run.notes);
+    log(`${name}: ${run.rows.length} rows in ${secondsSince(started)}`);
     if (hostIoElements > 0) {
+      const ioStarted = performance.now();
       if (hostIo.length === 0) hostIo.push(...(await measureCodec(hostIoElements, 3)));
       hostIo.push(...(await measureBackendIo(name, profiler.backend, hostIoElements, 3)));
+      log(`${name}: host I/O in ${secondsSince(ioStarted)}`);
     }
   } catch (e) {
     notes.push(`${name}: the run stopped: ${e instanceof Error ? e.message : String(e)}`);
@@ -112,4 +123,4 @@ for (const { name, make } of found) {
   }
   save();
 }
-log(`\n${markdownTable(save())}\nwritten: ${dirs.map((d) => join(d, `${file}.json`)).join(', ')}`);
+log(`\n${markdownTable(save())}\nwritten: ${dirs.map((d) => join(d, `${file}.json`)).join(', ')} (every backend in ${secondsSince(benchStarted)})`);

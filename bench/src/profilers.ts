@@ -25,7 +25,10 @@ export interface Profiler {
   readonly backend: Backend;
   /** The arithmetic ceiling the GEMM row is a fraction of. */
   readonly gemmCeiling: string;
-  time(enqueue: () => void, reps: number): Promise<DeviceTiming>;
+  /** `reps` samples of `callsPerSample` calls each, after `warmup` calls (3 when omitted). */
+  time(enqueue: () => void, reps: number, warmup?: number): Promise<DeviceTiming>;
+  /** Calls one sample of `time` spans: CUDA times a batch between two events, WebGPU each call (1 when omitted). */
+  readonly callsPerSample?: number;
   /** Every copy ceiling (unit GB/s) and the arithmetic ceiling, measured now on random data. */
   ceilings(): Promise<Ceiling[]>;
   /**
@@ -37,9 +40,31 @@ export interface Profiler {
   gemm(shape: GemmShape): Promise<GemmTiming>;
   /** The backend's own GEMM where another engine normally runs the projection (CUDA: the package's kernels, not cuBLASLt). */
   ownGemm?(shape: GemmShape): Promise<GemmTiming>;
+  /**
+   * The materializer's schedules other than its default (CUDA: `tuning.materializerSchedule`), and a way to run a
+   * row's check and timing under one of them, the default back after: each is a variant of the materialize rows.
+   */
+  readonly materializerSchedules?: {
+    others(): readonly string[];
+    run<R>(schedule: string, body: () => Promise<R>): Promise<R>;
+  };
 }
 
 const COPY_BYTES = 1 << 30;
+
+/**
+ * The CUDA materializer's schedules (kernels-cuda src/ops/tuning.ts) a run times beside its default, by the variant
+ * name of their rows: the overlapped one with its norms on the whole device or on multiprocessors of their own.
+ */
+const CUDA_SCHEDULES: readonly (readonly [string, Readonly<Record<string, string | number>>])[] = [
+  ['batched', { materializerSchedule: 'batched' }],
+  ['overlapped', { materializerSchedule: 'overlapped', overlapNormMultiprocessors: 0 }],
+  ['overlapped, norm on 4 SMs', { materializerSchedule: 'overlapped', overlapNormMultiprocessors: 4 }],
+  ['overlapped, norm on 8 SMs', { materializerSchedule: 'overlapped', overlapNormMultiprocessors: 8 }],
+];
+
+/** Calls between the two events of a CUDA sample (timeOnDevice's default). */
+const CUDA_BATCH = 10;
 
 export async function cudaProfiler(): Promise<Profiler> {
   const { createCudaBackend } = await import('@kvkit/kernels-cuda');
@@ -49,7 +74,8 @@ export async function cudaProfiler(): Promise<Profiler> {
     impl: 'kvkit-cuda',
     backend,
     gemmCeiling: 'cublas-gemm',
-    time: (enqueue, reps) => p.timeOnDevice(backend, enqueue, { warmup: 3, reps }),
+    time: (enqueue, reps, warmup = 3) => p.timeOnDevice(backend, enqueue, { warmup, reps, batch: CUDA_BATCH }),
+    callsPerSample: CUDA_BATCH,
     ceilings: async () => {
       const copies = await p.measureCopyCeilings(backend, COPY_BYTES);
       // The projection's own engine on a large square problem: the arithmetic ceiling materialize rows are read against.
@@ -60,6 +86,22 @@ export async function cudaProfiler(): Promise<Profiler> {
     copyAt: (copy, bytes, copies, reps) => p.measureCopyAt(backend, { copy, bytes, copies, reps }),
     gemm: (shape) => p.timeProjectionGemm(backend, shape),
     ownGemm: (shape) => p.timeProjectionGemm(backend, shape, { engine: 'kvkit' }),
+    materializerSchedules: {
+      // Those that would change something: the default rows already run the one the tuning is at.
+      others: () => CUDA_SCHEDULES.filter(([, settings]) => Object.entries(settings).some(([k, v]) => (p.tuning as Record<string, unknown>)[k] !== v)).map(([name]) => name),
+      run: async (schedule, body) => {
+        const settings = CUDA_SCHEDULES.find(([name]) => name === schedule)?.[1];
+        if (!settings) throw new Error(`no CUDA materializer schedule named '${schedule}'`);
+        const before = { ...p.tuning };
+        // At any token count, so the row's small check against the CPU runs that schedule too.
+        Object.assign(p.tuning, { ...settings, overlapMinTokens: 0 });
+        try {
+          return await body();
+        } finally {
+          Object.assign(p.tuning, before);
+        }
+      },
+    },
   };
 }
 
@@ -71,7 +113,8 @@ export async function webGpuProfiler(): Promise<Profiler> {
     impl: 'kvkit-webgpu',
     backend,
     gemmCeiling: 'webgpu-fma',
-    time: (enqueue, reps) => p.timeOnDevice(backend, enqueue, { warmup: 3, reps }),
+    time: (enqueue, reps, warmup = 3) => p.timeOnDevice(backend, enqueue, { warmup, reps }),
+    callsPerSample: 1,
     ceilings: async () => {
       const copies = await p.measureCopyCeilings(backend, COPY_BYTES);
       const fma = await p.measureFmaCeiling(backend);

@@ -13,7 +13,7 @@ export interface Ceiling {
 }
 
 export interface ResultRow {
-  readonly op: 'fusedNormRopeStacked' | 'ropePoolFused' | 'dequantizeKv' | 'materialize' | 'materializeInto' | 'projection';
+  readonly op: 'fusedNormRopeStacked' | 'ropePoolFused' | 'dequantizeKv' | 'pagedAttention' | 'copySlots' | 'materialize' | 'materializeInto' | 'projection' | 'mlaPoolFused';
   /** kvkit-cuda, kvkit-webgpu, or a peer: torch-eager, sglang-triton, cublas. */
   readonly impl: string;
   readonly dtype: 'f32' | 'f16' | 'bf16';

@@ -4,10 +4,23 @@ import { createCpuBackend } from '@kvkit/kernels-cpu';
 import type { DeviceTiming, GemmTiming, Profiler } from './profilers.js';
 import type { Ceiling, ResultRow } from './results.js';
 import { benchPlan, scaledRope } from './shapes.js';
-import type { BenchPlan, MaterializeShape, RopePoolShape } from './shapes.js';
-import { dequantizeKvBytes, materializeIntoBytes, normRopeBytes, projectionFlops, ropePoolBytes } from './traffic.js';
-import { CACHE_ROWS, copiesFor, dequantizeKvWorkload, materializeIntoWorkload, materializeWorkload, normRopeWorkload, ropePoolWorkload } from './workloads.js';
-import type { PoolVariant, RopePoolVariant, Workload } from './workloads.js';
+import type { BenchPlan, MaterializeShape, PagedShape, RopePoolShape } from './shapes.js';
+import { copySlotsBytes, dequantizeKvBytes, materializeIntoBytes, mlaPoolBytes, normRopeBytes, pagedAttentionBytes, projectionFlops, ropePoolBytes } from './traffic.js';
+import {
+  CACHE_ROWS,
+  copiesFor,
+  copySlotsWorkload,
+  dequantizeKvWorkload,
+  materializeIntoWorkload,
+  materializeWorkload,
+  mlaPoolWorkload,
+  normRopeWorkload,
+  pagedAttentionWorkload,
+  pagedPoolSlots,
+  ropePoolWorkload,
+  SharedInputs,
+} from './workloads.js';
+import type { PagedVariant, PoolVariant, RopePoolVariant, Workload } from './workloads.js';
 
 /** The plan's targets, as fractions of a ceiling of the same run, or device time. */
 interface Targets {
@@ -23,12 +36,18 @@ interface Targets {
   readonly scaledRope: number;
   /** The projection against the arithmetic ceiling, T ≥ 4096. */
   readonly gemm?: number;
+  /** pagedAttention decode (64 requests × 4096 tokens, every pool kind, scattered slots), against the same-size copy. */
+  readonly pagedDecode: number;
+  /** pagedAttention of one request of 131072 tokens, against the same-size copy. */
+  readonly pagedLong: number;
+  /** Decode time / verification time (8 queries a request over the same requests): at most 1.3× the decode row's. */
+  readonly verification: number;
 }
 
 // The package's own CUDA GEMM keeps no target: cuBLASLt runs the projection wherever CUDA is; its rows are there to read.
 const TARGETS: Record<string, Targets> = {
-  'kvkit-cuda': { bandwidth: 0.9, smallBatchUs: 5, materialize: 1 / 1.05, scaledRope: 1 / 1.05, opMadeOutputs: 1 / 1.05 },
-  'kvkit-webgpu': { bandwidth: 0.85, smallBatchUs: 12, gemm: 0.5, scaledRope: 1 / 1.05, opMadeOutputs: 1 / 1.05 },
+  'kvkit-cuda': { bandwidth: 0.9, smallBatchUs: 5, materialize: 1 / 1.05, scaledRope: 1 / 1.05, opMadeOutputs: 1 / 1.05, pagedDecode: 0.85, pagedLong: 0.8, verification: 1 / 1.3 },
+  'kvkit-webgpu': { bandwidth: 0.85, smallBatchUs: 12, gemm: 0.5, scaledRope: 1 / 1.05, opMadeOutputs: 1 / 1.05, pagedDecode: 0.7, pagedLong: 0.6, verification: 1 / 1.3 },
 };
 
 /** Each row is timed this many times, one after the other, and the spread recorded. */
@@ -70,7 +89,22 @@ async function check(make: (b: Backend) => Workload, gpu: Backend): Promise<numb
   }
 }
 
-export const repsFor = (bytes: number) => (bytes > 256e6 ? 10 : bytes > 16e6 ? 30 : 100);
+/** Device time one repeat samples, about: its sample count is sized to it. */
+const REPEAT_DEVICE_US = 1000;
+/** A call is taken to last at least this long where its bytes say less (launch and check costs). */
+const LEAST_CALL_US = 5;
+
+/**
+ * Samples in one repeat of a row whose call takes about `callUs` of device time: as many as fill REPEAT_DEVICE_US
+ * with `callsPerSample` calls each, at least 5 and at most 100. Small calls get many samples (on CUDA, where each
+ * sample also waits out a spin of three times the host's enqueue time, 20 of 10 calls), large ones five.
+ */
+export function samplesFor(callUs: number, callsPerSample = 1): number {
+  return Math.min(100, Math.max(5, Math.ceil(REPEAT_DEVICE_US / (callsPerSample * Math.max(callUs, LEAST_CALL_US)))));
+}
+
+/** Warm-up calls before each repeat: the first after the workload was made, one before the others (the same calls just ran). */
+export const warmupFor = (repeat: number) => (repeat === 0 ? 3 : 1);
 
 function median(xs: readonly number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -125,7 +159,7 @@ export interface RunOptions {
 }
 
 export async function runBackend(p: Profiler, log: (line: string) => void, opts: RunOptions = {}): Promise<BackendRun> {
-  const targets = TARGETS[p.impl] ?? { bandwidth: 0, scaledRope: 0, opMadeOutputs: 0 };
+  const targets = TARGETS[p.impl] ?? { bandwidth: 0, scaledRope: 0, opMadeOutputs: 0, pagedDecode: 0, pagedLong: 0, verification: 0 };
   const dtypes = opts.dtypes ?? (['bf16', 'f16', 'f32'] as const);
   const plan = opts.plan ?? benchPlan;
   const long = plan.longTokens;
@@ -142,9 +176,11 @@ export async function runBackend(p: Profiler, log: (line: string) => void, opts:
 
   const timeRepeated = async (enqueue: () => void, reps: number) => {
     const timings: DeviceTiming[] = [];
-    for (let r = 0; r < REPEATS; r++) timings.push(await p.time(enqueue, reps));
+    for (let r = 0; r < REPEATS; r++) timings.push(await p.time(enqueue, reps, warmupFor(r)));
     return summariseRepeats(timings);
   };
+  /** Samples a repeat of a memory-bound row of `bytes` takes: its call as long as the best copy of those bytes, at least. */
+  const samples = (bytes: number) => samplesFor(bytes / copy / 1e3, p.callsPerSample);
   const gemmRepeated = async (run: () => Promise<GemmTiming>) => {
     const timings: GemmTiming[] = [];
     for (let r = 0; r < REPEATS; r++) timings.push(await run());
@@ -179,7 +215,7 @@ export async function runBackend(p: Profiler, log: (line: string) => void, opts:
   /** The best copy on a row's own bytes and input copies (one repeat set), or a note where the backend cannot hold them. */
   const sizedCopy = async (label: string, bytes: number): Promise<number | undefined> => {
     try {
-      return (await p.copyAt(best.name, bytes, copiesFor(bytes), repsFor(bytes))).gbs;
+      return (await p.copyAt(best.name, bytes, copiesFor(bytes), samples(bytes))).gbs;
     } catch (e) {
       if (!(e instanceof ContractError)) throw e;
       notes.push(`${p.impl} ${label}: no same-size copy: ${e.message.split('\n')[0]}`);
@@ -193,7 +229,7 @@ export async function runBackend(p: Profiler, log: (line: string) => void, opts:
    * whatever `only` says (a row others are read against).
    */
   const measureBandwidth = async (row: {
-    op: 'fusedNormRopeStacked' | 'ropePoolFused' | 'dequantizeKv';
+    op: 'fusedNormRopeStacked' | 'ropePoolFused' | 'dequantizeKv' | 'pagedAttention' | 'copySlots' | 'mlaPoolFused';
     dtype: FloatDType;
     shape: Readonly<Record<string, number>>;
     bytes: number;
@@ -206,10 +242,11 @@ export async function runBackend(p: Profiler, log: (line: string) => void, opts:
     const { op, dtype, shape, bytes, extra, against } = row;
     const label = rowLabel(op, dtype, shape, extra.variant);
     if (!row.always && !wanted(label)) return undefined;
+    const started = performance.now();
     const checkError = await row.check();
     const w = workloadFor(label, row.make);
     if (!w) return undefined;
-    const t = await timeRepeated(w.enqueue, repsFor(bytes));
+    const t = await timeRepeated(w.enqueue, samples(bytes));
     w.dispose();
     const gbs = bytes / t.us / 1e3;
     const readAs: Pick<ResultRow, 'ceiling' | 'fraction' | 'reference'> = against
@@ -219,20 +256,26 @@ export async function runBackend(p: Profiler, log: (line: string) => void, opts:
     const measured: ResultRow = { op, impl: p.impl, dtype, shape, ...t, bytes, flops: 0, gbs, tflops: null, ...readAs, ...extra, checkError, ...(sizedCopyGbs === undefined ? {} : { sizedCopyGbs }) };
     rows.push(measured);
     const of = against ? `${(100 * measured.fraction).toFixed(1)}% of ${against.label}'s speed, ${against.row.us.toFixed(2)} µs` : `${((100 * gbs) / copy).toFixed(1)}% of ${best.name}${sizedCopyGbs === undefined ? '' : `; the same-size copy ${sizedCopyGbs.toFixed(0)} GB/s`}`;
-    log(`${p.impl}: ${label}: ${t.us.toFixed(2)} µs ±${(100 * (t.spread ?? 0)).toFixed(1)}%, ${gbs.toFixed(0)} GB/s (${of})`);
+    // The wall time of the row (its check, uploads, repeats and same-size copy) closes the line.
+    log(`${p.impl}: ${label}: ${t.us.toFixed(2)} µs ±${(100 * (t.spread ?? 0)).toFixed(1)}%, ${gbs.toFixed(0)} GB/s (${of}) [${((performance.now() - started) / 1e3).toFixed(2)} s]`);
     return measured;
   };
 
   const ropePoolCheckShape: RopePoolShape = { N: 256, Hq: 32, H: 8, D: 128, R: 64 };
+  // The inputs a dtype's rows share (kv of each fused shape, q/k/v of each token count), freed when the next dtype starts.
+  const shared = new SharedInputs(p.backend);
   for (const dtype of dtypes) {
+    shared.dispose();
+    // f16 and f32 run the plan's `otherDtypes` shapes, plain rows only, where it names them: bf16 is what is served.
+    const other = dtype !== 'bf16' ? plan.otherDtypes : undefined;
     const fusedCheck = checker('fusedNormRopeStacked', dtype, (b) => normRopeWorkload(b, { L: 5, H: 8, D: 128, R: 64, T: 256 }, 1, dtype));
     const poolCheck = checker('ropePoolFused', dtype, (b) => ropePoolWorkload(b, ropePoolCheckShape, 1, dtype));
-    for (const s of plan.normRope) {
+    for (const s of other ? other.normRope : plan.normRope) {
       const bytes = normRopeBytes(s, CACHE_ROWS, dtype);
       const latency = s.T <= SMALL_BATCH ? targets.smallBatchUs : undefined;
       const extra = { ...(s.T >= long ? { target: targets.bandwidth } : {}), ...(latency !== undefined ? { targetUs: latency } : {}) };
-      const opMade = wanted(rowLabel('fusedNormRopeStacked', dtype, { ...s }, OP_MADE));
-      const callerOutputs = await measureBandwidth({ op: 'fusedNormRopeStacked', dtype, shape: { ...s }, bytes, make: () => normRopeWorkload(p.backend, s, copiesFor(bytes), dtype), extra, check: fusedCheck, always: opMade });
+      const opMade = !other && wanted(rowLabel('fusedNormRopeStacked', dtype, { ...s }, OP_MADE));
+      const callerOutputs = await measureBandwidth({ op: 'fusedNormRopeStacked', dtype, shape: { ...s }, bytes, make: () => normRopeWorkload(p.backend, s, copiesFor(bytes), dtype, { shared }), extra, check: fusedCheck, always: opMade });
       if (!callerOutputs || !opMade) continue;
       // The README's call form: outputs made by the op each call (and disposed), read against the caller-output row.
       await measureBandwidth({
@@ -240,7 +283,7 @@ export async function runBackend(p: Profiler, log: (line: string) => void, opts:
         dtype,
         shape: { ...s },
         bytes,
-        make: () => normRopeWorkload(p.backend, s, copiesFor(bytes), dtype, { opMadeOutputs: true }),
+        make: () => normRopeWorkload(p.backend, s, copiesFor(bytes), dtype, { opMadeOutputs: true, shared }),
         extra: { variant: OP_MADE, target: targets.opMadeOutputs, ...(latency !== undefined ? { targetUs: latency } : {}) },
         check: fusedCheck,
         against: { row: callerOutputs, label: 'caller outputs' },
@@ -248,13 +291,13 @@ export async function runBackend(p: Profiler, log: (line: string) => void, opts:
     }
     const plainRow = (s: RopePoolShape, always = false) => {
       const bytes = ropePoolBytes(s, dtype);
-      const make = () => ropePoolWorkload(p.backend, s, copiesFor(bytes), dtype);
+      const make = () => ropePoolWorkload(p.backend, s, copiesFor(bytes), dtype, {}, shared);
       const latency = s.N <= SMALL_BATCH ? targets.smallBatchUs : undefined;
       const extra = { ...(s.N >= long ? { target: targets.bandwidth } : {}), ...(latency !== undefined ? { targetUs: latency } : {}) };
       return measureBandwidth({ op: 'ropePoolFused', dtype, shape: { ...s }, bytes, make, extra, check: poolCheck, always });
     };
-    for (const s of plan.ropePool) await plainRow(s);
-    const longPools = plan.ropePool.filter((x) => x.R === 128 && x.N >= long);
+    for (const s of other ? other.ropePool : plan.ropePool) await plainRow(s);
+    const longPools = other ? [] : plan.ropePool.filter((x) => x.R === 128 && x.N >= long);
     // Variants at N ≥ 4096, R = 128, with the same bandwidth target: the Q/K-norm before RoPE (Qwen3, Gemma 3), riding
     // on rows already read; pools in the paged HND layout; fp8 pools with per-head scales (bytes at their stored size).
     const variants: [string, RopePoolVariant][] = [
@@ -268,7 +311,7 @@ export async function runBackend(p: Profiler, log: (line: string) => void, opts:
       const check = checker(`ropePoolFused (${name})`, dtype, (b) => ropePoolWorkload(b, ropePoolCheckShape, 1, dtype, variant));
       for (const s of longPools) {
         const bytes = ropePoolBytes(s, dtype, variant);
-        const make = () => ropePoolWorkload(p.backend, s, copiesFor(bytes), dtype, variant);
+        const make = () => ropePoolWorkload(p.backend, s, copiesFor(bytes), dtype, variant, shared);
         await measureBandwidth({ op: 'ropePoolFused', dtype, shape: { ...s }, bytes, make, extra: { variant: name, target: targets.bandwidth }, check });
       }
     }
@@ -293,20 +336,121 @@ export async function runBackend(p: Profiler, log: (line: string) => void, opts:
         const plain = rows.find((r) => r.impl === p.impl && rowLabel(r.op, r.dtype, r.shape, r.variant) === plainLabel) ?? (await plainRow(s, true));
         if (!plain) continue; // the plain row was refused by the backend, with its note
         const bytes = ropePoolBytes(s, dtype, variant);
-        const make = () => ropePoolWorkload(p.backend, s, copiesFor(bytes), dtype, variant);
+        const make = () => ropePoolWorkload(p.backend, s, copiesFor(bytes), dtype, variant, shared);
         await measureBandwidth({ op: 'ropePoolFused', dtype, shape: { ...s }, bytes, make, extra: { variant: name, target: targets.scaledRope }, check, against: { row: plain, label: 'plain ropePoolFused' } });
       }
+    }
+  }
+
+  shared.dispose();
+
+  // mlaPoolFused, bf16 as served: into a bf16 and an fp8e4m3 latent pool, with the bandwidth target.
+  if (plan.mlaPool && dtypes.includes('bf16')) {
+    const dtype = 'bf16' as const;
+    const mlaRows: [string | undefined, PoolVariant][] = [
+      [undefined, {}],
+      ['fp8e4m3 pool', { poolDtype: 'fp8e4m3' }],
+    ];
+    for (const [name, variant] of mlaRows) {
+      const check = checker(`mlaPoolFused${name ? ` (${name})` : ''}`, dtype, (b) => mlaPoolWorkload(b, { ...plan.mlaPool![0]!, N: 64 }, 1, dtype, variant));
+      for (const s of plan.mlaPool) {
+        const bytes = mlaPoolBytes(s, dtype, variant);
+        const make = () => mlaPoolWorkload(p.backend, s, copiesFor(bytes), dtype, variant);
+        await measureBandwidth({ op: 'mlaPoolFused', dtype, shape: { ...s }, bytes, make, extra: { ...(name ? { variant: name } : {}), ...(s.N >= long ? { target: targets.bandwidth } : {}) }, check });
+      }
+    }
+  }
+
+  // pagedAttention and copySlots, bf16, all on one pair of pools of each dtype (shared, made once); a backend whose
+  // `ops` lacks an op skips its rows with a note.
+  if (plan.paged && dtypes.includes('bf16')) {
+    const paged = plan.paged;
+    const dtype = 'bf16' as const;
+    const poolSlots = pagedPoolSlots([paged.decode, paged.long]);
+    const pagedLabel = (s: PagedShape, variant?: string) => rowLabel('pagedAttention', dtype, { ...s }, variant);
+    const verification = `verification, ${paged.verifyQueries} queries`;
+    // Decode over each pool kind, then each request's slots scattered over the pool: the same-size copy target.
+    const decodeRows: [string | undefined, PagedVariant][] = [
+      [undefined, {}],
+      ['HND pool', { layout: 'HND' }],
+      ['fp8e4m3 pool', { poolDtype: 'fp8e4m3' }],
+      ['fp8e4m3 HND pool', { poolDtype: 'fp8e4m3', layout: 'HND' }],
+      ['scattered slots', { scattered: true }],
+    ];
+    const copyRows: [string | undefined, { dstPoolDtype?: 'fp8e4m3' }][] = [
+      [undefined, {}],
+      ['to fp8e4m3 pool', { dstPoolDtype: 'fp8e4m3' }],
+    ];
+    /** Whether the backend runs `op` where a row of it is wanted; a note says so where it does not. */
+    const runs = (op: 'pagedAttention' | 'copySlots', labels: readonly string[]) => {
+      if (!labels.some(wanted)) return false;
+      if (p.backend.ops.includes(op)) return true;
+      const note = `${p.impl} ${op}: not measured: the backend does not run it yet (backend.ops lacks it)`;
+      notes.push(note);
+      log(note);
+      return false;
+    };
+    const pagedRow = async (s: PagedShape, name: string | undefined, variant: PagedVariant, extra: Partial<ResultRow>, check: () => Promise<number>, opts: { always?: boolean; against?: { readonly row: ResultRow; readonly label: string } } = {}) => {
+      const bytes = pagedAttentionBytes(s, variant.qLen ?? 1, dtype, variant);
+      const make = () => pagedAttentionWorkload(p.backend, s, copiesFor(bytes), variant, { poolSlots, shared });
+      return measureBandwidth({ op: 'pagedAttention', dtype, shape: { ...s }, bytes, make, extra: { ...(name ? { variant: name } : {}), ...extra }, check, ...opts });
+    };
+    try {
+      const attentionLabels = [...decodeRows.map(([name]) => pagedLabel(paged.decode, name)), pagedLabel(paged.decode, verification), pagedLabel(paged.long)];
+      if (runs('pagedAttention', attentionLabels)) {
+        const checkShape: PagedShape = { ...paged.decode, B: 3, kvLen: 37 };
+        const checkFor = (what: string | undefined, variant: PagedVariant, s = checkShape) =>
+          checker(`pagedAttention${what ? ` (${what})` : ''}`, dtype, (b) => pagedAttentionWorkload(b, s, 1, variant));
+        let decode: ResultRow | undefined;
+        for (const [name, variant] of decodeRows) {
+          // The plain decode row is the one verification is read against: measured whenever that row is.
+          const always = name === undefined && wanted(pagedLabel(paged.decode, verification));
+          const row = await pagedRow(paged.decode, name, variant, { target: targets.pagedDecode }, checkFor(name, variant), { always });
+          if (name === undefined) decode = row;
+        }
+        if (decode && wanted(pagedLabel(paged.decode, verification))) {
+          const variant: PagedVariant = { qLen: paged.verifyQueries };
+          await pagedRow(paged.decode, verification, variant, { target: targets.verification }, checkFor(verification, variant), { against: { row: decode, label: 'decode' } });
+        }
+        // One request split over many pieces: its check too (a request of 1000 tokens is split on WebGPU).
+        await pagedRow(paged.long, undefined, {}, { target: targets.pagedLong }, checkFor('one long request', {}, { ...paged.long, kvLen: 1000 }));
+      }
+      const copyLabels = paged.copySlots.flatMap((s) => copyRows.map(([name]) => rowLabel('copySlots', dtype, { ...s }, name)));
+      if (runs('copySlots', copyLabels)) {
+        for (const [name, variant] of copyRows) {
+          const check = checker(`copySlots${name ? ` (${name})` : ''}`, dtype, (b) => copySlotsWorkload(b, { ...paged.copySlots[0]!, M: 40 }, 1, variant));
+          for (const s of paged.copySlots) {
+            const bytes = copySlotsBytes(s, dtype, variant);
+            const make = () => copySlotsWorkload(p.backend, s, copiesFor(bytes), variant, { poolSlots, shared });
+            await measureBandwidth({ op: 'copySlots', dtype, shape: { ...s }, bytes, make, extra: { ...(name ? { variant: name } : {}), target: targets.bandwidth }, check });
+          }
+        }
+      }
+    } finally {
+      shared.dispose();
     }
   }
 
   const checkModel = { L: 2, H: 8, D: 128, R: 128, T: 16, hidden: 1024 } as MaterializeShape;
   const materializeCheck = checker('materialize', 'bf16', (b) => materializeWorkload(b, checkModel, 1));
   const intoChecks = new Map(materializeIntoPools.map(([name, pool]) => [name, checker(`materializeInto (${name})`, 'bf16', (b) => materializeIntoWorkload(b, checkModel, 1, pool))]));
+  /** The check of a schedule's row (materialize, or materializeInto into one pool), once; called with that schedule set. */
+  const scheduleChecks = new Map<string, () => Promise<number>>();
+  const scheduleCheck = (variant: string, pool: PoolVariant | undefined) => {
+    const what = `${pool ? 'materializeInto' : 'materialize'} (${variant})`;
+    if (!scheduleChecks.has(what)) scheduleChecks.set(what, checker(what, 'bf16', (b) => (pool ? materializeIntoWorkload(b, checkModel, 1, pool) : materializeWorkload(b, checkModel, 1))));
+    return scheduleChecks.get(what)!();
+  };
   for (const s of plan.materialize) {
     const wantFused = wanted(rowLabel('materialize', 'bf16', { ...s }));
     // materializeInto always runs the projection too: like materialize, it is read against the projection alone.
     const intoPools = s.T >= long ? materializeIntoPools.filter(([name]) => wanted(rowLabel('materializeInto', 'bf16', { ...s }, name))) : [];
-    if (!wantFused && intoPools.length === 0) continue;
+    // The materializer's other schedules at the long token counts: each row again as a variant, against the same projection.
+    const scheduled = (s.T >= long ? (p.materializerSchedules?.others() ?? []) : []).flatMap((schedule) => [
+      ...(wanted(rowLabel('materialize', 'bf16', { ...s }, schedule)) ? [{ schedule, variant: schedule, pool: undefined }] : []),
+      ...materializeIntoPools.map(([name, pool]) => ({ schedule, variant: `${name}, ${schedule}`, pool })).filter((r) => wanted(rowLabel('materializeInto', 'bf16', { ...s }, r.variant))),
+    ]);
+    if (!wantFused && intoPools.length === 0 && scheduled.length === 0) continue;
     const flops = projectionFlops(s);
     const gemmShape = { T: s.T, K: s.hidden, N: s.L * 2 * s.H * s.D, dtype: 'bf16' as const };
     const gemm = await gemmRepeated(() => p.gemm(gemmShape));
@@ -348,7 +492,8 @@ export async function runBackend(p: Profiler, log: (line: string) => void, opts:
     /** One end-to-end row (the projection included), read against the projection alone. */
     const endToEnd = async (op: 'materialize' | 'materializeInto', make: () => Workload, extra: Partial<ResultRow>) => {
       const w = make();
-      const t = await timeRepeated(w.enqueue, repsFor(inputBytes + flops / 100));
+      // The projection alone bounds the call from below: its samples as many as its time says.
+      const t = await timeRepeated(w.enqueue, samplesFor(gemm.us, p.callsPerSample));
       w.dispose();
       rows.push({
         op,
@@ -369,15 +514,27 @@ export async function runBackend(p: Profiler, log: (line: string) => void, opts:
       return t;
     };
     if (wantFused) {
-      const t = await endToEnd('materialize', () => materializeWorkload(p.backend, s, copiesFor(inputBytes)), { checkError: await materializeCheck() });
+      const t = await endToEnd('materialize', () => materializeWorkload(p.backend, s, copiesFor(inputBytes), shared), { checkError: await materializeCheck() });
       log(`${p.impl}: materialize T=${s.T} hidden=${s.hidden}: ${t.us.toFixed(1)} µs end to end, projection alone ${gemm.us.toFixed(1)} µs (${tflops.toFixed(0)} TFLOP/s, ${gemm.engine})`);
     }
     for (const [name, pool] of intoPools) {
       // The bytes are what it must move at least, pools at their stored size; the time beyond the projection is logged beside them.
       const bytes = materializeIntoBytes(s, CACHE_ROWS, pool);
-      const t = await endToEnd('materializeInto', () => materializeIntoWorkload(p.backend, s, copiesFor(inputBytes), pool), { variant: name, bytes, checkError: await intoChecks.get(name)!() });
+      const t = await endToEnd('materializeInto', () => materializeIntoWorkload(p.backend, s, copiesFor(inputBytes), pool, shared), { variant: name, bytes, checkError: await intoChecks.get(name)!() });
       log(`${p.impl}: ${rowLabel('materializeInto', 'bf16', { ...s }, name)}: ${t.us.toFixed(1)} µs end to end, ${(t.us - gemm.us).toFixed(1)} µs beyond the projection alone (${gemm.us.toFixed(1)} µs); ${(bytes / 1e6).toFixed(0)} MB moved at least`);
     }
+    for (const { schedule, variant, pool } of scheduled) {
+      const op = pool ? 'materializeInto' : 'materialize';
+      // Checked and timed with the schedule set; the default is back for the rows after.
+      const t = await p.materializerSchedules!.run(schedule, async () => {
+        const checkError = await scheduleCheck(variant, pool);
+        const make = () => (pool ? materializeIntoWorkload(p.backend, s, copiesFor(inputBytes), pool, shared) : materializeWorkload(p.backend, s, copiesFor(inputBytes), shared));
+        return endToEnd(op, make, { variant, checkError, ...(pool ? { bytes: materializeIntoBytes(s, CACHE_ROWS, pool) } : {}) });
+      });
+      log(`${p.impl}: ${rowLabel(op, 'bf16', { ...s }, variant)}: ${t.us.toFixed(1)} µs end to end, ${((100 * gemm.us) / t.us).toFixed(1)}% of the projection alone's speed (${gemm.us.toFixed(1)} µs)`);
+    }
   }
+  // The draft model's weights and each T's hidden states, shared by that T's materialize and materializeInto rows.
+  shared.dispose();
   return { ceilings, rows, notes };
 }

@@ -1,5 +1,5 @@
 import type { FloatDType } from '@kvkit/contracts';
-import type { MaterializeShape, NormRopeShape, RopePoolShape } from './shapes.js';
+import type { CopySlotsShape, MaterializeShape, MlaShape, NormRopeShape, PagedShape, RopePoolShape } from './shapes.js';
 
 /** Bytes an op must move at least, counted once each at their stored sizes (the ratio's numerator). */
 export const ELEMENT_BYTES: Readonly<Record<FloatDType, number>> = { f32: 4, f16: 2, bf16: 2 };
@@ -61,4 +61,30 @@ export function materializeIntoBytes(s: MaterializeShape, cacheRows: number, var
 
 export function projectionFlops(s: MaterializeShape): number {
   return 2 * s.T * s.hidden * s.L * 2 * s.H * s.D;
+}
+
+/**
+ * A pagedAttention row: q read and out written in q's dtype, the lse written (f32), every request's cached K and V
+ * rows read once at their stored size (with an fp8 pool's per-head scales), kvSlots and both indptrs.
+ */
+export function pagedAttentionBytes(s: PagedShape, qLen: number, dtype: FloatDType = 'bf16', variant: { readonly poolDtype?: string } = {}): number {
+  const N = s.B * qLen;
+  const C = s.B * s.kvLen;
+  const q = N * s.Hq * s.D * ELEMENT_BYTES[dtype];
+  const kv = 2 * (C * s.H * s.D * poolElementBytes(dtype, variant.poolDtype) + (variant.poolDtype ? s.H * F32 : 0));
+  return 2 * q + N * s.Hq * F32 + kv + C * INDEX + 2 * (s.B + 1) * INDEX;
+}
+
+/** A copySlots row: M pairs' K and V rows read at the source's stored size and written at the destination's (with an fp8 destination's scales), and both slot lists. */
+export function copySlotsBytes(s: CopySlotsShape, dtype: FloatDType = 'bf16', variant: { readonly dstPoolDtype?: string } = {}): number {
+  const rows = 2 * s.M * s.H * s.D;
+  return rows * ELEMENT_BYTES[dtype] + rows * poolElementBytes(dtype, variant.dstPoolDtype) + (variant.dstPoolDtype ? 2 * s.H * F32 : 0) + 2 * s.M * INDEX;
+}
+
+/** An mlaPoolFused row: the latent rows read and written to the pool at its stored size (with an fp8 pool's scale), q read and qRot written, the norm weight, positions and slots. */
+export function mlaPoolBytes(s: MlaShape, dtype: FloatDType = 'bf16', variant: { readonly poolDtype?: string } = {}): number {
+  const es = ELEMENT_BYTES[dtype];
+  const rows = s.N * (s.C + s.R);
+  const q = s.N * s.Hq * s.Dq * es;
+  return rows * es + rows * poolElementBytes(dtype, variant.poolDtype) + (variant.poolDtype ? F32 : 0) + 2 * q + s.C * es + 2 * s.N * INDEX;
 }

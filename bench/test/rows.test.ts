@@ -3,12 +3,29 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { Profiler } from '../src/profilers.js';
 import { markdownTable, meetsTargets, referencedRow } from '../src/results.js';
 import type { BenchResults, ResultRow } from '../src/results.js';
-import { materializeIntoPools, repsFor, rowLabel, runBackend } from '../src/run.js';
+import { materializeIntoPools, REPEATS, rowLabel, runBackend, samplesFor, warmupFor } from '../src/run.js';
 import type { BackendRun } from '../src/run.js';
 import { scaledRope } from '../src/shapes.js';
-import type { BenchPlan, MaterializeShape } from '../src/shapes.js';
-import { dequantizeKvBytes, materializeIntoBytes, ropePoolBytes } from '../src/traffic.js';
-import { CACHE_ROWS, copiesFor, dequantizeKvWorkload, LONG_CONTEXT, materializeIntoWorkload, materializeWorkload, PAGE_SIZE, randomFloats, randomPositions, ropePoolWorkload } from '../src/workloads.js';
+import type { BenchPlan, MaterializeShape, PagedPlan } from '../src/shapes.js';
+import { copySlotsBytes, dequantizeKvBytes, materializeIntoBytes, mlaPoolBytes, pagedAttentionBytes, ropePoolBytes } from '../src/traffic.js';
+import {
+  CACHE_ROWS,
+  copiesFor,
+  copySlotsWorkload,
+  dequantizeKvWorkload,
+  LONG_CONTEXT,
+  materializeIntoWorkload,
+  materializeWorkload,
+  mlaPoolWorkload,
+  PAGE_SIZE,
+  pagedAttentionWorkload,
+  pagedPoolSlots,
+  randomFloats,
+  randomPermutation,
+  randomPositions,
+  ropePoolWorkload,
+  SharedInputs,
+} from '../src/workloads.js';
 
 describe('traffic of the new rows', () => {
   it('counts mRoPE’s three position streams, and nothing else, beyond plain RoPE', () => {
@@ -29,6 +46,29 @@ describe('traffic of the new rows', () => {
     expect(bf16 - materializeIntoBytes(s, 100, { poolDtype: 'fp8e4m3' })).toBe(pools / 2 - 2 * 2 * 4);
     // The cos/sin rows touched are at most the cache's.
     expect(materializeIntoBytes(s, 100) - materializeIntoBytes(s, 2)).toBe(3 * 4 * 4);
+  });
+});
+
+describe('mlaPoolFused rows', () => {
+  it('count the latent rows read and written at the pool\'s stored size, q and qRot, the weight, positions and slots', () => {
+    const s = { N: 3, C: 8, R: 4, Hq: 2, Dq: 6 };
+    expect(mlaPoolBytes(s)).toBe(3 * 12 * 2 + 3 * 12 * 2 + 2 * (3 * 2 * 6 * 2) + 8 * 2 + 2 * 3 * 4);
+    // fp8: a byte a pool element, plus the scale.
+    expect(mlaPoolBytes(s) - mlaPoolBytes(s, 'bf16', { poolDtype: 'fp8e4m3' })).toBe(3 * 12 - 4);
+  });
+
+  it('write every slot of either pool and rotate every query head', async () => {
+    const backend = createCpuBackend();
+    const s = { N: 16, C: 32, R: 16, Hq: 2, Dq: 24 };
+    for (const variant of [{}, { poolDtype: 'fp8e4m3' as const }]) {
+      const w = mlaPoolWorkload(backend, s, 2, 'bf16', variant);
+      const [qRot, pool] = await w.probe();
+      expect(qRot).toHaveLength(s.N * s.Hq * s.Dq);
+      expect(pool).toHaveLength(s.N * (s.C + s.R));
+      w.enqueue();
+      w.dispose();
+    }
+    backend.dispose();
   });
 });
 
@@ -152,11 +192,14 @@ function fakeProfiler() {
   const backend = createCpuBackend();
   let timings = 0;
   const copyCalls: { copy: string; bytes: number; copies: number; reps: number }[] = [];
+  const timeCalls: { reps: number; warmup: number | undefined }[] = [];
   const profiler: Profiler = {
     impl: 'kvkit-cuda',
     backend,
     gemmCeiling: 'cublas-gemm',
-    time: async (enqueue) => {
+    callsPerSample: 10,
+    time: async (enqueue, reps, warmup) => {
+      timeCalls.push({ reps, warmup });
       enqueue();
       const medianUs = 10 + (timings++ % 7);
       return { medianUs, samplesUs: [medianUs], method: 'made-up' };
@@ -172,17 +215,17 @@ function fakeProfiler() {
     },
     gemm: async () => ({ medianUs: 9, samplesUs: [9], method: 'made-up', tflops: 1, engine: 'cublasLt' }),
   };
-  return { profiler, copyCalls };
+  return { profiler, copyCalls, timeCalls };
 }
 
 const labelOf = (r: ResultRow) => rowLabel(r.op, r.dtype, r.shape, r.variant);
 
 describe('a run of the harness', () => {
-  let full: { run: BackendRun; copyCalls: ReturnType<typeof fakeProfiler>['copyCalls'] } | undefined;
+  let full: { run: BackendRun; copyCalls: ReturnType<typeof fakeProfiler>['copyCalls']; timeCalls: ReturnType<typeof fakeProfiler>['timeCalls'] } | undefined;
   // One run of the small plan for the checks below: bf16 and f32, every row (each op's check on the CPU takes a while).
   beforeAll(async () => {
-    const { profiler, copyCalls } = fakeProfiler();
-    full = { run: await runBackend(profiler, () => {}, { dtypes: ['bf16', 'f32'], plan: smallPlan }), copyCalls };
+    const { profiler, copyCalls, timeCalls } = fakeProfiler();
+    full = { run: await runBackend(profiler, () => {}, { dtypes: ['bf16', 'f32'], plan: smallPlan }), copyCalls, timeCalls };
     profiler.backend.dispose();
   }, 180_000);
   const runFull = async () => full!;
@@ -232,10 +275,19 @@ describe('a run of the harness', () => {
     expect(sized.filter((r) => r.op === 'dequantizeKv').map(labelOf)).toEqual(materializeIntoPools.map(([name]) => rowLabel('dequantizeKv', 'bf16', { N: 24, H: 2, D: 128 }, name)));
     expect(copyCalls.map((c) => c.bytes)).toEqual(sized.map((r) => r.bytes));
     for (const [i, r] of sized.entries()) {
-      expect(copyCalls[i]).toEqual({ copy: 'fast-copy', bytes: r.bytes, copies: copiesFor(r.bytes), reps: repsFor(r.bytes) });
+      // As many samples as the row's own timing takes: sized by the time the best copy (200 GB/s here) would take.
+      expect(copyCalls[i]).toEqual({ copy: 'fast-copy', bytes: r.bytes, copies: copiesFor(r.bytes), reps: samplesFor(r.bytes / 200e3, 10) });
       expect(r.sizedCopyGbs).toBe(151 + i);
     }
     for (const r of run.rows.filter((x) => x.target === undefined || x.ceiling !== 'fast-copy')) expect(r.sizedCopyGbs, labelOf(r)).toBeUndefined();
+  });
+
+  it('times each row in three repeats of 5 to 100 samples, the first after 3 warm-up calls and the others after 1', async () => {
+    const { run, timeCalls } = await runFull();
+    expect(timeCalls.every((c) => c.reps >= 5 && c.reps <= 100)).toBe(true);
+    // The fake profiler's projections are not timed through time(): every other row is, three times.
+    expect(timeCalls).toHaveLength(3 * run.rows.filter((r) => r.op !== 'projection').length);
+    expect(timeCalls.map((c) => c.warmup)).toEqual(timeCalls.map((_, i) => warmupFor(i % 3)));
   });
 
   it('labels every row once, and every reference names exactly one row', async () => {
@@ -275,4 +327,193 @@ describe('the markdown table of the new rows', () => {
     // A reference the results do not hold (a run cut short) leaves the label alone.
     expect(markdownTable({ ...r, rows: [yarn] })).toContain('| 96.2% | plain ropePoolFused | ≥ 95% | yes |  |');
   });
+});
+
+describe('how long each row is timed', () => {
+  it('sizes a repeat to about 1 ms of device time, 5 to 100 samples, with 3 warm-up calls before the first repeat and 1 before the others', async () => {
+    expect(samplesFor(5, 10)).toBe(20); // CUDA, a 5 µs call: 20 samples of 10 calls
+    expect(samplesFor(0.5, 10)).toBe(20); // no call is taken to be shorter than 5 µs
+    expect(samplesFor(10)).toBe(100); // WebGPU times each call: at most 100
+    expect(samplesFor(55)).toBe(19);
+    expect(samplesFor(400)).toBe(5);
+    expect(samplesFor(80_000)).toBe(5);
+    expect([0, 1, 2].map(warmupFor)).toEqual([3, 1, 1]);
+  });
+});
+
+describe('inputs shared between rows', () => {
+  it('gives every row that asks for the same data the same tensor, which a workload leaves for the others', async () => {
+    const backend = createCpuBackend();
+    const shared = new SharedInputs(backend);
+    expect(shared.random('bf16', [2, 3], 5)).toBe(shared.random('bf16', [2, 3], 5));
+    expect(shared.random('bf16', [2, 3], 5)).not.toBe(shared.random('bf16', [2, 3], 6));
+    const s = { N: 6, Hq: 4, H: 2, D: 8, R: 8 };
+    const alone = await ropePoolWorkload(backend, s, 2).probe();
+    const a = ropePoolWorkload(backend, s, 2, 'bf16', {}, shared);
+    const b = ropePoolWorkload(backend, { ...s, R: 4 }, 2, 'bf16', {}, shared);
+    expect(await a.probe()).toEqual(alone); // the same data as a workload of its own
+    a.dispose();
+    await b.probe(); // its q, k and v outlive the workload that made them
+    b.dispose();
+    const q = shared.random('bf16', [6, 4, 8], 21);
+    expect(q.disposed).toBe(false);
+    shared.dispose();
+    expect(q.disposed).toBe(true);
+    backend.dispose();
+  });
+});
+
+describe('pagedAttention and copySlots rows', () => {
+  const paged: PagedPlan = {
+    decode: { B: 2, kvLen: 24, Hq: 4, H: 2, D: 128 },
+    long: { B: 1, kvLen: 48, Hq: 4, H: 2, D: 128 },
+    verifyQueries: 3,
+    copySlots: [{ M: 8, H: 2, D: 128 }],
+  };
+  const pagedOnly: BenchPlan = { normRope: [], ropePool: [], materialize: [], longTokens: 20, paged };
+
+  it('count q, out and the lse, every cached K and V row at its stored size, the slots and offsets; copySlots both sides', () => {
+    const s = { B: 2, kvLen: 5, Hq: 4, H: 2, D: 8 };
+    const kv = 2 * (10 * 2 * 8 * 2);
+    expect(pagedAttentionBytes(s, 3)).toBe(2 * (6 * 4 * 8 * 2) + 6 * 4 * 4 + kv + 10 * 4 + 2 * 3 * 4);
+    expect(pagedAttentionBytes(s, 3) - pagedAttentionBytes(s, 3, 'bf16', { poolDtype: 'fp8e4m3' })).toBe(kv / 2 - 2 * 2 * 4);
+    expect(copySlotsBytes({ M: 3, H: 2, D: 8 })).toBe(2 * (2 * 3 * 2 * 8 * 2) + 2 * 3 * 4);
+    expect(copySlotsBytes({ M: 3, H: 2, D: 8 }) - copySlotsBytes({ M: 3, H: 2, D: 8 }, 'bf16', { dstPoolDtype: 'fp8e4m3' })).toBe(2 * 3 * 2 * 8 - 2 * 2 * 4);
+    expect(pagedPoolSlots([paged.decode, paged.long])).toBe(48);
+    expect(pagedPoolSlots([{ ...paged.decode, kvLen: 25 }])).toBe(64);
+    const perm = randomPermutation(1000, 3);
+    expect(new Set(perm).size).toBe(1000);
+    expect(Math.min(...perm)).toBe(0);
+    expect(Math.max(...perm)).toBe(999);
+    expect(perm).toEqual(randomPermutation(1000, 3));
+  });
+
+  it('run on the CPU reference: decode, verification and every pool kind, and copies into bf16 and fp8 pools', async () => {
+    const backend = createCpuBackend();
+    const s = paged.decode;
+    for (const variant of [{}, { layout: 'HND' as const }, { poolDtype: 'fp8e4m3' as const }, { scattered: true }, { qLen: 3 }]) {
+      const w = pagedAttentionWorkload(backend, s, 2, variant);
+      const [out, lse] = await w.probe();
+      const N = s.B * (('qLen' in variant && variant.qLen) || 1);
+      expect(out, JSON.stringify(variant)).toHaveLength(N * s.Hq * s.D);
+      expect(lse).toHaveLength(N * s.Hq);
+      expect(out!.every(Number.isFinite) && lse!.every(Number.isFinite)).toBe(true);
+      w.enqueue();
+      w.enqueue();
+      w.dispose();
+    }
+    for (const variant of [{}, { dstPoolDtype: 'fp8e4m3' as const }]) {
+      const w = copySlotsWorkload(backend, paged.copySlots[0]!, 2, variant);
+      const [k, v] = await w.probe();
+      expect(k).toHaveLength(8 * 2 * 128);
+      expect(k!.some((x) => x !== 0) && v!.some((x) => x !== 0)).toBe(true);
+      w.enqueue();
+      w.dispose();
+    }
+    backend.dispose();
+  });
+
+  it('read decode, the long request and the copies against the same-size copy, and verification against decode', async () => {
+    const { profiler, copyCalls } = fakeProfiler();
+    const run = await runBackend(profiler, () => {}, { dtypes: ['bf16'], plan: pagedOnly });
+    profiler.backend.dispose();
+    expect(run.notes.filter((n) => !n.includes('relative error'))).toEqual([]);
+    const d = { ...paged.decode };
+    expect(run.rows.map(labelOf)).toEqual([
+      rowLabel('pagedAttention', 'bf16', d),
+      rowLabel('pagedAttention', 'bf16', d, 'HND pool'),
+      rowLabel('pagedAttention', 'bf16', d, 'fp8e4m3 pool'),
+      rowLabel('pagedAttention', 'bf16', d, 'fp8e4m3 HND pool'),
+      rowLabel('pagedAttention', 'bf16', d, 'scattered slots'),
+      rowLabel('pagedAttention', 'bf16', d, 'verification, 3 queries'),
+      rowLabel('pagedAttention', 'bf16', { ...paged.long }),
+      rowLabel('copySlots', 'bf16', { ...paged.copySlots[0]! }),
+      rowLabel('copySlots', 'bf16', { ...paged.copySlots[0]! }, 'to fp8e4m3 pool'),
+    ]);
+    const [decode, , fp8, , , verify, long, copy, toFp8] = run.rows;
+    for (const r of run.rows) expect(r.checkError, labelOf(r)).toBeLessThanOrEqual(1e-2);
+    expect(run.rows.slice(0, 5).map((r) => r.target)).toEqual([0.85, 0.85, 0.85, 0.85, 0.85]);
+    expect(long!.target).toBe(0.8);
+    expect(fp8!.bytes).toBe(pagedAttentionBytes(paged.decode, 1, 'bf16', { poolDtype: 'fp8e4m3' }));
+    expect(verify!.bytes).toBe(pagedAttentionBytes(paged.decode, 3));
+    expect(referencedRow(run.rows, verify!)).toBe(decode);
+    expect(verify!.fraction).toBe(decode!.us / verify!.us);
+    expect(verify!.target).toBe(1 / 1.3);
+    expect(verify!.sizedCopyGbs).toBeUndefined();
+    expect([copy!.target, toFp8!.target]).toEqual([0.9, 0.9]);
+    expect(toFp8!.bytes).toBe(copySlotsBytes(paged.copySlots[0]!, 'bf16', { dstPoolDtype: 'fp8e4m3' }));
+    // Every row but verification has its same-size copy.
+    expect(copyCalls.map((c) => c.bytes)).toEqual(run.rows.filter((r) => r !== verify).map((r) => r.bytes));
+  });
+
+  it('with --only verification, measures the decode row it is read against too', async () => {
+    const { profiler } = fakeProfiler();
+    const run = await runBackend(profiler, () => {}, { dtypes: ['bf16'], plan: pagedOnly, only: /verification/ });
+    profiler.backend.dispose();
+    expect(run.rows.map(labelOf)).toEqual([rowLabel('pagedAttention', 'bf16', { ...paged.decode }), rowLabel('pagedAttention', 'bf16', { ...paged.decode }, 'verification, 3 queries')]);
+  });
+
+  it('skips an op the backend does not run, with a note, and measures the rest', async () => {
+    const { profiler } = fakeProfiler();
+    const backend = profiler.backend;
+    const lacking = Object.create(backend, { ops: { value: backend.ops.filter((op) => op !== 'pagedAttention') } }) as typeof backend;
+    const logged: string[] = [];
+    const run = await runBackend({ ...profiler, backend: lacking }, (line) => logged.push(line), { dtypes: ['bf16'], plan: pagedOnly });
+    backend.dispose();
+    expect(run.rows.map((r) => r.op)).toEqual(['copySlots', 'copySlots']);
+    expect(run.notes).toContain('kvkit-cuda pagedAttention: not measured: the backend does not run it yet (backend.ops lacks it)');
+    expect(logged).toContain('kvkit-cuda pagedAttention: not measured: the backend does not run it yet (backend.ops lacks it)');
+  });
+});
+
+describe('f16 and f32', () => {
+  it('run one plain row of each op, where the plan names their shapes', async () => {
+    const { profiler } = fakeProfiler();
+    const plan: BenchPlan = { ...smallPlan, materialize: [], otherDtypes: { normRope: [smallPlan.normRope[1]!], ropePool: [smallPlan.ropePool[1]!] } };
+    const run = await runBackend(profiler, () => {}, { dtypes: ['f32'], plan });
+    profiler.backend.dispose();
+    expect(run.rows.map(labelOf)).toEqual([rowLabel('fusedNormRopeStacked', 'f32', { ...smallPlan.normRope[1]! }), rowLabel('ropePoolFused', 'f32', { ...smallPlan.ropePool[1]! })]);
+  });
+});
+
+describe('materializer schedules', () => {
+  it('times each schedule besides the default as a variant of every long materialize row, under that schedule, against the same projection', async () => {
+    const { profiler } = fakeProfiler();
+    let current = 'batched';
+    const timedUnder: string[] = [];
+    const withSchedules: Profiler = {
+      ...profiler,
+      time: (enqueue, reps, warmup) => {
+        timedUnder.push(current);
+        return profiler.time(enqueue, reps, warmup);
+      },
+      materializerSchedules: {
+        others: () => ['overlapped'],
+        run: async (schedule, body) => {
+          const before = current;
+          current = schedule;
+          try {
+            return await body();
+          } finally {
+            current = before;
+          }
+        },
+      },
+    };
+    const run = await runBackend(withSchedules, () => {}, { dtypes: ['bf16'], plan: { ...smallPlan, normRope: [], ropePool: [] }, only: /^materialize/ });
+    profiler.backend.dispose();
+    const s = smallPlan.materialize[1]!;
+    const scheduled = run.rows.filter((r) => r.variant?.endsWith('overlapped'));
+    expect(scheduled.map(labelOf)).toEqual([rowLabel('materialize', 'bf16', { ...s }, 'overlapped'), ...materializeIntoPools.map(([name]) => rowLabel('materializeInto', 'bf16', { ...s }, `${name}, overlapped`))]);
+    for (const r of scheduled) {
+      const projection = referencedRow(run.rows, r);
+      expect(projection?.op).toBe('projection');
+      expect(r.fraction).toBe(projection!.us / r.us);
+      expect(r.target).toBe(1 / 1.05);
+      expect(r.checkError).toBeLessThan(1e-2);
+    }
+    // Only those rows ran under the other schedule, each repeat of them.
+    expect(timedUnder.filter((x) => x === 'overlapped')).toHaveLength(REPEATS * scheduled.length);
+    expect(run.rows.filter((r) => r.op !== 'projection' && !r.variant?.endsWith('overlapped')).length * REPEATS).toBe(timedUnder.filter((x) => x === 'batched').length);
+  }, 120_000);
 });

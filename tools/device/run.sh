@@ -43,8 +43,11 @@ for tool in memcheck racecheck initcheck synccheck; do
 done
 # SGLang's Triton kernel is someone else's code: measured only where a copy was placed in the ignored .peers/.
 peer=(); [[ -f .peers/fused_kv_materialize.py ]] && peer=(--sglang .peers/fused_kv_materialize.py)
+[[ -f .peers/sglang_decode_attention.py ]] && peer+=(--sglang-decode .peers/sglang_decode_attention.py)
 step peers "${PEERS_S:-120}" env PYTHONUNBUFFERED=1 python3 bench/peers/torch_peers.py --out "$OUT/peers.json" "${peer[@]}"
 step bench "${BENCH_S:-300}" node .device/bundle/bench.mjs --peers "$OUT/peers.json" --results "$OUT"
+# transformers' own LongRoPE, interleaved mRoPE and DeepSeek YaRN numbers: commit the file as packages/contracts/test/fixtures/.
+step rope-families "${ROPE_FAMILIES_S:-120}" env OUT="$OUT" sh -c 'python3 bench/peers/rope_oracle_families.py > "$OUT/transformers-rope-families.json"'
 tail -c 6000 "$OUT/bench.log"
 step host-io "${HOST_IO_S:-240}" node .device/bundle/host-io.mjs --backends cpu,cuda,webgpu
 tail -c 5000 "$OUT/host-io.log"

@@ -35,18 +35,23 @@ fn main(@builtin(global_invocation_id) id: vec3u) {
   qkv[params.qkvOffset + i] = sum;
 }`;
 
+/** The engine's model state: its weights and its K/V caches, at their byte offsets. */
 export interface EngineBuffers {
-  /** The fused projection, `SCENARIO.byteOffsets.qkv` bytes into the buffer. */
-  readonly qkv: GPUBuffer;
-  readonly positions: GPUBuffer;
-  readonly slots: GPUBuffer;
+  readonly weight: GPUBuffer;
   readonly kCache: GPUBuffer;
   readonly vCache: GPUBuffer;
 }
 
+/** One step's inputs in the engine's buffers: the fused projection (`SCENARIO.byteOffsets.qkv` bytes in), positions and slots. */
+export interface StepBuffers {
+  readonly qkv: GPUBuffer;
+  readonly positions: GPUBuffer;
+  readonly slots: GPUBuffer;
+}
+
 /** Bytes of a buffer holding `elements` 4-byte values `byteOffset` bytes in, rounded up as WebGPU sizes buffers. */
 function bufferBytes(byteOffset: number, elements: number): number {
-  return Math.ceil((byteOffset + 4 * elements) / 16) * 16;
+  return Math.ceil((byteOffset + 4 * Math.max(1, elements)) / 16) * 16;
 }
 
 const ENGINE_USAGE = STORAGE | COPY_SRC | COPY_DST;
@@ -59,12 +64,22 @@ function filled(device: GPUDevice, label: string, byteOffset: number, values: Fl
   return buffer;
 }
 
-/** The engine's step up to attention: its inputs uploaded, then its own pass writing the fused projection. Submitted at once. */
-export function runProjection(device: GPUDevice): EngineBuffers {
-  const { tokens, hidden, seeds, byteOffsets } = SCENARIO;
-  const input = filled(device, 'engine hidden states', 0, randomFloats(seeds.hidden, tokens * hidden));
-  const weight = filled(device, 'engine qkv weight', 0, randomFloats(seeds.weight, QKV_WIDTH * hidden));
-  const qkv = device.createBuffer({ label: 'engine qkv', size: bufferBytes(byteOffsets.qkv, tokens * QKV_WIDTH), usage: ENGINE_USAGE });
+/** The weights and the caches, whose rows hold the prompts cached before the first step (seeded values). */
+export function createEngine(device: GPUDevice): EngineBuffers {
+  const { hidden, seeds, byteOffsets } = SCENARIO;
+  return {
+    weight: filled(device, 'engine qkv weight', 0, randomFloats(seeds.weight, QKV_WIDTH * hidden)),
+    kCache: filled(device, 'engine K cache', byteOffsets.kCache, randomFloats(seeds.kCache, CACHE_ELEMENTS)),
+    vCache: filled(device, 'engine V cache', byteOffsets.vCache, randomFloats(seeds.vCache, CACHE_ELEMENTS)),
+  };
+}
+
+/** The engine's step up to attention: the step's hidden states uploaded, then its own pass writing the fused projection. Submitted at once. */
+export function runProjection(device: GPUDevice, engine: EngineBuffers, step: number, positions: readonly number[], slots: readonly number[]): StepBuffers {
+  const { hidden, seeds, byteOffsets } = SCENARIO;
+  const tokens = positions.length;
+  const input = filled(device, `engine hidden states, step ${step + 1}`, 0, randomFloats(seeds.hidden[step]!, tokens * hidden));
+  const qkv = device.createBuffer({ label: `engine qkv, step ${step + 1}`, size: bufferBytes(byteOffsets.qkv, tokens * QKV_WIDTH), usage: ENGINE_USAGE });
   const params = device.createBuffer({ label: 'engine projection params', size: 16, usage: UNIFORM | COPY_DST });
   device.queue.writeBuffer(params, 0, new Uint32Array([tokens, hidden, QKV_WIDTH, byteOffsets.qkv / 4]));
 
@@ -77,7 +92,7 @@ export function runProjection(device: GPUDevice): EngineBuffers {
     0,
     device.createBindGroup({
       layout: pipeline.getBindGroupLayout(0),
-      entries: [params, input, weight, qkv].map((buffer, binding) => ({ binding, resource: { buffer } })),
+      entries: [params, input, engine.weight, qkv].map((buffer, binding) => ({ binding, resource: { buffer } })),
     }),
   );
   pass.dispatchWorkgroups(Math.ceil((tokens * QKV_WIDTH) / WORKGROUP));
@@ -86,17 +101,29 @@ export function runProjection(device: GPUDevice): EngineBuffers {
 
   return {
     qkv,
-    positions: filled(device, 'engine positions', byteOffsets.positions, Int32Array.from(SCENARIO.positions)),
-    slots: filled(device, 'engine slots', byteOffsets.slots, Int32Array.from(SCENARIO.slots)),
-    kCache: filled(device, 'engine K cache', byteOffsets.kCache, randomFloats(seeds.kCache, CACHE_ELEMENTS)),
-    vCache: filled(device, 'engine V cache', byteOffsets.vCache, randomFloats(seeds.vCache, CACHE_ELEMENTS)),
+    positions: filled(device, `engine positions, step ${step + 1}`, byteOffsets.positions, Int32Array.from(positions)),
+    slots: filled(device, `engine slots, step ${step + 1}`, byteOffsets.slots, Int32Array.from(slots)),
   };
+}
+
+/** The engine's attention output, `SCENARIO.byteOffsets.out` bytes in, filled with `fill`. */
+export function outputBuffer(device: GPUDevice, label: string, elements: number, fill: number): GPUBuffer {
+  return filled(device, label, SCENARIO.byteOffsets.out, new Float32Array(elements).fill(fill));
+}
+
+/** A copy of the range into a buffer of the engine's, in a submit of its own: a snapshot for the read-back at the end. */
+export function snapshot(device: GPUDevice, buffer: GPUBuffer, byteOffset: number, byteLength: number): { buffer: GPUBuffer; byteOffset: number; byteLength: number } {
+  const copy = device.createBuffer({ label: 'engine snapshot', size: byteLength, usage: COPY_SRC | COPY_DST });
+  const encoder = device.createCommandEncoder({ label: 'engine snapshot' });
+  encoder.copyBufferToBuffer(buffer, byteOffset, copy, 0, byteLength);
+  device.queue.submit([encoder.finish()]);
+  return { buffer: copy, byteOffset: 0, byteLength };
 }
 
 /**
  * Copies each range into a MAP_READ buffer in one submit of the engine's
  * own, maps them, and returns their 32-bit words: the only read-back of the
- * page, after kvkit's call (which submitted its work on these buffers).
+ * page, after kvkit's calls (each submitted its work on these buffers).
  */
 export async function readBack(device: GPUDevice, ranges: readonly { buffer: GPUBuffer; byteOffset: number; byteLength: number }[]): Promise<Uint32Array[]> {
   const encoder = device.createCommandEncoder({ label: 'engine read-back' });

@@ -12,9 +12,9 @@ import type { UntypedMaterializer } from './tensors.js';
  */
 
 /** The fixture's dims: small, and all different where they can be, so a message naming a dim is unambiguous. */
-export const FIXTURE = { T: 4, L: 2, H: 2, D: 8, R: 4, P: 10, N: 4, Hq: 4, S: 6, hidden: 12 } as const;
+export const FIXTURE = { T: 4, L: 2, H: 2, D: 8, R: 4, P: 10, N: 4, Hq: 4, S: 6, hidden: 12, C: 14, Dq: 6 } as const;
 
-const { T, L, H, D, R, P, N, Hq, S, hidden } = FIXTURE;
+const { T, L, H, D, R, P, N, Hq, S, hidden, C, Dq } = FIXTURE;
 
 /** Dims a message names once each op's checks have bound them. */
 export const BOUND = {
@@ -32,6 +32,8 @@ export const BOUND = {
   attentionParams: { H, Hq, D },
   attention: { H, Hq, D, N, S, B1: 3, C: 6 },
   copy: { H, D, S, dstS: S, M: 4 },
+  mlaParams: { C, R },
+  mla: { C, R, Hq, N, Dq, S },
 } as const;
 
 /** Valid index values: positions inside the cache, slots inside the pools (some skipped). */
@@ -87,6 +89,11 @@ export class Fixture {
   readonly vCopy: Tensor;
   readonly fromSlots: Tensor;
   readonly toSlots: Tensor;
+  /** mlaPoolFused: the latent [N, C + R], its norm weight, queries [N, Hq, Dq] and a one-head pool [S, 1, C + R]. */
+  readonly kvLatent: Tensor;
+  readonly kvNormWeight: Tensor;
+  readonly mlaQ: Tensor;
+  readonly mlaPool: Tensor;
   /** Built from cosSinCache: positions are checked against P. */
   readonly materializer: UntypedMaterializer;
   /** Built from ropeBase: no P, so only negative positions are out of range. */
@@ -130,6 +137,10 @@ export class Fixture {
     this.vCopy = f([S, H, D], patternValues(S * H * D, 8));
     this.fromSlots = this.s.index('i32', [4], VALID.fromSlots);
     this.toSlots = this.s.index('i64', [4], VALID.toSlots);
+    this.kvLatent = f([N, C + R]);
+    this.kvNormWeight = f([C], randomPositive(this.rng, C));
+    this.mlaQ = f([N, Hq, Dq]);
+    this.mlaPool = f([S, 1, C + R], patternValues(S * (C + R), 9));
     this.materializer = this.s.owned(untyped(backend).createKvMaterializer(this.createArgs()));
     this.baseMaterializer = this.s.owned(untyped(backend).createKvMaterializer(this.createArgs({ cosSinCache: undefined, ropeBase: 10000, maxPositionHint: 64 })));
   }
@@ -244,6 +255,23 @@ export class Fixture {
     };
   }
 
+  mlaArgs(over: Record<string, unknown> = {}): Record<string, unknown> {
+    return {
+      kvLatent: this.kvLatent,
+      kvNormWeight: this.kvNormWeight,
+      eps: 1e-6,
+      q: this.mlaQ,
+      positions: this.ropePositions,
+      slots: this.slots,
+      pool: this.mlaPool,
+      kvLoraRank: C,
+      qkRopeHeadDim: R,
+      numQoHeads: Hq,
+      ropeBase: 10000,
+      ...over,
+    };
+  }
+
   copyArgs(over: Record<string, unknown> = {}): Record<string, unknown> {
     return { kSrc: this.kPool, vSrc: this.vPool, kDst: this.kCopy, vDst: this.vCopy, fromSlots: this.fromSlots, toSlots: this.toSlots, ...over };
   }
@@ -264,6 +292,7 @@ export class Fixture {
       { name: 'attention out', tensor: this.attentionOut },
       { name: 'kCopy', tensor: this.kCopy },
       { name: 'vCopy', tensor: this.vCopy },
+      { name: 'mlaPool', tensor: this.mlaPool },
     ];
   }
 

@@ -30,6 +30,8 @@ export interface PoolCase {
   readonly modelType?: FloatDType;
   /** materializeInto with mRoPE: positions [3, T] (three distinct streams), pairs split by this section. */
   readonly mropeSection?: readonly number[];
+  /** The section in Qwen3-VL's interleaved layout. */
+  readonly mropeInterleaved?: boolean;
 }
 
 const PAGE_SIZE = 4;
@@ -58,11 +60,14 @@ export const MROPE_POOL_CASES: readonly PoolCase[] = [
   { layout: 'HND', poolType: 'fp8e4m3', perHead: true, saturating: false, H: 2, D: 16, slotType: 'i64', mropeSection: [2, 3, 3] },
   { layout: 'HND', poolType: 'bf16', perHead: false, saturating: false, H: 3, D: 8, slotType: 'i32', mropeSection: [1, 2, 1] },
   { layout: 'NHD', poolType: 'fp8e5m2', perHead: false, saturating: false, H: 2, D: 6, slotType: 'i32', modelType: 'f16', mropeSection: [1, 1, 1] },
+  // Qwen3-VL's interleaved layout: height at pairs 1 and 4, width at 2 and 5, temporal the rest (6 and 7 where there are 8).
+  { layout: 'HND', poolType: 'fp8e4m3', perHead: true, saturating: false, H: 2, D: 16, slotType: 'i64', mropeSection: [4, 2, 2], mropeInterleaved: true },
+  { layout: 'NHD', poolType: 'fp8e5m2', perHead: false, saturating: false, H: 2, D: 14, slotType: 'i32', modelType: 'f16', mropeSection: [3, 2, 2], mropeInterleaved: true },
 ];
 
 const modelType = (c: PoolCase): FloatDType => c.modelType ?? 'bf16';
 const label = (c: PoolCase) =>
-  `${c.layout} ${c.poolType}${isFp8(c.poolType) ? `, ${c.perHead ? 'per-head' : 'per-tensor'} scale${c.saturating ? ', saturating' : ''}` : ''}, H=${c.H} D=${c.D}, slots ${c.slotType}${c.modelType ? `, from ${c.modelType}` : ''}${c.mropeSection ? `, mRoPE [${c.mropeSection.join(',')}]` : ''}`;
+  `${c.layout} ${c.poolType}${isFp8(c.poolType) ? `, ${c.perHead ? 'per-head' : 'per-tensor'} scale${c.saturating ? ', saturating' : ''}` : ''}, H=${c.H} D=${c.D}, slots ${c.slotType}${c.modelType ? `, from ${c.modelType}` : ''}${c.mropeSection ? `, mRoPE [${c.mropeSection.join(',')}]${c.mropeInterleaved ? ' interleaved' : ''}` : ''}`;
 
 /** The pool shape of a case, with `[L]` in front for materializeInto. */
 function poolShape(c: PoolCase, leading: readonly number[] = []): number[] {
@@ -166,6 +171,7 @@ export async function checkMaterializeIntoPools(backend: Backend, reference: Bac
         slots: s.index(c.slotType, [T], slotsOf(rng, T)),
         ...poolArgs(s, c, `fp8 layer pools ${label(c)}`, [L]),
         ...(c.mropeSection ? { mropeSection: c.mropeSection } : {}),
+        ...(c.mropeInterleaved ? { mropeInterleaved: true } : {}),
       };
       m.materializeInto(args);
       return args;
@@ -269,15 +275,18 @@ export interface NormedMropeCase {
   readonly R: number;
   readonly ropeStyle: 'neox' | 'gptj';
   readonly mropeSection: readonly [number, number, number];
+  readonly mropeInterleaved?: boolean;
 }
 
-/** Vector rows (Qwen2-VL's split at a smaller head dim), and odd rows with partial rotary read element by element. */
+/** Vector rows (Qwen2-VL's split at a smaller head dim), and odd rows with partial rotary read element by element; each also interleaved (Qwen3-VL). */
 export const NORMED_MROPE_CASES: readonly NormedMropeCase[] = [
   { Hq: 6, H: 3, D: 64, R: 64, ropeStyle: 'neox', mropeSection: [8, 12, 12] },
   { Hq: 4, H: 2, D: 10, R: 8, ropeStyle: 'gptj', mropeSection: [1, 2, 1] },
+  { Hq: 6, H: 3, D: 64, R: 64, ropeStyle: 'neox', mropeSection: [12, 10, 10], mropeInterleaved: true },
+  { Hq: 4, H: 2, D: 10, R: 8, ropeStyle: 'gptj', mropeSection: [2, 1, 1], mropeInterleaved: true },
 ];
 
-const normedLabel = (c: NormedMropeCase) => `Hq=${c.Hq} H=${c.H} D=${c.D} R=${c.R} ${c.ropeStyle} mrope=[${c.mropeSection.join(',')}]`;
+const normedLabel = (c: NormedMropeCase) => `Hq=${c.Hq} H=${c.H} D=${c.D} R=${c.R} ${c.ropeStyle} mrope=[${c.mropeSection.join(',')}]${c.mropeInterleaved ? ' interleaved' : ''}`;
 
 /**
  * ropePoolFused with a Q/K-norm (q's weight bf16, k's f32) and mRoPE (three
@@ -303,6 +312,7 @@ export async function checkNormedMropeIntoFp8Pool(backend: Backend, reference: B
         eps: 1e-6,
         positions: s.index('i64', [3, N], streams.flatMap((at) => Array.from({ length: N }, (_, n) => at(n)))),
         mropeSection: c.mropeSection,
+        ...(c.mropeInterleaved ? { mropeInterleaved: true } : {}),
         slots: s.index('i64', [N], slotsOf(rng, N)),
         ...poolArgs(s, pool, `fp8 normed mrope pools ${normedLabel(c)}`),
         headDim: c.D,

@@ -30,6 +30,8 @@ export interface MropeMaterializerCase {
   /** fusedNormRopeStacked always takes a cache. */
   readonly rope: MaterializerRope;
   readonly mropeSection: readonly [number, number, number];
+  /** The section in Qwen3-VL's interleaved layout. */
+  readonly mropeInterleaved?: boolean;
   /** T of each successive call on one materializer. */
   readonly calls: readonly number[];
   /** Every stream's positions are drawn from [0, maxPosition]. */
@@ -44,7 +46,7 @@ export interface MropeMaterializerCase {
 function caseName(c: Omit<MropeMaterializerCase, 'name'>): string {
   const rope = c.rope.kind === 'ropeBase' ? `ropeBase=${c.rope.ropeBase}` : `cache P=${c.rope.P}`;
   const slots = c.entry === 'materializeInto' ? ` S=${c.S} contested skip=${c.negativeSlots} slots:${c.slotDType}` : '';
-  return `${c.entry} mrope=[${c.mropeSection.join(',')}] ${rope} L=${c.L} H=${c.H} D=${c.D} R=${c.R} ${c.ropeStyle} T=${c.calls.join('→')} pos<=${c.maxPosition} pos:${c.positionDType}${slots}`;
+  return `${c.entry} mrope=[${c.mropeSection.join(',')}]${c.mropeInterleaved ? ' interleaved' : ''} ${rope} L=${c.L} H=${c.H} D=${c.D} R=${c.R} ${c.ropeStyle} T=${c.calls.join('→')} pos<=${c.maxPosition} pos:${c.positionDType}${slots}`;
 }
 
 const mk = (c: Omit<MropeMaterializerCase, 'name'>): MropeMaterializerCase => ({ ...c, name: caseName(c) });
@@ -60,6 +62,12 @@ export const mropeMaterializerCases: readonly MropeMaterializerCase[] = [
   mk({ entry: 'materializeInto', L: 2, H: 1, D: 7, R: 4, hidden: 8, ropeStyle: 'gptj', rope: { kind: 'cosSinCache', P: 20 }, mropeSection: [1, 0, 1], calls: [5], maxPosition: 19, positionDType: 'i32', S: 2, negativeSlots: 0, slotDType: 'i32' }),
   mk({ ...none, entry: 'fusedNormRopeStacked', L: 2, H: 2, D: 128, R: 128, ropeStyle: 'neox', rope: { kind: 'cosSinCache', P: 64 }, mropeSection: [16, 24, 24], calls: [7], maxPosition: 63, positionDType: 'i64' }),
   mk({ ...none, entry: 'fusedNormRopeStacked', L: 3, H: 1, D: 9, R: 8, ropeStyle: 'gptj', rope: { kind: 'cosSinCache', P: 17 }, mropeSection: [0, 3, 1], calls: [5], maxPosition: 16, positionDType: 'i32' }),
+  // Qwen3-VL's interleaved layout ([24, 20, 20] at R = 128, rope_theta 5e6), from ropeBase, from a cache, into pools and in the fused op.
+  mk({ ...none, entry: 'materialize', L: 2, H: 2, D: 128, R: 128, hidden: 48, ropeStyle: 'neox', rope: { kind: 'ropeBase', ropeBase: 5e6 }, mropeSection: [24, 20, 20], mropeInterleaved: true, calls: [7, 3], maxPosition: 900, positionDType: 'i64' }),
+  mk({ entry: 'materializeInto', L: 1, H: 2, D: 80, R: 80, hidden: 24, ropeStyle: 'neox', rope: { kind: 'cosSinCache', P: 50 }, mropeSection: [14, 13, 13], mropeInterleaved: true, calls: [11, 4], maxPosition: 49, positionDType: 'i64', S: 4, negativeSlots: 2, slotDType: 'i32' }),
+  mk({ entry: 'materializeInto', L: 2, H: 1, D: 11, R: 10, hidden: 8, ropeStyle: 'gptj', rope: { kind: 'ropeBase', ropeBase: 10000, maxPositionHint: 8 }, mropeSection: [2, 2, 1], mropeInterleaved: true, calls: [5, 2], maxPosition: 60, positionDType: 'i32', S: 3, negativeSlots: 1, slotDType: 'i64' }),
+  mk({ ...none, entry: 'fusedNormRopeStacked', L: 2, H: 2, D: 128, R: 128, ropeStyle: 'neox', rope: { kind: 'cosSinCache', P: 64 }, mropeSection: [24, 20, 20], mropeInterleaved: true, calls: [7], maxPosition: 63, positionDType: 'i64' }),
+  mk({ ...none, entry: 'fusedNormRopeStacked', L: 3, H: 1, D: 9, R: 8, ropeStyle: 'gptj', rope: { kind: 'cosSinCache', P: 17 }, mropeSection: [2, 1, 1], mropeInterleaved: true, calls: [5], maxPosition: 16, positionDType: 'i32' }),
 ];
 
 /** Three distinct streams per token, as a patch grid gives them, flattened [3, T]. */
@@ -78,9 +86,9 @@ export async function runMropeMaterializerCase(backend: Backend, reference: Back
     const ropeBase = c.rope.kind === 'ropeBase' ? c.rope.ropeBase : undefined;
     const tol = ropeBase !== undefined ? ropeBaseTolerance(dtype, c.maxPosition) : RELATIVE_TOLERANCE[dtype];
     const params = { numKvHeads: H, headDim: D, rotaryDim: R, ropeStyle: c.ropeStyle };
-    const section = { mropeSection: c.mropeSection };
+    const section = { mropeSection: c.mropeSection, ...(c.mropeInterleaved ? { mropeInterleaved: true } : {}) };
     const oracleOf = (T: number, kv: ArrayLike<number>, positions: readonly number[]) =>
-      fusedNormRopeStackedOracle({ T, L, H, D, R, ropeStyle: c.ropeStyle, kv, kNormWeight: weight.held, eps: eps.held, ...(cache ? { cosSinCache: cache.held } : { ropeBase }), positions, mropeSection: c.mropeSection });
+      fusedNormRopeStackedOracle({ T, L, H, D, R, ropeStyle: c.ropeStyle, kv, kNormWeight: weight.held, eps: eps.held, ...(cache ? { cosSinCache: cache.held } : { ropeBase }), positions, ...section });
     const layout = (T: number) => ({ shape: [L, T, H, D], axes: ['l', 't', 'h', 'd'] });
 
     if (c.entry === 'fusedNormRopeStacked') {
@@ -196,6 +204,10 @@ export const mropeMaterializerValidationCases: readonly ValidationCase[] = [
   { code: 'KV067', op: 'fusedNormRopeStacked', name: 'mropeSection with positions [T, 3]', arg: 'positions', call: (fx) => fused(fx, { mropeSection: SECTION, positions: fx.index('i32', [T, 3], Array(3 * T).fill(1)) }) },
   { code: 'KV065', op: 'KvMaterializer.materializeInto', name: 'mropeSection sums to 3 with R/2 = 2', arg: 'mropeSection', mentions: ['[1, 1, 1]', 'R/2 = 2'], call: (fx) => fx.materializer.materializeInto(fx.intoArgs({ mropeSection: [1, 1, 1], positions: streams(fx, 'i32') })) },
   { code: 'KV065', op: 'fusedNormRopeStacked', name: 'mropeSection of two counts', arg: 'mropeSection', call: (fx) => fused(fx, { mropeSection: [1, 1], positions: streams(fx, 'i32') }) },
+  { code: 'KV086', op: 'KvMaterializer.materialize', name: 'mropeInterleaved with [3, T] positions but no mropeSection', arg: 'mropeInterleaved', mentions: ['mropeSection is missing'], call: (fx) => materialize(fx, { mropeInterleaved: true, positions: streams(fx, 'i32') }) },
+  { code: 'KV086', op: 'fusedNormRopeStacked', name: 'mropeInterleaved without mropeSection', arg: 'mropeInterleaved', call: (fx) => fused(fx, { mropeInterleaved: true }) },
+  { code: 'KV087', op: 'KvMaterializer.materializeInto', name: "interleaved [0, 2, 0]: height's pairs 1 and 4 past the last pair, 1", arg: 'mropeSection', mentions: ['[0, 2, 0]', 'past pair 1'], call: (fx) => fx.materializer.materializeInto(fx.intoArgs({ mropeSection: [0, 2, 0], mropeInterleaved: true, positions: streams(fx, 'i32') })) },
+  { code: 'KV087', op: 'fusedNormRopeStacked', name: "interleaved [1, 0, 1]: width's pair 2 past the last pair, 1", arg: 'mropeSection', call: (fx) => fused(fx, { mropeSection: SECTION, mropeInterleaved: true, positions: streams(fx, 'i64') }) },
   { code: 'KV023', op: 'KvMaterializer.materialize', name: 'mRoPE positions [3, T + 1]', arg: 'positions', mentions: ['15 entries', '[3, T] = [3, 4]'], call: (fx) => materialize(fx, { mropeSection: SECTION, positions: fx.index('i32', [3, T + 1], Array(3 * (T + 1)).fill(1)) }) },
   { code: 'KV015', op: 'fusedNormRopeStacked', name: 'mRoPE positions [3, T - 1]', arg: 'positions', mentions: ['[3, 3]'], call: (fx) => fused(fx, { mropeSection: SECTION, positions: fx.index('i64', [3, T - 1], Array(3 * (T - 1)).fill(1)) }) },
   {

@@ -32,6 +32,8 @@ export interface MropeQkNormCase {
   readonly ropeBase: number;
   /** Pairs per stream [temporal, height, width]; undefined: one stream, `positions [N]`. */
   readonly mropeSection: readonly [number, number, number] | undefined;
+  /** The section in Qwen3-VL's interleaved layout. */
+  readonly mropeInterleaved?: boolean;
   readonly qNorm: NormWeight;
   readonly kNorm: NormWeight;
   readonly eps: number;
@@ -46,7 +48,7 @@ export interface MropeQkNormCase {
 
 function caseName(c: Omit<MropeQkNormCase, 'name'>): string {
   return [
-    c.mropeSection ? `mrope=[${c.mropeSection.join(',')}]` : 'one stream',
+    c.mropeSection ? `mrope=[${c.mropeSection.join(',')}]${c.mropeInterleaved ? ' interleaved' : ''}` : 'one stream',
     c.qNorm || c.kNorm ? `qNorm:${c.qNorm ?? 'none'} kNorm:${c.kNorm ?? 'none'} eps=${c.eps}` : 'no norm',
     `Hq=${c.Hq} H=${c.H} D=${c.D} R=${c.R} ${c.ropeStyle}`,
     `N=${c.N} S=${c.S}${c.contested ? ' contested' : ''} skip=${c.negativeSlots}`,
@@ -76,6 +78,11 @@ export const mropeQkNormCases: readonly MropeQkNormCase[] = [
   mk({ ...plain, N: 9, Hq: 4, H: 2, D: 64, R: 64, ropeStyle: 'neox', mropeSection: [8, 12, 12], qNorm: 'same', kNorm: 'same', S: 3, contested: true, maxPosition: 90, slotDType: 'i64' }),
   mk({ ...plain, N: 8, Hq: 2, H: 2, D: 7, R: 6, ropeStyle: 'gptj', mropeSection: [1, 1, 1], qNorm: 'f32', kNorm: 'f32', S: 2, contested: true, maxPosition: 20 }),
   mk({ ...plain, N: 0, Hq: 8, H: 2, D: 64, R: 64, ropeStyle: 'neox', mropeSection: [8, 12, 12], qNorm: 'same', kNorm: 'same', S: 3, negativeSlots: 0, maxPosition: 10 }),
+  // Qwen3-VL's shape: head_dim 128, mrope_section [24, 20, 20] interleaved, rope_theta 5e6, q_norm and k_norm.
+  mk({ ...plain, N: 7, Hq: 4, H: 2, D: 128, R: 128, ropeStyle: 'neox', ropeBase: 5e6, mropeSection: [24, 20, 20], mropeInterleaved: true, qNorm: 'same', kNorm: 'same', S: 11, maxPosition: 500, positionDType: 'i64' }),
+  // Interleaved with a partial rotary (Qwen3.5's [11, 11, 10] over 32 pairs: height's last pair is the last one) and with R/2 = 5 element by element.
+  mk({ ...plain, N: 5, Hq: 4, H: 1, D: 128, R: 64, ropeStyle: 'neox', mropeSection: [11, 11, 10], mropeInterleaved: true, qNorm: undefined, kNorm: 'f32', S: 7, maxPosition: 300, slotDType: 'i64' }),
+  mk({ ...plain, N: 6, Hq: 3, H: 3, D: 13, R: 10, ropeStyle: 'gptj', mropeSection: [3, 1, 1], mropeInterleaved: true, qNorm: 'f32', kNorm: undefined, S: 4, contested: true, maxPosition: 40 }),
 ];
 
 export interface MropeQkNormInputs {
@@ -87,6 +94,7 @@ export interface MropeQkNormInputs {
   readonly ropeStyle: RopeStyle;
   readonly ropeBase: number;
   readonly mropeSection: readonly number[] | undefined;
+  readonly mropeInterleaved?: boolean;
   /** `[N]`, or `[3, N]` flattened (stream s of token n at s * N + n). */
   readonly positions: readonly number[];
   readonly q: ArrayLike<number>;
@@ -104,7 +112,7 @@ export interface MropeQkNormInputs {
 export function mropeQkNormOracle(a: MropeQkNormInputs): { qRot: Float64Array; kRot: Float64Array } {
   const { N, D, R } = a;
   const f = ropeAngles({ ropeBase: a.ropeBase, rotaryDim: R }).frequencies;
-  const streamOf = (j: number) => (a.mropeSection ? mropeStreamOf(a.mropeSection, j) : 0);
+  const streamOf = (j: number) => (a.mropeSection ? mropeStreamOf(a.mropeSection, j, a.mropeInterleaved) : 0);
   const apply = (src: ArrayLike<number>, heads: number, weight: ArrayLike<number> | undefined): Float64Array => {
     const out = Float64Array.from(src);
     for (let n = 0; n < N; n++) {
@@ -178,6 +186,7 @@ export async function runMropeQkNormCase(backend: Backend, reference: Backend, c
       ropeStyle: c.ropeStyle,
       ropeBase: c.ropeBase,
       ...(c.mropeSection ? { mropeSection: c.mropeSection } : {}),
+      ...(c.mropeInterleaved ? { mropeInterleaved: true } : {}),
       ...(qW || kW ? { eps: c.eps } : {}),
     };
     const out = untyped(backend).ropePoolFused({
@@ -368,6 +377,10 @@ export const mropeQkNormValidationCases: readonly ValidationCase[] = [
   { code: 'KV067', op: 'ropePoolFused', name: 'mropeSection with positions [N]', arg: 'positions', dims: BOUND.rope, mentions: ['[3, N] = [3, 4]'], call: (fx) => rope(fx, { mropeSection: SECTION }) },
   { code: 'KV067', op: 'ropePoolFused', name: 'mropeSection with positions [N, 3]', arg: 'positions', call: (fx) => rope(fx, { mropeSection: SECTION, positions: fx.index('i32', [N, 3], Array(3 * N).fill(1)) }) },
   { code: 'KV067', op: 'ropePoolFused', name: 'mropeSection with positions [2, N]', arg: 'positions', call: (fx) => rope(fx, { mropeSection: SECTION, positions: fx.index('i32', [2, N], Array(2 * N).fill(1)) }) },
+  { code: 'KV086', op: 'ropePoolFused', name: 'mropeInterleaved without mropeSection', arg: 'mropeInterleaved', mentions: ['mropeSection is missing'], call: (fx) => rope(fx, { mropeInterleaved: true }) },
+  { code: 'KV086', op: 'ropePoolFused', name: 'mropeInterleaved with [3, N] positions but no mropeSection', arg: 'mropeInterleaved', call: (fx) => rope(fx, { mropeInterleaved: true, positions: streams(fx) }) },
+  { code: 'KV087', op: 'ropePoolFused', name: "interleaved [1, 0, 1]: width's pair 2 past the last pair, 1", arg: 'mropeSection', mentions: ['[1, 0, 1]', 'R/2 = 2', 'past pair 1'], call: (fx) => rope(fx, { mropeSection: SECTION, mropeInterleaved: true, positions: streams(fx) }) },
+  { code: 'KV044', op: 'ropePoolFused', name: 'mropeInterleaved as the string "true"', arg: 'mropeInterleaved', call: (fx) => rope(fx, { mropeSection: [1, 1, 0], mropeInterleaved: 'true', positions: streams(fx) }) },
   { code: 'KV034', op: 'ropePoolFused', name: 'mRoPE positions [3, N + 1]', arg: 'positions', mentions: ['[3, 5]', '[3, N] = [3, 4]'], call: (fx) => rope(fx, { mropeSection: SECTION, positions: fx.index('i32', [3, N + 1], Array(3 * (N + 1)).fill(1)) }) },
   { code: 'KV068', op: 'ropePoolFused', name: 'qNormWeight [2, D] (a stack of layers)', arg: 'qNormWeight', dims: BOUND.rope, mentions: ['[D] = [8]'], call: (fx) => rope(fx, { qNormWeight: fx.float('f32', [2, D]), eps: 1e-6 }) },
   { code: 'KV068', op: 'ropePoolFused', name: 'kNormWeight [D + 1]', arg: 'kNormWeight', call: (fx) => rope(fx, { kNormWeight: fx.float('f32', [D + 1]), eps: 1e-6 }) },

@@ -45,11 +45,43 @@ export interface FusedInputs {
   readonly positions: readonly number[];
   /** mRoPE: pairs per stream [temporal, height, width]. */
   readonly mropeSection?: readonly number[];
+  /** The section in Qwen3-VL's interleaved layout (docs/rope/mrope-interleaved). */
+  readonly mropeInterleaved?: boolean;
 }
 
-/** mRoPE (docs/rope/mrope): the stream (0 temporal, 1 height, 2 width) whose position rotates pair j. */
-export function mropeStreamOf(section: readonly number[], j: number): number {
+/**
+ * mRoPE (docs/rope/mrope): the stream (0 temporal, 1 height, 2 width) whose
+ * position rotates pair j. Interleaved (docs/rope/mrope-interleaved): height
+ * where j % 3 == 1 and j < 3·h, width where j % 3 == 2 and j < 3·w, else temporal.
+ */
+export function mropeStreamOf(section: readonly number[], j: number, interleaved = false): number {
+  if (interleaved) return j % 3 === 1 && j < 3 * section[1]! ? 1 : j % 3 === 2 && j < 3 * section[2]! ? 2 : 0;
   return j < section[0]! ? 0 : j < section[0]! + section[1]! ? 1 : 2;
+}
+
+/** LongRoPE's fields, as docs/rope/longrope names them. */
+export interface LongropeScaling {
+  readonly shortFactor: readonly number[];
+  readonly longFactor: readonly number[];
+  readonly originalMaxPositions: number;
+  readonly factor?: number;
+  readonly attentionFactor?: number;
+  readonly sequenceLength?: number;
+}
+
+/**
+ * LongRoPE (docs/rope/longrope) in f64, from the page: f_j = ropeBase^(-2j/R)
+ * / factor_j with the long factors when the sequence (sequenceLength, else
+ * factor · originalMaxPositions) is past originalMaxPositions, and cos/sin
+ * scaled by attentionFactor, else sqrt(1 + ln(factor) / ln(originalMaxPositions)).
+ */
+export function longropeOracle(ropeBase: number, R: number, s: LongropeScaling): { frequencies: Float64Array; magnitude: number } {
+  const factor = s.factor ?? 1;
+  const long = (s.sequenceLength ?? factor * s.originalMaxPositions) > s.originalMaxPositions;
+  const factors = long ? s.longFactor : s.shortFactor;
+  const frequencies = Float64Array.from({ length: R / 2 }, (_, j) => Math.exp((-2 * j * Math.log(ropeBase)) / R) / factors[j]!);
+  const magnitude = s.attentionFactor ?? (factor > 1 ? Math.sqrt(1 + Math.log(factor) / Math.log(s.originalMaxPositions)) : 1);
+  return { frequencies, magnitude };
 }
 
 /** cos and sin of token t's R/2 angles: its position's, or under mRoPE pair j's from its stream's position. */
@@ -60,7 +92,7 @@ function tokenAngles(a: FusedInputs, t: number): { cos: Float64Array; sin: Float
   const cos = new Float64Array(a.R / 2);
   const sin = new Float64Array(a.R / 2);
   for (let j = 0; j < a.R / 2; j++) {
-    const s = streams[mropeStreamOf(section, j)]!;
+    const s = streams[mropeStreamOf(section, j, a.mropeInterleaved)]!;
     cos[j] = s.cos[j]!;
     sin[j] = s.sin[j]!;
   }

@@ -1,14 +1,15 @@
 /**
  * The read side of the KV cache, against references written here in f64:
  * pagedAttention over pools of either layout and of the model dtype or fp8
- * (per-tensor and per-head scales), with GQA and MQA, head dims 8 to 256,
+ * (per-tensor and per-head scales), with GQA and MQA, head dims 8 to 576,
  * causal and not, sliding windows, logit soft-caps, decode, verification and
- * prefill chunks, many requests scattered over a pool and a long one; and
+ * prefill chunks, many requests scattered over a pool and a long one, MLA's
+ * latent pool read as K and (its first vHeadDim values) as V; and
  * copySlots between any pair of layouts and dtypes, in place included. A
  * backend that does not run one of the ops yet (`backend.ops`) reports its
  * cases as skipped, saying why.
  */
-import { isFp8 } from '@kvkit/contracts';
+import { isContractError, isFp8 } from '@kvkit/contracts';
 import type { Backend, FloatDType, IndexDType, PoolDType, Tensor } from '@kvkit/contracts';
 import { decodeFp8, encodeFp8 } from '@kvkit/contracts/backend';
 import { describe, it } from 'vitest';
@@ -56,6 +57,10 @@ export interface AttentionCase {
   readonly spare?: number;
   /** Queries scaled up, for sharper softmaxes. */
   readonly qMagnitude?: number;
+  /** V is the first vHeadDim values of each V row. */
+  readonly vHeadDim?: number;
+  /** MLA: one pool (and one scale) given as both kPool and vPool. */
+  readonly latent?: boolean;
 }
 
 const many = (count: number, f: (b: number) => readonly [number, number]) => Array.from({ length: count }, (_, b) => f(b));
@@ -85,12 +90,18 @@ export const ATTENTION_CASES: readonly AttentionCase[] = [
   { name: 'many requests scattered over the pool, i64 indices', Hq: 4, H: 2, D: 32, index: 'i64', requests: many(32, (b) => [1 + (b % 4), 4 + ((b * 7) % 23)]), spare: 200 },
   { name: "a caller's out", Hq: 4, H: 2, D: 16, out: true, requests: [[2, 6], [1, 9]] },
   { name: 'a long request: 4096 cached tokens, decode and 8 queries', Hq: 4, H: 1, D: 64, requests: [[1, 4096], [8, 4096]] },
+  { name: 'MLA decode: one latent head of 512 + 64 as K, its first 512 as V, 16 query heads', Hq: 16, H: 1, D: 576, vHeadDim: 512, latent: true, scale: 0.1, requests: [[1, 40], [1, 3], [1, 300]] },
+  { name: 'MLA verification in an fp8e4m3 HND latent pool, pages of 16', Hq: 8, H: 1, D: 576, vHeadDim: 512, latent: true, pool: 'fp8e4m3', layout: 'HND', pageSize: 16, scale: 0.1, requests: [[4, 37], [2, 2]], spare: 20 },
+  { name: 'MLA, small latent (32 + 8), fp8e5m2 NHD, prefill chunk', Hq: 4, H: 1, D: 40, vHeadDim: 32, latent: true, pool: 'fp8e5m2', requests: [[9, 12], [1, 5]] },
+  { name: 'vHeadDim 40 of 64 from separate pools, GQA 2:1', Hq: 4, H: 2, D: 64, vHeadDim: 40, requests: [[2, 20], [1, 9]] },
+  { name: 'vHeadDim 3 of 8 (odd)', Hq: 2, H: 1, D: 8, vHeadDim: 3, requests: [[1, 6], [2, 4]], out: true },
+  { name: 'head dim 320 (above 256)', Hq: 2, H: 1, D: 320, requests: [[1, 33], [3, 8]] },
 ];
 
 const label = (c: AttentionCase, dtype: FloatDType) => `${c.name} [${dtype}]`;
 
 /** Where head h of slot s starts in a pool, written from the layout rule rather than taken from the backend layer. */
-function rowStart(layout: 'NHD' | 'HND', pageSize: number, H: number, D: number, slot: number, head: number): number {
+export function rowStart(layout: 'NHD' | 'HND', pageSize: number, H: number, D: number, slot: number, head: number): number {
   if (layout === 'NHD') return (slot * H + head) * D;
   const page = Math.trunc(slot / pageSize);
   return ((page * H + head) * pageSize + (slot % pageSize)) * D;
@@ -116,6 +127,8 @@ export interface AttentionInputs {
   readonly scale: number;
   readonly slidingWindow?: number;
   readonly logitSoftcap?: number;
+  /** V is the first Dv values of each V row (D where absent). */
+  readonly Dv?: number;
 }
 
 /**
@@ -127,12 +140,13 @@ export interface AttentionInputs {
  */
 export function pagedAttentionOracle(x: AttentionInputs): { out: Float64Array; lse: Float64Array } {
   const { Hq, H, D } = x;
+  const Dv = x.Dv ?? D;
   const N = x.qIndptr.at(-1) ?? 0;
-  const out = new Float64Array(N * Hq * D);
+  const out = new Float64Array(N * Hq * Dv);
   const lse = new Float64Array(N * Hq);
   const value = (pool: ArrayLike<number>, scales: readonly number[] | undefined, at: number, head: number) =>
     scales === undefined ? pool[at]! : Math.fround(pool[at]! * scales[head]!);
-  const acc = new Float64Array(D);
+  const acc = new Float64Array(Dv);
   for (let b = 0; b + 1 < x.qIndptr.length; b++) {
     const [q0, q1, k0, k1] = [x.qIndptr[b]!, x.qIndptr[b + 1]!, x.kvIndptr[b]!, x.kvIndptr[b + 1]!];
     const qLen = q1 - q0;
@@ -157,10 +171,10 @@ export function pagedAttentionOracle(x: AttentionInputs): { out: Float64Array; l
           const shrink = Math.exp(m - mNew);
           const w = Math.exp(s - mNew);
           l = l * shrink + w;
-          for (let d = 0; d < D; d++) acc[d] = acc[d]! * shrink + w * value(x.v, x.vScale, at + d, head);
+          for (let d = 0; d < Dv; d++) acc[d] = acc[d]! * shrink + w * value(x.v, x.vScale, at + d, head);
           m = mNew;
         }
-        for (let d = 0; d < D; d++) out[qAt + d] = acc[d]! / l;
+        for (let d = 0; d < Dv; d++) out[((q0 + i) * Hq + hq) * Dv + d] = acc[d]! / l;
         lse[(q0 + i) * Hq + hq] = m + Math.log(l);
       }
     }
@@ -195,11 +209,15 @@ export async function runAttentionCase(backend: Backend, c: AttentionCase, dtype
     const index = c.index ?? 'i32';
     const groups = c.perHead ? H : 1;
     const fp8 = isFp8(poolType);
+    const Dv = c.vHeadDim ?? D;
+    const kPool = s.float(poolType, poolShape, randomValues(rng, S * H * D));
+    const kScaleTensor = fp8 ? s.float('f32', [groups], randomPositive(rng, groups, 0.25, 2)) : undefined;
     const args = {
       q: s.float(dtype, [N, Hq, D], randomValues(rng, N * Hq * D, 0.125 * (c.qMagnitude ?? 1), c.qMagnitude ?? 1)),
-      kPool: s.float(poolType, poolShape, randomValues(rng, S * H * D)),
-      vPool: s.float(poolType, poolShape, randomValues(rng, S * H * D)),
-      ...(fp8 ? { kScale: s.float('f32', [groups], randomPositive(rng, groups, 0.25, 2)), vScale: s.float('f32', [groups], randomPositive(rng, groups, 0.25, 2)) } : {}),
+      kPool,
+      vPool: c.latent ? kPool : s.float(poolType, poolShape, randomValues(rng, S * H * D)),
+      ...(fp8 ? { kScale: kScaleTensor, vScale: c.latent ? kScaleTensor : s.float('f32', [groups], randomPositive(rng, groups, 0.25, 2)) } : {}),
+      ...(c.vHeadDim !== undefined ? { vHeadDim: c.vHeadDim } : {}),
       qIndptr: s.index(index, [qIndptr.length], qIndptr),
       kvIndptr: s.index(index, [kvIndptr.length], kvIndptr),
       kvSlots: s.index(index, [C], kvSlots),
@@ -211,12 +229,12 @@ export async function runAttentionCase(backend: Backend, c: AttentionCase, dtype
       ...(c.scale !== undefined ? { scale: c.scale } : {}),
       ...(c.slidingWindow !== undefined ? { slidingWindow: c.slidingWindow } : {}),
       ...(c.logitSoftcap !== undefined ? { logitSoftcap: c.logitSoftcap } : {}),
-      ...(c.out ? { out: s.float(dtype, [N, Hq, D], patternValues(N * Hq * D)) } : {}),
+      ...(c.out ? { out: s.float(dtype, [N, Hq, Dv], patternValues(N * Hq * Dv)) } : {}),
     };
     const result = untyped(backend).pagedAttention(args);
     s.track(result.out);
     s.track(result.lse);
-    checks.that(tensorProblems(result.out, dtype, [N, Hq, D], backend).length === 0, `out: ${tensorProblems(result.out, dtype, [N, Hq, D], backend).join('; ')}`);
+    checks.that(tensorProblems(result.out, dtype, [N, Hq, Dv], backend).length === 0, `out: ${tensorProblems(result.out, dtype, [N, Hq, Dv], backend).join('; ')}`);
     checks.that(tensorProblems(result.lse, 'f32', [N, Hq], backend).length === 0, `lse: ${tensorProblems(result.lse, 'f32', [N, Hq], backend).join('; ')}`);
     if (c.out) checks.that(result.out === args.out, "out is not the caller's tensor");
     const spread = (t: Tensor | undefined) => (t ? readFloats(backend, t).then((x) => Array.from({ length: H }, (_, h) => x[x.length === 1 ? 0 : h]!)) : Promise.resolve(undefined));
@@ -230,8 +248,8 @@ export async function runAttentionCase(backend: Backend, c: AttentionCase, dtype
       spread(args.vScale),
     ]);
     const scale = c.scale ?? 1 / Math.sqrt(D);
-    const expected = pagedAttentionOracle({ Hq, H, D, layout, pageSize, q, k, v, kScale, vScale, qIndptr, kvIndptr, kvSlots, causal: c.causal ?? true, scale, slidingWindow: c.slidingWindow, logitSoftcap: c.logitSoftcap });
-    checks.close('out', out, expected.out, ATTENTION_TOLERANCE[dtype], { shape: [N, Hq, D], axes: ['n', 'hq', 'd'] });
+    const expected = pagedAttentionOracle({ Hq, H, D, Dv, layout, pageSize, q, k, v, kScale, vScale, qIndptr, kvIndptr, kvSlots, causal: c.causal ?? true, scale, slidingWindow: c.slidingWindow, logitSoftcap: c.logitSoftcap });
+    checks.close('out', out, expected.out, ATTENTION_TOLERANCE[dtype], { shape: [N, Hq, Dv], axes: ['n', 'hq', 'd'] });
     checks.close('lse', lse, expected.lse, LSE_TOLERANCE[dtype], { shape: [N, Hq], axes: ['n', 'hq'] });
   } finally {
     s.dispose();
@@ -265,6 +283,7 @@ export const COPY_CASES: readonly CopyCase[] = [
   { name: 'fp8e4m3 per-head to fp8e5m2 per-tensor, NHD to HND', H: 3, D: 8, src: { layout: 'NHD', dtype: 'fp8e4m3', slots: 12, perHead: true }, dst: { layout: 'HND', dtype: 'fp8e5m2', slots: 12, pageSize: 3 }, pairs: [[11, 0], [4, 4], [0, 11]] },
   { name: 'fp8e5m2 HND to bf16 NHD (dequantised)', H: 2, D: 8, src: { layout: 'HND', dtype: 'fp8e5m2', slots: 8, pageSize: 4, perHead: true }, dst: { layout: 'NHD', dtype: 'bf16', slots: 8 }, pairs: [[7, 0], [2, 3]] },
   { name: 'negative slots skip; duplicate destinations: the last pair writes', H: 2, D: 8, src: { layout: 'NHD', dtype: 'f32', slots: 8 }, dst: { layout: 'HND', dtype: 'f32', slots: 8, pageSize: 4 }, pairs: [[0, 3], [-1, 4], [5, -2], [1, 3], [2, 6], [7, 6]] },
+  { name: 'a skipped pair after the pairs naming its destination: the last pair not skipped writes it', H: 2, D: 4, src: { layout: 'NHD', dtype: 'f32', slots: 6 }, dst: { layout: 'NHD', dtype: 'f32', slots: 4 }, pairs: [[1, 0], [-1, 0], [4, 2], [3, 2], [-3, 2], [5, 3]] },
   { name: 'in place (compaction): sources read as they were before the call', H: 2, D: 8, src: { layout: 'HND', dtype: 'bf16', slots: 12, pageSize: 4 }, dst: { layout: 'HND', dtype: 'bf16', slots: 12, pageSize: 4 }, inPlace: true, pairs: [[4, 0], [0, 4], [8, 1], [1, 9], [9, 8]] },
 ];
 
@@ -351,7 +370,14 @@ export function describePagedReads(backendOf: () => Backend, dtypes: readonly Fl
       for (const dtype of dtypes) {
         it(label(c, dtype), async (ctx) => {
           skipUnlessRuns(ctx, backendOf(), 'pagedAttention');
-          await runAttentionCase(backendOf(), c, dtype);
+          try {
+            await runAttentionCase(backendOf(), c, dtype);
+          } catch (e) {
+            // A form of the op this backend does not run yet (KV098: MLA's vHeadDim, head dims past its kernel's) is skipped, saying why.
+            if (!isContractError(e) || e.code !== 'KV098') throw e;
+            console.log(`skipped: ${e.message}`);
+            ctx.skip(true, e.message);
+          }
         }, timeout);
       }
     }

@@ -12,7 +12,7 @@ const fp8Pools = (fx: Fixture) => ({ kPool: fx.float('fp8e4m3', [S, H, D]), vPoo
 
 export const pagedValidationCases: readonly ValidationCase[] = [
   // pagedAttention: parameters and shapes.
-  { code: 'KV076', op: 'pagedAttention', name: 'headDim = 512', arg: 'headDim', mentions: ['512', '256'], dims: { H, Hq }, call: (fx) => attend(fx, { headDim: 512 }) },
+  { code: 'KV076', op: 'pagedAttention', name: 'headDim = 640', arg: 'headDim', mentions: ['640', '576'], dims: { H, Hq }, call: (fx) => attend(fx, { headDim: 640 }) },
   { code: 'KV037', op: 'pagedAttention', name: 'numQoHeads = 3 with numKvHeads = 2', arg: 'numQoHeads', call: (fx) => attend(fx, { numQoHeads: 3 }) },
   { code: 'KV006', op: 'pagedAttention', name: 'slidingWindow = 0', arg: 'slidingWindow', call: (fx) => attend(fx, { slidingWindow: 0 }) },
   { code: 'KV008', op: 'pagedAttention', name: 'scale = 0', arg: 'scale', call: (fx) => attend(fx, { scale: 0 }) },

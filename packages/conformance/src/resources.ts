@@ -83,6 +83,11 @@ export function defineResourceSuite(name: string, create: () => Backend | Promis
           kRot.dispose();
         },
       },
+      {
+        op: 'mlaPoolFused, qRot disposed each call',
+        allocates: true,
+        call: (f) => (f.backend.mlaPoolFused as (a: unknown) => { qRot?: { dispose(): void } })(f.mlaArgs()).qRot?.dispose(),
+      },
       { op: 'dequantizeKv into caller-owned rows', call: (f) => untyped(f.backend).dequantizeKv({ pool: f.kPool, slots: f.slots, rows: f.poolRows }) },
       { op: 'KvMaterializer.materialize', call: (f) => f.materializer.materialize({ ctxHidden: f.ctxHidden, positions: f.positions4, writeLayerKv: () => {} }) },
       { op: 'KvMaterializer.materializeInto', call: (f) => f.materializer.materializeInto(f.intoArgs()) },

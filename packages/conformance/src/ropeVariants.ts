@@ -14,7 +14,7 @@ import type { RopeScaling } from '@kvkit/contracts/backend';
 import { it } from 'vitest';
 import type { RopeStyle } from './cases.js';
 import { roundToDType, Rng, seedOf } from './data.js';
-import { ropePair } from './oracle.js';
+import { longropeOracle, mropeStreamOf, ropePair } from './oracle.js';
 import { readFloats, untyped } from './tensors.js';
 
 /** Plain assertions: these cases also run bundled under node:test on the GPU host, where Vitest's expect is absent. */
@@ -37,6 +37,10 @@ function expect(actual: unknown, what = '') {
   };
 }
 
+/** LongRoPE factors for R = 10 in the shape Phi-3's have (rising with the pair, the long ones far more), one a factor below 1. */
+const LONGROPE_SHORT = [1, 1.0499999523162842, 1.25, 1.7999999523162842, 2.5];
+const LONGROPE_LONG = [0.75, 1.600000023841858, 3.2300000190734863, 9.5, 27.5];
+
 /** One config per scaling type, at sizes real checkpoints use for their bases. */
 export const ROPE_VARIANTS: readonly { readonly name: string; readonly ropeBase: number; readonly ropeScaling?: RopeScaling }[] = [
   { name: 'plain', ropeBase: 10000 },
@@ -44,6 +48,12 @@ export const ROPE_VARIANTS: readonly { readonly name: string; readonly ropeBase:
   { name: 'dynamic', ropeBase: 10000, ropeScaling: { type: 'dynamic', factor: 2, originalMaxPositions: 4096, sequenceLength: 6000 } },
   { name: 'llama3', ropeBase: 500000, ropeScaling: { type: 'llama3', factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositions: 8192 } },
   { name: 'yarn', ropeBase: 1e6, ropeScaling: { type: 'yarn', factor: 4, originalMaxPositions: 32768 } },
+  // DeepSeek's form (V2/V3 configs): the magnitude g(40, mscale) / g(40, mscaleAllDim), here 0.92 rather than 1.
+  { name: 'yarn (DeepSeek mscale)', ropeBase: 10000, ropeScaling: { type: 'yarn', factor: 40, originalMaxPositions: 4096, mscale: 707 / 1000, mscaleAllDim: 1, betaFast: 32, betaSlow: 1 } },
+  // Phi-3-mini-128k's form at R = 10: factor 131072 / 4096 picks the long factors and the magnitude sqrt(1 + ln 32 / ln 4096).
+  { name: 'longrope', ropeBase: 10000, ropeScaling: { type: 'longrope', shortFactor: LONGROPE_SHORT, longFactor: LONGROPE_LONG, originalMaxPositions: 4096, factor: 32 } },
+  // A sequence within the original context: the short factors, the magnitude still the factor's.
+  { name: 'longrope (short)', ropeBase: 10000, ropeScaling: { type: 'longrope', shortFactor: LONGROPE_SHORT, longFactor: LONGROPE_LONG, originalMaxPositions: 4096, factor: 32, sequenceLength: 4096 } },
 ];
 
 const [N, Hq, H, D, R] = [7, 3, 1, 14, 10];
@@ -75,8 +85,8 @@ function referenceCosSin(p: number, j: number, angles: ReturnType<typeof ropeAng
 
 /**
  * ropePoolFused of random q, k, v at positions up to 2^31 - 1: each rotated
- * element within 1 ulp of f32 cos and sin (1.5 where YaRN's magnitude adds a
- * product) plus f32 arithmetic, plus the rounding of the output dtype; the
+ * element within 1 ulp of f32 cos and sin (1.5 where YaRN's or LongRoPE's
+ * magnitude adds a product) plus f32 arithmetic, plus the rounding of the output dtype; the
  * pools hold kRot and v bit for bit.
  */
 export async function checkRopeVariant(backend: Backend, variant: (typeof ROPE_VARIANTS)[number], angles: RopeAngleMode, style: RopeStyle, dtype: FloatDType): Promise<void> {
@@ -104,6 +114,7 @@ export async function checkRopeVariant(backend: Backend, variant: (typeof ROPE_V
   });
   const [qRot, kRot] = [await backend.read(out.qRot), await backend.read(out.kRot)];
   const reference = ropeAngles(spec);
+  if (variant.ropeScaling?.type === 'longrope') checkLongropeAngles(variant.ropeBase, R, variant.ropeScaling, reference);
   const cosSinUlps = reference.magnitude === 1 ? 1 : 1.5;
   const worst = { excess: 0, where: '' };
   const check = (name: string, input: Float32Array, got: Float32Array, heads: number) => {
@@ -114,8 +125,9 @@ export async function checkRopeVariant(backend: Backend, variant: (typeof ROPE_V
         for (let h = 0; h < heads; h++) {
           const row = (n * heads + h) * D;
           const [xa, xb] = [input[row + a]!, input[row + b]!];
-          for (const [at, want] of [[a, xa * c - xb * s], [b, xb * c + xa * s]] as const) {
-            const f32Bound = cosSinUlps * (Math.abs(xa) * ulpF32(c) + Math.abs(xb) * ulpF32(s)) + 2 ** -23 * (Math.abs(xa * c) + Math.abs(xb * s));
+          // Element a is xa·c - xb·s and b is xb·c + xa·s: each cos and sin error scales with the input it multiplies.
+          for (const [at, want, xc, xs] of [[a, xa * c - xb * s, xa, xb], [b, xb * c + xa * s, xb, xa]] as const) {
+            const f32Bound = cosSinUlps * (Math.abs(xc) * ulpF32(c) + Math.abs(xs) * ulpF32(s)) + 2 ** -23 * (Math.abs(xc * c) + Math.abs(xs * s));
             const excess = Math.abs(got[row + at]! - want) / (f32Bound + ulpOf(want, dtype));
             if (excess > worst.excess) Object.assign(worst, { excess, where: `${name}[n=${n}, h=${h}, d=${at}] at position ${positions[n]}: got ${got[row + at]}, want ${want}` });
           }
@@ -133,6 +145,15 @@ export async function checkRopeVariant(backend: Backend, variant: (typeof ROPE_V
     expect(Array.from(kRows.subarray(slot * H * D, (slot + 1) * H * D))).toEqual(Array.from(kRot.subarray(n * H * D, (n + 1) * H * D)));
     expect(Array.from(vRows.subarray(slot * H * D, (slot + 1) * H * D))).toEqual(Array.from(v.subarray(n * H * D, (n + 1) * H * D)));
   });
+}
+
+/** The frequencies and magnitude the backends take for LongRoPE are those of the f64 formula (oracle.ts), to the rounding of each mode. */
+function checkLongropeAngles(ropeBase: number, rotaryDim: number, scaling: Extract<RopeScaling, { type: 'longrope' }>, angles: ReturnType<typeof ropeAngles>): void {
+  const want = longropeOracle(ropeBase, rotaryDim, scaling);
+  // 'float32' is transformers' f32 steps (a pow, a product and a reciprocal, each rounded); 'exact' is f64.
+  const rel = angles.mode === 'float32' ? 2 ** -21 : 2 ** -50;
+  for (const [j, f] of want.frequencies.entries()) expect(Math.abs(angles.frequencies[j]! - f), `longrope f[${j}]`).toBeLessThanOrEqual(rel * f);
+  expect(Math.abs(angles.magnitude - want.magnitude), 'longrope magnitude').toBeLessThanOrEqual(rel * want.magnitude);
 }
 
 /**
@@ -180,6 +201,13 @@ export async function checkCosSinCacheBuilder(backend: Backend, variant: (typeof
   }
 }
 
+/** A variant's scaling at another rotary dim: LongRoPE's lists stretched to R/2 factors (each list's own range, rising with the pair). */
+function scalingFor(scaling: RopeScaling | undefined, R: number): RopeScaling | undefined {
+  if (scaling?.type !== 'longrope') return scaling;
+  const stretch = (list: readonly number[]) => Array.from({ length: R / 2 }, (_, j) => list[Math.floor((j * list.length) / (R / 2))]! * (1 + j / R));
+  return { ...scaling, shortFactor: stretch(scaling.shortFactor), longFactor: stretch(scaling.longFactor) };
+}
+
 /** How the scaled mRoPE + Q/K-norm case lays q, k and v out in one fused qkv projection. */
 interface ScaledMropeLayout {
   readonly what: string;
@@ -190,6 +218,8 @@ interface ScaledMropeLayout {
   readonly R: number;
   readonly style: RopeStyle;
   readonly section: readonly [number, number, number];
+  /** A section of the same R in Qwen3-VL's interleaved layout. */
+  readonly interleavedSection: readonly [number, number, number];
   /** Spare elements after each token's q, k and v, and before the first token. */
   readonly pad: number;
   readonly offset: number;
@@ -198,13 +228,13 @@ interface ScaledMropeLayout {
 
 const SCALED_MROPE_LAYOUTS: readonly ScaledMropeLayout[] = [
   // Rows on 16-byte boundaries: the fast paths read the views in place.
-  { what: 'aligned rows', N: 5, Hq: 4, H: 2, D: 64, R: 64, style: 'neox', section: [8, 12, 12], pad: 16, offset: 16, positionType: 'i32' },
+  { what: 'aligned rows', N: 5, Hq: 4, H: 2, D: 64, R: 64, style: 'neox', section: [8, 12, 12], interleavedSection: [12, 10, 10], pad: 16, offset: 16, positionType: 'i32' },
   // An odd head dim and a partial rotary off 16 bytes: the element paths.
-  { what: 'odd head dim', N: 6, Hq: 3, H: 1, D: 14, R: 10, style: 'gptj', section: [1, 2, 2], pad: 3, offset: 5, positionType: 'i64' },
+  { what: 'odd head dim', N: 6, Hq: 3, H: 1, D: 14, R: 10, style: 'gptj', section: [1, 2, 2], interleavedSection: [2, 2, 1], pad: 3, offset: 5, positionType: 'i64' },
 ];
 
 /**
- * ropePoolFused with YaRN scaling, mRoPE (three distinct streams with
+ * ropePoolFused with YaRN (or LongRoPE) scaling, mRoPE (three distinct streams with
  * positions up to 2^31 - 1) and a Q/K-norm, on q, k and v as splitQkv views
  * of one padded, offset projection, against the f64 formulas: each head
  * RMS-normed over D, then pair j rotated by the angle of its stream's
@@ -213,8 +243,8 @@ const SCALED_MROPE_LAYOUTS: readonly ScaledMropeLayout[] = [
  * angle at these positions, a stream mixed up or a magnitude left out miss
  * by far more. The pools hold kRot and v bit for bit at the slots.
  */
-export async function checkScaledMropeQkNormOnViews(backend: Backend, angles: RopeAngleMode, dtype: FloatDType): Promise<void> {
-  const yarn = ROPE_VARIANTS.find((v) => v.name === 'yarn')!;
+export async function checkScaledMropeQkNormOnViews(backend: Backend, angles: RopeAngleMode, dtype: FloatDType, variantName = 'yarn', interleaved = false): Promise<void> {
+  const variant = ROPE_VARIANTS.find((v) => v.name === variantName)!;
   const made: { dispose(): void }[] = [];
   const keep = <T extends { dispose(): void }>(t: T) => {
     made.push(t);
@@ -223,7 +253,8 @@ export async function checkScaledMropeQkNormOnViews(backend: Backend, angles: Ro
   try {
     for (const c of SCALED_MROPE_LAYOUTS) {
       const { N, Hq, H, D, R } = c;
-      const rng = new Rng(seedOf(`ropeVariant yarn mRoPE Q/K-norm views ${c.what} ${angles} ${dtype}`));
+      const rng = new Rng(seedOf(`ropeVariant ${variantName}${interleaved ? ' interleaved' : ''} mRoPE Q/K-norm views ${c.what} ${angles} ${dtype}`));
+      const section = interleaved ? c.interleavedSection : c.section;
       const S = N + 2;
       const width = (Hq + 2 * H) * D;
       const row = width + c.pad;
@@ -241,7 +272,7 @@ export async function checkScaledMropeQkNormOnViews(backend: Backend, angles: Ro
       slots[N - 1] = -1;
       const poolValues = [0, 1].map(() => roundToDType(Array.from({ length: S * H * D }, () => 2 * rng.next() - 1), dtype));
       const [kPool, vPool] = poolValues.map((p) => keep(backend.tensor(dtype, [S, H, D], p) as Tensor)) as [Tensor, Tensor];
-      const spec = { ropeBase: yarn.ropeBase, rotaryDim: R, ropeScaling: yarn.ropeScaling, angles };
+      const spec = { ropeBase: variant.ropeBase, rotaryDim: R, ropeScaling: scalingFor(variant.ropeScaling, R), angles };
       const out = untyped(backend).ropePoolFused({
         q,
         k,
@@ -250,7 +281,8 @@ export async function checkScaledMropeQkNormOnViews(backend: Backend, angles: Ro
         kNormWeight: keep(backend.tensor('f32', [D], kWeight)),
         eps: 1e-6,
         positions: keep(c.positionType === 'i64' ? backend.tensor('i64', [3, N], BigInt64Array.from(positions, BigInt)) : backend.tensor('i32', [3, N], Int32Array.from(positions))),
-        mropeSection: c.section,
+        mropeSection: section,
+        ...(interleaved ? { mropeInterleaved: true } : {}),
         slots: keep(backend.tensor('i32', [N], Int32Array.from(slots))),
         kPool,
         vPool,
@@ -263,7 +295,7 @@ export async function checkScaledMropeQkNormOnViews(backend: Backend, angles: Ro
       const [qRot, kRot] = [await readFloats(backend, keep(out.qRot)), await readFloats(backend, keep(out.kRot))];
       const reference = ropeAngles(spec);
       const cosSinUlps = reference.magnitude === 1 ? 1 : 1.5;
-      const streamOf = (j: number) => (j < c.section[0] ? 0 : j < c.section[0] + c.section[1] ? 1 : 2);
+      const streamOf = (j: number) => mropeStreamOf(section, j, interleaved);
       const worst = { excess: 0, where: '' };
       const check = (name: string, input: Float64Array, weight: Float32Array, got: Float32Array, heads: number) => {
         for (let n = 0; n < N; n++) {
@@ -282,7 +314,9 @@ export async function checkScaledMropeQkNormOnViews(backend: Backend, angles: Ro
               const [xa, xb] = [x[a]!, x[b]!];
               want[a] = xa * cj - xb * sj;
               want[b] = xb * cj + xa * sj;
-              bound[a] = bound[b] = cosSinUlps * (Math.abs(xa) * ulpF32(cj) + Math.abs(xb) * ulpF32(sj)) + 2 ** -23 * (Math.abs(xa * cj) + Math.abs(xb * sj)) + 2 ** -18 * (Math.abs(xa) + Math.abs(xb));
+              const rounding = (xc: number, xs: number) => cosSinUlps * (Math.abs(xc) * ulpF32(cj) + Math.abs(xs) * ulpF32(sj)) + 2 ** -23 * (Math.abs(xc * cj) + Math.abs(xs * sj)) + 2 ** -18 * (Math.abs(xa) + Math.abs(xb));
+              bound[a] = rounding(xa, xb);
+              bound[b] = rounding(xb, xa);
             }
             for (let d = 0; d < D; d++) {
               const excess = Math.abs(got[at + d]! - want[d]!) / (bound[d]! + ulpOf(want[d]!, dtype));
@@ -323,4 +357,9 @@ export function defineRopeVariantChecks(backend: () => Backend, timeout: number)
     it(`ropePoolFused yarn + mRoPE + Q/K-norm on splitQkv views, angles ${angles}, positions to 2^31 - 1 [f32]`, () => checkScaledMropeQkNormOnViews(backend(), angles, 'f32'), timeout);
   }
   it('ropePoolFused yarn + mRoPE + Q/K-norm on splitQkv views, angles exact [bf16]', () => checkScaledMropeQkNormOnViews(backend(), 'exact', 'bf16'), timeout);
+  // Qwen3-VL's interleaved layout under LongRoPE's per-pair factors and magnitude: every piece of this family's angles at once.
+  for (const angles of ['exact', 'float32'] as const) {
+    it(`ropePoolFused longrope + interleaved mRoPE + Q/K-norm on splitQkv views, angles ${angles}, positions to 2^31 - 1 [f32]`, () => checkScaledMropeQkNormOnViews(backend(), angles, 'f32', 'longrope', true), timeout);
+  }
+  it('ropePoolFused longrope + interleaved mRoPE + Q/K-norm on splitQkv views, angles exact [bf16]', () => checkScaledMropeQkNormOnViews(backend(), 'exact', 'bf16', 'longrope', true), timeout);
 }

@@ -17,6 +17,7 @@ import { runFusedCase, runMaterializerCase, runRopePoolCase } from './run-cases.
 import { checkBitsRoundTrip, checkOpsOnBits } from './bits.js';
 import { describeFp8Pools } from './fp8Pools.js';
 import { describePagedReads } from './pagedAttention.js';
+import { describeMlaPoolFused } from './mlaPoolFused.js';
 import { checkAsyncWriteLayerKvRefused } from './synchronousCallback.js';
 import { defineMropeMaterializerCases } from './mropeMaterializer.js';
 import { defineMropeQkNormCases } from './mropeQkNorm.js';
@@ -95,6 +96,7 @@ export function defineConformanceSuite(name: string, create: () => Backend | Pro
 
     describe('ropeScaling and exact angles, against the f64 reference', () => defineRopeVariantChecks(() => both()[0], CASE_TIMEOUT_MS));
     describeFp8Pools(both, CASE_TIMEOUT_MS);
+    describeMlaPoolFused(() => both()[0], dtypes, CASE_TIMEOUT_MS);
     describePagedReads(() => both()[0], dtypes, CASE_TIMEOUT_MS);
 
     describe('contested slots: the last token of each slot writes it, whole', () => {

@@ -3,6 +3,7 @@ import { BOUND, FIXTURE, VALID } from './fixture.js';
 import type { Fixture } from './fixture.js';
 import { poolValidationCases } from './poolValidationCases.js';
 import { pagedValidationCases } from './pagedValidationCases.js';
+import { mlaValidationCases } from './mlaValidationCases.js';
 import { mropeMaterializerValidationCases } from './mropeMaterializer.js';
 import { mropeQkNormValidationCases } from './mropeQkNorm.js';
 import { ropeScalingValidationCases } from './ropeScalingValidation.js';
@@ -489,6 +490,7 @@ export const validationCases: readonly ValidationCase[] = [
   { code: 'KV045', op: 'tensor', name: 'shape [2^20, 2^20]', mentions: ['bf16'], call: (fx) => fx.backend.tensor('bf16', [2 ** 20, 2 ** 20], []) },
   ...poolValidationCases,
   ...pagedValidationCases,
+  ...mlaValidationCases,
   ...mropeQkNormValidationCases,
   ...mropeMaterializerValidationCases,
   ...ropeScalingValidationCases,

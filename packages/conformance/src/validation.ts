@@ -255,6 +255,15 @@ const GARBAGE_TARGETS: readonly { op: string; run: (ctx: GarbageContext) => Prom
     },
   },
   {
+    op: 'mlaPoolFused',
+    run: async ({ backend, fx, probe }) => {
+      await probe('mlaPoolFused(garbage)', (v) => (backend.mlaPoolFused as (a: unknown) => unknown)(v));
+      for (const key of [...Object.keys(fx.mlaArgs()), 'layout', 'scale', 'ropeStyle', 'ropeScaling', 'angles']) {
+        await probe(`mlaPoolFused({ ${key}: garbage })`, (v) => (backend.mlaPoolFused as (a: unknown) => unknown)(fx.mlaArgs({ [key]: v })));
+      }
+    },
+  },
+  {
     op: 'copySlots',
     run: async ({ backend, fx, probe }) => {
       await probe('copySlots(garbage)', (v) => (backend.copySlots as (a: unknown) => unknown)(v));

@@ -1,15 +1,14 @@
 /**
  * Writes src/generated/errors.ts: per code, only what `ContractError` needs
- * (title, message template, placeholders, fixes) and the package version.
- * Nothing else of the declarations, so a bundle that
- * can throw every code stays small; the prose lives in @kvkit/errors-catalog.
+ * (the message template and the fixes) and the package version. Nothing else
+ * of the declarations (titles included), so a bundle that can throw every
+ * code stays small; the prose lives in @kvkit/errors-catalog.
  * Run after generate.ts by the `gen` script.
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { allErrors } from '../src/ops/index.js';
-import { placeholdersOf } from './placeholders.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };
@@ -21,8 +20,8 @@ for (const code of codes) {
 }
 const table = Object.fromEntries(
   codes.map((code) => {
-    const { title, message, fixes } = allErrors[code]!;
-    return [code, { title, message, placeholders: placeholdersOf(message), fixes }];
+    const { message, fixes } = allErrors[code]!;
+    return [code, { message, fixes }];
   }),
 );
 
@@ -35,10 +34,8 @@ writeFileSync(
     '',
     '/** One code as `ContractError` renders it. */',
     'export interface ErrorEntry {',
-    '  readonly title: string;',
     '  /** The message template, with `{named}` placeholders. */',
     '  readonly message: string;',
-    '  readonly placeholders: readonly string[];',
     '  /** What to do, most likely first. */',
     '  readonly fixes: readonly string[];',
     '}',

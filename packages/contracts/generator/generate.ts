@@ -12,7 +12,7 @@ import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Project, SyntaxKind } from 'ts-morph';
 import type { Arg, CallbackArg, ChoiceArg, DimExpr, IntArg, OpDecl, StatefulDecl, Step, TaggedArg, TensorArg } from '../src/dsl/declare.js';
-import { isDimName, parseDim } from '../src/dsl/dims.js';
+import { isDimName, parseTerms } from '../src/dsl/dims.js';
 import { TENSOR_IDENTITY } from '../src/ops/common.js';
 import { allCalls, allErrors, allOps, allStateful, contractFiles, opsOf } from '../src/ops/index.js';
 import { placeholdersOf } from './placeholders.js';
@@ -47,7 +47,7 @@ function certainDims(op: OpDecl): Set<string> {
 
 /** The codes a tagged parameter raises besides its own: fields, values, bounds, combinations. */
 function taggedCodes(s: TaggedArg): string[] {
-  const bounds = Object.values(s.variants).flatMap((v) => Object.values(v.fields).flatMap((f) => (f.boundCode ? [f.boundCode] : [])));
+  const bounds = Object.values(s.variants).flatMap((v) => Object.values(v.fields).flatMap((f) => [f.boundCode, f.list?.lengthCode, f.list?.entryCode].filter((c): c is string => c !== undefined)));
   return [...new Set([s.fieldCode, s.valueCode, s.comboCode, ...bounds])];
 }
 
@@ -63,6 +63,7 @@ function stepCode(s: Step): string[] {
       if (s.even) lines.push(`c.evenAtMost(${q(s.name)}, ${s.name}, ${q(s.even.atMost)}, ${q(s.even.code)});`);
       if (s.multipleOf) lines.push(`c.multipleOf(${q(s.name)}, ${s.name}, ${q(s.multipleOf.of)}, ${q(s.multipleOf.code)});`);
       if (s.atMost) lines.push(`c.atMost(${q(s.name)}, ${s.name}, ${s.atMost.limit}, ${q(s.atMost.code)});`);
+      if (s.atMostDim) lines.push(`c.atMostDim(${q(s.name)}, ${s.name}, ${q(s.atMostDim.of)}, ${q(s.atMostDim.code)});`);
       return lines;
     }
     case 'number':
@@ -96,7 +97,8 @@ function stepCode(s: Step): string[] {
           `if (typeof ${s.name} !== 'number') ${checkTensor[1]}`,
         ];
       }
-      return [`const ${s.name} = ${checkTensor[0]};`, checkTensor[1]!];
+      const atLeast = s.dimAtLeast ? [`c.dimAtLeast(${q(s.name)}, ${s.name}, ${q(s.dimAtLeast.dim)}, ${q(s.dimAtLeast.min)}, ${q(s.dimAtLeast.code)});`] : [];
+      return [`const ${s.name} = ${checkTensor[0]};`, checkTensor[1]!, ...atLeast];
     }
     case 'requires':
       return [`c.requires(${q(s.name)}, ${s.name}, ${JSON.stringify(s.with)}, [${s.with.join(', ')}], ${q(s.code)});`];
@@ -106,6 +108,8 @@ function stepCode(s: Step): string[] {
       return [`c.distinct(${JSON.stringify(s.names)}, ${s.names[0]}, ${s.names[1]}, ${q(s.code)});`];
     case 'givenForDtype':
       return [`c.givenForDtype(${JSON.stringify(s.names)}, [${s.names.join(', ')}], ${q(s.tensor)}, ${JSON.stringify(s.dtypes)}, ${q(s.missingCode)}, ${q(s.refusedCode)});`];
+    case 'interleavedSection':
+      return [`c.interleavedSection(${q(s.flag)}, ${s.flag}, ${q(s.section)}, ${s.section}, ${q(s.halfOf)}, ${q(s.missingCode)}, ${q(s.code)});`];
     case 'contiguous':
       return [`c.contiguous(${JSON.stringify(s.names)}, [${s.names.join(', ')}], ${q(s.code)});`];
     case 'offsets':
@@ -208,7 +212,7 @@ interface TypeScope {
 const shapeTypes = new Map<string, { dims: string[]; body: string; uses: Map<string, Set<string>> }>();
 
 /** The dim names a shape mentions, in order of first use: its named type's parameters. */
-const shapeDims = (shape: readonly DimExpr[]) => [...new Set(shape.flatMap((e) => parseDim(e).names))];
+const shapeDims = (shape: readonly DimExpr[]) => [...new Set(shape.flatMap((e) => parseTerms(e).flatMap((t) => t.names)))];
 
 function shapeTypeName(op: OpDecl, tensorName: string, shape: readonly DimExpr[]): string {
   const dims = shapeDims(shape);
@@ -229,14 +233,16 @@ function shapeTypesBlock(): string[] {
     const params = dims.map((d) => `${pascal(d)} extends number`);
     const named = dims.reduce((b, d, i) => b.replace(new RegExp(`\\bD${i}\\b`, 'g'), pascal(d)), body);
     const of = [...uses].map(([tensor, ops]) => `\`${tensor}\` (${[...ops].join(', ')})`).join(', ');
-    return `/** The shape of ${of}. */\nexport type ${name}<${params.join(', ')}> = ${named};`;
+    return `/** The shape of ${of}. */\nexport type ${name}${params.length ? `<${params.join(', ')}>` : ''} = ${named};`;
   });
 }
 
 function dimTypeWith(expr: DimExpr, name: (n: string) => string): string {
-  const { constant, names } = parseDim(expr);
-  const factors = [...(constant !== 1 || names.length === 0 ? [String(constant)] : []), ...names.map(name)];
-  return factors.reduce((acc, f) => `Mul<${acc}, ${f}>`);
+  const terms = parseTerms(expr).map(({ constant, names }) => {
+    const factors = [...(constant !== 1 || names.length === 0 ? [String(constant)] : []), ...names.map(name)];
+    return factors.reduce((acc, f) => `Mul<${acc}, ${f}>`);
+  });
+  return terms.reduce((acc, t) => `Sum<${acc}, ${t}>`);
 }
 
 const dimType = (expr: DimExpr, scope: TypeScope) => dimTypeWith(expr, (n) => scope.dims.get(n) ?? 'number');
@@ -244,7 +250,8 @@ const dimType = (expr: DimExpr, scope: TypeScope) => dimTypeWith(expr, (n) => sc
 /** A shape as its named type, each dim the type that carries it in this call. */
 function shapeType(op: OpDecl, tensorName: string, shape: readonly DimExpr[], scope: TypeScope): string {
   const dims = shapeDims(shape).map((d) => scope.dims.get(d) ?? 'number');
-  return `${shapeTypeName(op, tensorName, shape)}<${dims.join(', ')}>`;
+  const name = shapeTypeName(op, tensorName, shape);
+  return dims.length ? `${name}<${dims.join(', ')}>` : name;
 }
 
 const violation = (code: string, expected?: string) => `${q(code)}, ${q(allErrors[code]!.title)}${expected ? `, ${expected}` : ''}`;
@@ -259,6 +266,7 @@ function argType(op: OpDecl, s: Arg, scope: TypeScope): string {
       if (s.even) checks.push(`Check<EvenAtMost<${p}, ${dimType(s.even.atMost, scope)}>, ${violation(s.even.code)}>`);
       if (s.multipleOf) checks.push(`Check<MultipleOf<${p}, ${dimType(s.multipleOf.of, scope)}>, ${violation(s.multipleOf.code)}>`);
       if (s.atMost) checks.push(`Check<AtMost<${p}, ${s.atMost.limit}>, ${violation(s.atMost.code)}>`);
+      if (s.atMostDim) checks.push(`Check<AtLeast<${dimType(s.atMostDim.of, scope)}, ${p}>, ${violation(s.atMostDim.code)}>`);
       scope.dims.set(p, p);
       return [p, ...checks].join(' & ');
     }
@@ -308,10 +316,14 @@ function modelDimArgs(): IntArg[] {
 function modelDimsTypes(): string[] {
   const args = modelDimArgs();
   const paramOf = new Map(args.map((a) => [a.binds!, a.name]));
-  const decls = (name: string) => allOps.flatMap((op) => op.steps.filter((s): s is IntArg => s.kind === 'int' && s.name === name));
+  const decls = (name: string) => allOps.flatMap((op) => op.steps.filter((s): s is IntArg => s.kind === 'int' && s.name === name).map((d) => ({ op, d })));
+  const bound = (op: OpDecl, dim: string) => op.steps.some((s) => s.kind === 'int' && s.binds === dim);
   const agreed = <K extends 'even' | 'multipleOf'>(name: string, key: K) => {
-    const all = decls(name).map((d) => JSON.stringify(d[key] ?? null));
-    return all.every((j) => j === all[0]) ? decls(name)[0]![key] : undefined;
+    const first = decls(name).find(({ d }) => d[key] !== undefined)?.d[key];
+    const over = first ? parseTerms('atMost' in first ? first.atMost : first.of).flatMap((t) => t.names) : [];
+    // An op without the dims a rule names (MLA's latent: no numKvHeads) takes no part in it.
+    const all = decls(name).filter(({ op }) => over.every((n) => bound(op, n))).map(({ d }) => JSON.stringify(d[key] ?? null));
+    return all.every((j) => j === all[0]) ? first : undefined;
   };
   const dim = (expr: DimExpr) => (paramOf.has(expr) ? `DimOf<T, ${q(paramOf.get(expr)!)}>` : 'number');
   const checks = args.map((a) => {
@@ -341,7 +353,7 @@ function modelDimsTypes(): string[] {
 function taggedTypes(): string[] {
   return taggedArgs().flatMap((t) => {
     const variants = Object.entries(t.variants).map(([tag, v]) => {
-      const fields = Object.entries(v.fields).map(([name, f]) => `  /** ${f.doc} */\n  readonly ${name}${f.optional ? '?' : ''}: number;`);
+      const fields = Object.entries(v.fields).map(([name, f]) => `  /** ${f.doc} */\n  readonly ${name}${f.optional ? '?' : ''}: ${f.list ? 'readonly number[]' : 'number'};`);
       return `/** ${v.doc} */\nexport interface ${t.typeName}${pascal(tag)} {\n  /** Selects this variant. */\n  readonly ${t.tag}: ${q(tag)};\n${fields.join('\n')}\n}`;
     });
     return [...variants, `/** ${t.doc} */`, `export type ${t.typeName} = ${Object.keys(t.variants).map((tag) => `${t.typeName}${pascal(tag)}`).join(' | ')};`, ''];
@@ -391,6 +403,7 @@ function tensorType(op: OpDecl, s: TensorArg, scope: TypeScope): string {
     if (s.rankCode) checks.push(`Check<RankIs<${shapeOf}, ${s.shape.length}>, ${violation(s.rankCode, expected)}>`);
     checks.push(`Check<ShapeEq<${shapeOf}, ${compared}>, ${violation(s.code, expected)}>`);
   }
+  if (s.dimAtLeast) checks.push(`Check<AtLeast<${scope.dims.get(s.dimAtLeast.dim) ?? 'number'}, ${dimType(s.dimAtLeast.min, scope)}>, ${violation(s.dimAtLeast.code)}>`);
   scope.dtypes.set(s.name, dt);
   const t = `${p} & ${checks.join(' & ')}`;
   return s.orNumber ? `(${t}) | number` : t;
@@ -486,7 +499,7 @@ function callbackType(s: CallbackArg, scope: TypeScope): string {
 
 function outputsType(op: OpDecl, scope: TypeScope): string {
   if (op.outputs.length === 0) return 'void';
-  const fields = op.outputs.map((o) => `readonly ${o.name}: Tensor<${o.dtype ? q(o.dtype) : scope.dtypes.get(o.dtypeOf)}, ${shapeType(op, o.name, o.shape, scope)}>`);
+  const fields = op.outputs.map((o) => `readonly ${o.name}${o.given ? '?' : ''}: Tensor<${o.dtype ? q(o.dtype) : scope.dtypes.get(o.dtypeOf)}, ${shapeType(op, o.name, o.shape, scope)}>`);
   return `{ ${fields.join('; ')} }`;
 }
 
@@ -535,7 +548,7 @@ function signaturesFile(): string {
   return [
     HEADER,
     "import type { DType, Tensor } from '../tensor.js';",
-    "import type { At, AtMost, Check, ContractViolation, DimOf, DTypeIn, EvenAtMost, FlatCountEq, FlatRankOk, IsPositiveInt, Known, MemberChecks, Mul, MultipleOf, NotThenable, OfRank, OneOf, RankIs, ShapeEq, StreamsRankOk } from '../types/check.js';",
+    "import type { At, AtLeast, AtMost, Check, ContractViolation, DimOf, DTypeIn, EvenAtMost, FlatCountEq, FlatRankOk, IsPositiveInt, Known, MemberChecks, Mul, MultipleOf, NotThenable, OfRank, OneOf, RankIs, ShapeEq, StreamsRankOk, Sum } from '../types/check.js';",
     '',
     ...taggedTypes(),
     ...modelDimsTypes(),
@@ -549,7 +562,7 @@ function signaturesFile(): string {
 // ---------- backend wiring ----------
 
 /** Plain result type of a kernel: the public tensor where the signature has a shaped one. */
-const kernelResult = (op: OpDecl, tensor: string) => (op.outputs.length === 0 ? 'void' : `{ ${op.outputs.map((o) => `${o.name}: ${tensor}`).join('; ')} }`);
+const kernelResult = (op: OpDecl, tensor: string) => (op.outputs.length === 0 ? 'void' : `{ ${op.outputs.map((o) => `${o.name}${o.given ? '?' : ''}: ${tensor}`).join('; ')} }`);
 
 /**
  * The per-op part of `Backend` and `BackendKernels`, and `wireOps`, which puts
@@ -564,7 +577,7 @@ function backendFile(): string {
     HEADER,
     "import type { Inherited, ValidationContext } from '../runtime/call.js';",
     "import type { DType, OwnedTensor, Tensor } from '../tensor.js';",
-    "import type { At, AtMost, Check, ContractViolation, DimOf, DTypeIn, EvenAtMost, FlatCountEq, FlatRankOk, IsPositiveInt, Known, MemberChecks, Mul, MultipleOf, NotThenable, OfRank, OneOf, RankIs, ShapeEq, StreamsRankOk } from '../types/check.js';",
+    "import type { At, AtLeast, AtMost, Check, ContractViolation, DimOf, DTypeIn, EvenAtMost, FlatCountEq, FlatRankOk, IsPositiveInt, Known, MemberChecks, Mul, MultipleOf, NotThenable, OfRank, OneOf, RankIs, ShapeEq, StreamsRankOk, Sum } from '../types/check.js';",
     'SHAPE_IMPORTS',
     `import { ${allOps.map(validatorName).join(', ')} } from './validators.js';`,
     `import type { ${allOps.map(checkedName).join(', ')} } from './validators.js';`,
@@ -671,6 +684,7 @@ function declarationOf(file: string, code: string): { file: string; line: number
 /** The codes one step can raise itself (tensor identity and dtype codes aside). */
 function stepCodes(s: Step): (string | undefined)[] {
   if (s.kind === 'givenForDtype') return [s.missingCode, s.refusedCode];
+  if (s.kind === 'interleavedSection') return [s.missingCode, s.code];
   const codes = [s.code, (s as TensorArg).rankCode, (s as TensorArg).orNumber?.code];
   if (s.kind === 'tensor') codes.push(...Object.values(s.byChoice?.options ?? {}).flatMap((o) => [o.code, o.rankCode]));
   return codes;
@@ -683,10 +697,10 @@ function raisedBy(): Map<string, Set<string>> {
   for (const op of allOps) {
     for (const s of op.steps) {
       const codes = stepCodes(s);
-      if (s.kind === 'int') codes.push(s.even?.code, s.multipleOf?.code, s.atMost?.code);
+      if (s.kind === 'int') codes.push(s.even?.code, s.multipleOf?.code, s.atMost?.code, s.atMostDim?.code);
       if (s.kind === 'values') codes.push(s.ceiling?.code);
       if (s.kind === 'tagged') codes.push(...taggedCodes(s));
-      if (s.kind === 'tensor') codes.push(...TENSOR_IDENTITY, 'oneOf' in s.dtype ? 'KV004' : 'KV005', s.streams?.code, s.streams?.unexpectedCode);
+      if (s.kind === 'tensor') codes.push(...TENSOR_IDENTITY, 'oneOf' in s.dtype ? 'KV004' : 'KV005', s.streams?.code, s.streams?.unexpectedCode, s.dimAtLeast?.code);
       for (const c of codes) if (c) add(c, op.name);
     }
     // Every op takes one object of named arguments: an unknown name, or anything but that object.
@@ -709,6 +723,10 @@ function argsOf(): Map<string, Set<string>> {
       if (s.kind === 'exactlyOne' || s.kind === 'contiguous') add(s.code, ...s.names);
       else if (s.kind === 'requires') add(s.code, s.name, ...s.with);
       else if (s.kind === 'distinct') add(s.code, s.names[0]);
+      else if (s.kind === 'interleavedSection') {
+        add(s.missingCode, s.flag, s.section);
+        add(s.code, s.section, s.flag);
+      }
       else if (s.kind === 'givenForDtype') {
         add(s.missingCode, ...s.names);
         add(s.refusedCode, ...s.names);
@@ -727,7 +745,9 @@ function argsOf(): Map<string, Set<string>> {
           add(s.even?.code, s.name);
           add(s.multipleOf?.code, s.name);
           add(s.atMost?.code, s.name);
+          add(s.atMostDim?.code, s.name);
         }
+        if (s.kind === 'tensor') add(s.dimAtLeast?.code, s.name);
         if (s.kind === 'segmentsWithin') add(s.code, s.within);
         if (s.kind === 'values') add(s.ceiling?.code, s.name);
         if (s.kind === 'tagged') for (const code of taggedCodes(s)) add(code, s.name);
@@ -791,9 +811,9 @@ function verify() {
     const inherited = op.inherits ? new Set(byName(op.inherits).steps.filter(isArg).map((a) => a.name)) : new Set<string>();
     for (const s of op.steps) {
       const codes = stepCodes(s);
-      if (s.kind === 'int') codes.push(s.even?.code, s.multipleOf?.code, s.atMost?.code);
+      if (s.kind === 'int') codes.push(s.even?.code, s.multipleOf?.code, s.atMost?.code, s.atMostDim?.code);
       if (s.kind === 'tagged') codes.push(...taggedCodes(s));
-      if (s.kind === 'tensor') codes.push(s.streams?.code, s.streams?.unexpectedCode);
+      if (s.kind === 'tensor') codes.push(s.streams?.code, s.streams?.unexpectedCode, s.dimAtLeast?.code);
       for (const c of codes) if (c && !allErrors[c]) throw new Error(`${op.name}: ${c} has no declaration`);
       if (s.kind === 'tensor' && s.streams && !op.steps.slice(0, op.steps.indexOf(s)).some((a) => isArg(a) && a.name === s.streams!.by)) {
         throw new Error(`${op.name}: the streams of ${s.name} depend on ${s.streams.by}, which is not an argument checked before it`);

@@ -4,7 +4,7 @@
  * Backend authors import `@kvkit/contracts/backend`; generators and docs
  * `@kvkit/contracts/dsl`.
  */
-export type { CreateKvMaterializerFn, DequantizeKvFn, FusedNormRopeStackedFn, RopePoolFusedFn } from './generated/backend.js';
+export type { CreateKvMaterializerFn, DequantizeKvFn, FusedNormRopeStackedFn, MlaPoolFusedFn, RopePoolFusedFn } from './generated/backend.js';
 export type * from './generated/signatures.js';
 export { ContractError, isContractError } from './errors/contractError.js';
 export { docsUrl, explainCommand, getDocsBase, setDocsBase } from './errors/docsUrl.js';

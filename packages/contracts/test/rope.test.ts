@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { forEverySeed } from '../../../propertySeeds.js';
-import { exactTurns, float32Angle, float32Frequencies, ropeAngles, ropeAngleTable, ropeFrequencies, turnsAt, writeCosSinRow, writeCosSinRows } from '../src/backend/index.js';
+import { exactTurns, float32Angle, float32Frequencies, ropeAngles, ropeAnglesKey, ropeAngleTable, ropeFrequencies, turnsAt, writeCosSinRow, writeCosSinRows } from '../src/backend/index.js';
 import type { RopeScaling } from '../src/backend/index.js';
 
 const base = fc.double({ min: 1.5, max: 1e7, noNaN: true });
@@ -116,6 +116,73 @@ describe('scaled frequencies, each from its published formula', () => {
     expect(a.magnitude).toBe(0.1 * Math.log(4) + 1);
     expect(of(1e6, { type: 'yarn', factor: 40, originalMaxPositions: 4096, mscale: 1, mscaleAllDim: 1 }).magnitude).toBe(1);
     expect(of(1e6, { type: 'yarn', factor: 4, originalMaxPositions: 4096, attentionFactor: 0.7 }).magnitude).toBe(0.7);
+  });
+
+  // DeepSeek-V2-Lite's mscale, as its config writes it (not 1/√2).
+  const V2_LITE_MSCALE = 707 / 1000;
+
+  it("yarn's DeepSeek magnitude is g(factor, mscale) / g(factor, mscaleAllDim) only when both are given and non-zero, as transformers' _compute_yarn_parameters", () => {
+    const g = (m: number) => 0.1 * m * Math.log(40) + 1;
+    const yarn = { type: 'yarn', factor: 40, originalMaxPositions: 4096 } as const;
+    // DeepSeek-V3 (1, 1) and DeepSeek-V2-Lite (0.707, 0.707): equal, so 1; the softmax scale carries mscale² there, not cos and sin.
+    expect(of(10000, { ...yarn, mscale: 1, mscaleAllDim: 1 }).magnitude).toBe(1);
+    expect(of(10000, { ...yarn, mscale: V2_LITE_MSCALE, mscaleAllDim: V2_LITE_MSCALE }).magnitude).toBe(1);
+    expect(of(10000, { ...yarn, mscale: 1, mscaleAllDim: V2_LITE_MSCALE }).magnitude).toBe(g(1) / g(V2_LITE_MSCALE));
+    // Python's `if mscale and mscale_all_dim`: one of them missing or 0 falls back to g(factor, 1).
+    for (const m of [{ mscale: V2_LITE_MSCALE }, { mscaleAllDim: 1 }, { mscale: 1, mscaleAllDim: 0 }, { mscale: 0, mscaleAllDim: 1 }]) expect(of(10000, { ...yarn, ...m }).magnitude).toBe(g(1));
+    // attentionFactor wins over both; a factor of 1 leaves every g at 1.
+    expect(of(10000, { ...yarn, mscale: 1, mscaleAllDim: 0.5, attentionFactor: 0.9 }).magnitude).toBe(0.9);
+    expect(of(10000, { ...yarn, factor: 1, mscale: 1, mscaleAllDim: 0.5 }).magnitude).toBe(1);
+    // The frequencies do not depend on mscale.
+    expect(of(10000, { ...yarn, mscale: 1, mscaleAllDim: V2_LITE_MSCALE }).frequencies).toEqual(of(10000, yarn).frequencies);
+    expect(ropeAngles({ ropeBase: 10000, rotaryDim: R, ropeScaling: { ...yarn, mscale: 1, mscaleAllDim: V2_LITE_MSCALE }, angles: 'float32' }).magnitude).toBe(Math.fround(g(1) / g(V2_LITE_MSCALE)));
+  });
+
+  it('longrope divides each frequency by its own factor, long ones past the original context, and scales by sqrt(1 + ln(factor) / ln(original))', () => {
+    const half = R / 2;
+    const shortFactor = Array.from({ length: half }, (_, j) => 1 + j / 64);
+    const longFactor = Array.from({ length: half }, (_, j) => 1 + j / 2);
+    const lr = { type: 'longrope', shortFactor, longFactor, originalMaxPositions: 4096 } as const;
+    const f = plain(10000);
+    const divided = (factors: readonly number[]) => f.map((x, j) => x / factors[j]!);
+    // No factor and no sequence length: the short factors, magnitude 1.
+    expect(of(10000, lr).frequencies).toEqual(divided(shortFactor));
+    expect(of(10000, lr).magnitude).toBe(1);
+    // factor 32 (Phi-3-mini-128k: 131072 / 4096) picks the long ones by default, and its magnitude.
+    const phi = { ...lr, factor: 32 } as const;
+    expect(of(10000, phi).frequencies).toEqual(divided(longFactor));
+    expect(of(10000, phi).magnitude).toBe(Math.sqrt(1 + Math.log(32) / Math.log(4096)));
+    expect(of(10000, phi).magnitude).toBeCloseTo(1.1902380714238083, 15);
+    // The sequence length picks: long only above the original context; the magnitude stays the factor's.
+    expect(of(10000, { ...phi, sequenceLength: 4096 }).frequencies).toEqual(divided(shortFactor));
+    expect(of(10000, { ...phi, sequenceLength: 4097 }).frequencies).toEqual(divided(longFactor));
+    expect(of(10000, { ...phi, sequenceLength: 10 }).magnitude).toBe(of(10000, phi).magnitude);
+    expect(of(10000, { ...phi, attentionFactor: 1.5 }).magnitude).toBe(1.5);
+    expect(of(10000, { ...lr, factor: 1, sequenceLength: 99999 }).magnitude).toBe(1);
+  });
+
+  it("longrope in 'float32' is transformers' 1.0 / (ext_factors * base ** (arange(0, R, 2).float() / R)) in f32 steps", () => {
+    const F = Math.fround;
+    const shortFactor = [1, 1.0299999713897705, 1.25, 3.5];
+    const a = ropeAngles({ ropeBase: 10000, rotaryDim: 8, angles: 'float32', ropeScaling: { type: 'longrope', shortFactor, longFactor: [1, 1, 1, 1], originalMaxPositions: 4096, factor: 32, sequenceLength: 100 } });
+    // base ** (2j/8) in f32: 1, 10, 100, 1000, all exact.
+    expect(Array.from(a.frequencies)).toEqual([1, 10, 100, 1000].map((p, j) => F(1 / F(F(shortFactor[j]!) * p))));
+    expect(a.magnitude).toBe(F(Math.sqrt(1 + Math.log(32) / Math.log(4096))));
+  });
+
+  it('keys the angle table of a longrope spec by the list its sequence length picks, not by the length', () => {
+    const lr = { type: 'longrope', shortFactor: [1, 2], longFactor: [3, 4], originalMaxPositions: 64, factor: 4 } as const;
+    const key = (sequenceLength?: number) => ropeAnglesKey({ ropeBase: 1e4, rotaryDim: 4, ropeScaling: { ...lr, ...(sequenceLength ? { sequenceLength } : {}) } });
+    expect(new Set([key(1), key(10), key(64)]).size).toBe(1);
+    expect(new Set([key(65), key(1000), key()]).size).toBe(1);
+    expect(key(64)).not.toBe(key(65));
+    expect(ropeAnglesKey({ ropeBase: 1e4, rotaryDim: 4, angles: 'float32' })).not.toBe(ropeAnglesKey({ ropeBase: 1e4, rotaryDim: 4 }));
+  });
+
+  it('longrope factors below 1 give frequencies past 1; the exact turns are still those of p·f', () => {
+    const a = ropeAngles({ ropeBase: 10000, rotaryDim: 4, ropeScaling: { type: 'longrope', shortFactor: [0.1, 1], longFactor: [1, 1], originalMaxPositions: 64 } });
+    expect(a.frequencies[0]).toBe(10);
+    for (const p of [1, 3, 1000, 2 ** 31 - 1]) expect(Math.abs(turnsAt(p, a.turns, 0) - exactTurns(p, 10))).toBeLessThan(1e-15);
   });
 });
 

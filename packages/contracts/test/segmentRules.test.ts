@@ -111,6 +111,7 @@ function kernelsWithout(): BackendKernels {
     fusedNormRopeStacked: (args) => ({ kOut: args.kv, vOut: args.kv }),
     createKvMaterializer: () => ({ materialize() {}, materializeInto() {}, dispose() {} }),
     ropePoolFused: (args) => ({ qRot: args.q, kRot: args.k }),
+    mlaPoolFused: (args) => (args.q ? { qRot: args.q } : {}),
     dequantizeKv() {},
     sync: async () => {},
     flush() {},
@@ -131,5 +132,17 @@ describe('ops a backend does not run yet', () => {
     const args = { q, kPool: pool(), vPool: pool(), qIndptr: index([0, 1]), kvIndptr: index([0, 2]), kvSlots: index([0, 3]), numQoHeads: 2, numKvHeads: 1, headDim: 8 };
     expect(() => backend.pagedAttention(args)).toThrow(/pagedAttention is not available on bare backend yet/);
     expect(() => backend.pagedAttention({ ...args, kvSlots: index([0, 4]) })).toThrow(expect.objectContaining({ code: 'KV080' }));
+  });
+
+  it('prepare of such an op validates, then rejects as the call throws', async () => {
+    const backend = defineBackend(kernelsWithout());
+    const pool = () => backend.tensor('f32', [4, 1, 8]);
+    const index = (values: number[]) => backend.tensor('i32', [values.length], values);
+    const args = { q: backend.tensor('f32', [1, 2, 8]), kPool: pool(), vPool: pool(), qIndptr: index([0, 1]), kvIndptr: index([0, 2]), kvSlots: index([0, 3]), numQoHeads: 2, numKvHeads: 1, headDim: 8 };
+    await expect(backend.prepare('pagedAttention', args)).rejects.toThrow(/pagedAttention is not available on bare backend yet/);
+    await expect(backend.prepare('pagedAttention', { ...args, kvSlots: index([0, 4]) })).rejects.toMatchObject({ code: 'KV080' });
+    const copy = { kSrc: pool(), vSrc: pool(), kDst: pool(), vDst: pool(), fromSlots: index([0]), toSlots: index([1]) };
+    await expect(backend.prepare('copySlots', copy)).rejects.toThrow(/copySlots is not available on bare backend yet/);
+    await expect(backend.prepare('copySlots', { ...copy, toSlots: index([1, 2]) })).rejects.toMatchObject({ code: 'KV083' });
   });
 });

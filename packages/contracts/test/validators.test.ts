@@ -3,6 +3,7 @@ import { defineBackend, LAYER_VIEW, layoutOf, TENSOR_LAYOUT, TENSOR_OWNER } from
 import { allCalls } from '../src/dsl/index.js';
 import type { BackendKernels, OwnedTensor } from '../src/backend/index.js';
 import { ContractError, ropeCosSinCache } from '../src/index.js';
+import { validatePagedAttention } from '../src/generated/validators.js';
 import type { DType, Shape } from '../src/index.js';
 
 /**
@@ -50,6 +51,10 @@ function recordingBackend(opts: { label?: string; valuesOnHost?: boolean; tensor
     ropePoolFused(args) {
       calls.push({ op: 'ropePoolFused', args });
       return { qRot: args.q, kRot: args.k };
+    },
+    mlaPoolFused(args) {
+      calls.push({ op: 'mlaPoolFused', args });
+      return args.q ? { qRot: args.q } : {};
     },
     dequantizeKv(args) {
       calls.push({ op: 'dequantizeKv', args });
@@ -175,6 +180,42 @@ describe('generated validators', () => {
     expect(thrown(() => m.materialize({ ctxHidden: backend.tensor('f32', [2, 4]), positions: backend.tensor('i32', [3, 2]), writeLayerKv: () => {} })).code).toBe('KV066');
   });
 
+  it('take mropeInterleaved beside mropeSection only, its height and width strides inside the R/2 pairs', () => {
+    const { backend, calls } = recordingBackend();
+    const [N, Hd] = [2, 8];
+    const rope = (extra: Record<string, unknown>) =>
+      backend.ropePoolFused({
+        q: backend.tensor('f32', [N, 1, Hd]),
+        k: backend.tensor('f32', [N, 1, Hd]),
+        v: backend.tensor('f32', [N, 1, Hd]),
+        positions: backend.tensor('i32', [3, N]),
+        slots: backend.tensor('i32', [N]),
+        kPool: backend.tensor('f32', [4, 1, Hd]),
+        vPool: backend.tensor('f32', [4, 1, Hd]),
+        numQoHeads: 1,
+        numKvHeads: 1,
+        headDim: Hd,
+        ropeBase: 10000,
+        ...(extra as object),
+      });
+    // R/2 = 4: height takes pair 1, width pair 2, temporal pairs 0 and 3.
+    rope({ mropeSection: [2, 1, 1], mropeInterleaved: true });
+    rope({ mropeSection: [2, 1, 1] });
+    expect(calls.map((c) => c.args.mropeInterleaved)).toEqual([true, false]);
+    const missing = thrown(() => rope({ mropeInterleaved: true, positions: backend.tensor('i32', [N]) }));
+    expect(missing.code).toBe('KV086');
+    expect(missing.message).toContain('mropeInterleaved is true but mropeSection is missing');
+    // Two height pairs need pairs 1 and 4: past the last pair, 3.
+    const wide = thrown(() => rope({ mropeSection: [1, 2, 1], mropeInterleaved: true }));
+    expect(wide.code).toBe('KV087');
+    expect(wide.message).toContain("mropeSection = [1, 2, 1] does not fit interleaved among R/2 = 4 rotary pairs: the height stream's 2 pairs (1, 4, ..., 4) run past pair 3");
+    expect(thrown(() => rope({ mropeSection: [1, 1, 2], mropeInterleaved: true })).message).toContain("the width stream's 2 pairs (2, 5, ..., 5) run past pair 3");
+    expect(thrown(() => rope({ mropeSection: [2, 1, 1], mropeInterleaved: 'yes' })).code).toBe('KV044');
+    // false needs nothing beside it.
+    rope({ mropeInterleaved: false, positions: backend.tensor('i32', [N]) });
+    expect(calls).toHaveLength(3);
+  });
+
   it('refuse the positional materialize(ctxHidden, positions, writeLayerKv) with KV044, saying it takes one object', () => {
     const { backend, calls } = recordingBackend();
     const m = backend.createKvMaterializer({ kvWeight: backend.tensor('f32', [1, 4, 8]), kNormWeight: backend.tensor('f32', [1, 2]), eps: 1e-6, numKvHeads: 1, headDim: 2, ropeBase: 10000 });
@@ -182,9 +223,9 @@ describe('generated validators', () => {
     let called = false;
     const e = thrown(() => positional(backend.tensor('f32', [2, 8]), backend.tensor('i32', [2]), () => (called = true)));
     expect(e.code).toBe('KV044');
-    expect(e.message).toContain('arguments must be one object of named arguments, KvMaterializer.materialize({ ctxHidden, mropeSection, positions, writeLayerKv }); got 3 positional arguments');
+    expect(e.message).toContain('arguments must be one object of named arguments, KvMaterializer.materialize({ ctxHidden, mropeSection, mropeInterleaved, positions, writeLayerKv }); got 3 positional arguments');
     // A tensor alone where the object belongs says the same.
-    expect(thrown(() => positional(backend.tensor('f32', [2, 8]))).message).toContain('KvMaterializer.materialize({ ctxHidden, mropeSection, positions, writeLayerKv }); got a Tensor');
+    expect(thrown(() => positional(backend.tensor('f32', [2, 8]))).message).toContain('KvMaterializer.materialize({ ctxHidden, mropeSection, mropeInterleaved, positions, writeLayerKv }); got a Tensor');
     expect(called).toBe(false);
     expect(calls.map((c) => c.op)).toEqual(['createKvMaterializer']);
   });
@@ -220,6 +261,57 @@ describe('generated validators', () => {
   });
 });
 
+describe('mlaPoolFused and pagedAttention over an MLA pool', () => {
+  const mla = (b: ReturnType<typeof recordingBackend>['backend'], over: Record<string, unknown> = {}) =>
+    (b.mlaPoolFused as (a: unknown) => unknown)({
+      kvLatent: b.tensor('bf16', [3, 40]),
+      kvNormWeight: b.tensor('f32', [32]),
+      eps: 1e-6,
+      q: b.tensor('bf16', [3, 4, 24]),
+      positions: b.tensor('i32', [3], [0, 1, 2]),
+      slots: b.tensor('i32', [3], [0, 1, 2]),
+      pool: b.empty('bf16', [6, 1, 40]),
+      kvLoraRank: 32,
+      qkRopeHeadDim: 8,
+      ropeBase: 10000,
+      ...over,
+    });
+
+  it('binds the latent row as a sum of dims, the query head dim from q, and defaults to DeepSeek\'s interleaved pairs', () => {
+    const { backend, calls } = recordingBackend();
+    mla(backend);
+    expect(calls[0]!.args.dims).toEqual({ C: 32, R: 8, N: 3, Hq: 4, Dq: 24, S: 6 });
+    expect(calls[0]!.args.ropeStyle).toBe('gptj');
+    mla(backend, { q: undefined, layout: 'HND', pool: backend.empty('bf16', [2, 1, 3, 40]) });
+    expect(calls[1]!.args.dims).toEqual({ C: 32, R: 8, N: 3, numPages: 2, pageSize: 3, S: 6 });
+  });
+
+  it('says what the latent row, the query heads and the pool must be, with the dims bound', () => {
+    const { backend, calls } = recordingBackend();
+    expect(thrown(() => mla(backend, { kvLatent: backend.tensor('bf16', [3, 32]) })).message).toContain('kvLatent has shape [3, 32]; expected [N, C+R] = [3, 40]');
+    const narrow = thrown(() => mla(backend, { q: backend.tensor('bf16', [3, 4, 6]) }));
+    expect(narrow.code).toBe('KV093');
+    expect(narrow.message).toContain('its head dim 6 is below qkRopeHeadDim = 8');
+    expect(thrown(() => mla(backend, { pool: backend.empty('bf16', [6, 40]) })).code).toBe('KV094');
+    expect(thrown(() => mla(backend, { pool: backend.empty('fp8e4m3', [6, 1, 40]) })).code).toBe('KV095');
+    expect(thrown(() => mla(backend, { qkRopeHeadDim: 7, kvLatent: backend.tensor('bf16', [3, 39]) })).code).toBe('KV096');
+    expect(calls).toEqual([]);
+  });
+
+  it("takes V as the first vHeadDim values of each row, at most headDim, out [N, Hq, vHeadDim]", () => {
+    const { backend } = recordingBackend();
+    const pool = backend.empty('bf16', [8, 1, 40]);
+    const args = { q: backend.tensor('bf16', [2, 4, 40]), kPool: pool, vPool: pool, qIndptr: backend.tensor('i32', [2], [0, 2]), kvIndptr: backend.tensor('i32', [2], [0, 3]), kvSlots: backend.tensor('i32', [3], [0, 1, 2]), numQoHeads: 4, numKvHeads: 1, headDim: 40 };
+    const attend = (over: Record<string, unknown>) => (backend.pagedAttention as (a: unknown) => unknown)({ ...args, ...over });
+    // The validator alone (the recording kernels run no attention): the dims it hands a kernel.
+    const ctx = { owner: (pool as unknown as Record<symbol, object>)[TENSOR_OWNER]!, label: 'test backend' };
+    expect(validatePagedAttention({ ...args, vHeadDim: 32 }, ctx).dims).toMatchObject({ D: 40, Dv: 32 });
+    expect(validatePagedAttention(args, ctx).dims).toMatchObject({ D: 40, Dv: 40 });
+    expect(thrown(() => attend({ vHeadDim: 41 })).message).toContain('vHeadDim = 41 is above headDim = 40');
+    expect(thrown(() => attend({ vHeadDim: 32, out: backend.empty('bf16', [2, 4, 40]) })).code).toBe('KV081');
+  });
+});
+
 describe('ropeScaling', () => {
   const [N, H, D] = [3, 2, 8];
   const call = (b: ReturnType<typeof recordingBackend>['backend'], extra: Record<string, unknown>) =>
@@ -238,6 +330,8 @@ describe('ropeScaling', () => {
       ...(extra as object),
     });
   const llama3 = { type: 'llama3', factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositions: 8192 };
+  // R = D = 8 here: four rotary pairs.
+  const longrope = { type: 'longrope', shortFactor: [1, 1, 1, 1], longFactor: [1, 2, 4, 8], originalMaxPositions: 4096 };
 
   it('hands the kernel the scaling with its defaults filled in, and the angle convention', () => {
     const { backend, calls } = recordingBackend();
@@ -250,15 +344,29 @@ describe('ropeScaling', () => {
     expect(plain.angles).toBe('exact');
   });
 
+  it("takes YaRN with betaFast equal to betaSlow (Kimi K2's 1 and 1)", () => {
+    const { backend, calls } = recordingBackend();
+    call(backend, { ropeScaling: { type: 'yarn', factor: 32, originalMaxPositions: 4096, betaFast: 1, betaSlow: 1, mscale: 1, mscaleAllDim: 1 } });
+    expect(calls.find((c) => c.op === 'ropePoolFused')?.args.ropeScaling).toMatchObject({ betaFast: 1, betaSlow: 1 });
+  });
+
   it.each([
-    ['KV060', 'a string', 'llama3', 'ropeScaling must be an object with type: linear | dynamic | llama3 | yarn; got "llama3"'],
-    ['KV060', 'an unknown type', { type: 'longrope', factor: 2 }, 'ropeScaling.type must be linear | dynamic | llama3 | yarn; got "longrope"'],
+    ['KV060', 'a string', 'llama3', 'ropeScaling must be an object with type: linear | dynamic | llama3 | yarn | longrope; got "llama3"'],
+    ['KV060', 'an unknown type', { type: 'su', factor: 2 }, 'ropeScaling.type must be linear | dynamic | llama3 | yarn | longrope; got "su"'],
+    ['KV061', 'longrope without longFactor', { type: 'longrope', shortFactor: [1, 1, 1, 1], originalMaxPositions: 4096 }, 'ropeScaling.longFactor is missing; it is a field of longrope scaling'],
+    ['KV062', 'a zero longrope attentionFactor', { ...longrope, attentionFactor: 0 }, 'ropeScaling.attentionFactor must be a finite number > 0; got 0'],
+    ['KV062', 'a longrope context of one token', { ...longrope, originalMaxPositions: 1 }, 'ropeScaling.originalMaxPositions must be an integer > 1; got 1'],
+    ['KV064', 'a longrope factor below 1', { ...longrope, factor: 0.5 }, 'ropeScaling.factor = 0.5 is below 1'],
+    ['KV084', 'a factor list of headDim / 2 for a partial rotary', { ...longrope, shortFactor: [1, 1, 1, 1, 1, 1, 1, 1] }, 'ropeScaling.shortFactor must be a list of R/2 = 4 numbers, one per rotary pair; got 8 entries'],
+    ['KV084', 'one number for every pair', { ...longrope, longFactor: 2 }, 'ropeScaling.longFactor must be a list of R/2 = 4 numbers, one per rotary pair; got 2'],
+    ['KV085', 'a zero factor', { ...longrope, longFactor: [1, 2, 0, 4] }, 'ropeScaling.longFactor[2] = 0; every factor must be a finite number > 0'],
+    ['KV085', 'a factor as a string', { ...longrope, shortFactor: [1, '1.5', 1, 1] }, 'ropeScaling.shortFactor[1] = "1.5"; every factor must be a finite number > 0'],
     ['KV061', 'a Hugging Face key', { ...llama3, low_freq_factor: 1 }, 'ropeScaling.low_freq_factor is not a field of llama3 scaling, whose fields are factor, lowFreqFactor, highFreqFactor, originalMaxPositions'],
     ['KV061', 'a missing field', { type: 'dynamic', factor: 2 }, 'ropeScaling.originalMaxPositions is missing; it is a field of dynamic scaling'],
     ['KV062', 'a non-integer context', { ...llama3, originalMaxPositions: 8192.5 }, 'ropeScaling.originalMaxPositions must be an integer > 0; got 8192.5'],
     ['KV062', 'a NaN factor', { type: 'linear', factor: Number.NaN }, 'ropeScaling.factor must be a finite number >= 1; got NaN'],
     ['KV063', 'inverted llama3 factors', { ...llama3, lowFreqFactor: 4, highFreqFactor: 4 }, 'ropeScaling: lowFreqFactor = 4 must be below highFreqFactor = 4'],
-    ['KV063', 'inverted YaRN betas', { type: 'yarn', factor: 4, originalMaxPositions: 4096, betaSlow: 40 }, 'ropeScaling: betaSlow = 40 must be below betaFast = 32'],
+    ['KV063', 'inverted YaRN betas', { type: 'yarn', factor: 4, originalMaxPositions: 4096, betaSlow: 40 }, 'ropeScaling: betaSlow = 40 must be at most betaFast = 32'],
     ['KV064', 'a factor below 1', { type: 'linear', factor: 0.5 }, 'ropeScaling.factor = 0.5 is below 1: a scaling factor stretches the context'],
   ])('is %s for %s, before any kernel runs', (code, _, ropeScaling, message) => {
     const { backend, calls } = recordingBackend();
@@ -266,6 +374,16 @@ describe('ropeScaling', () => {
     expect(e.code).toBe(code);
     expect(e.message).toContain(message);
     expect(calls).toHaveLength(0);
+  });
+
+  it('hands the kernel a copy of the LongRoPE lists, frozen, so a change to the caller\'s arrays changes nothing', () => {
+    const { backend, calls } = recordingBackend();
+    const shortFactor = [1, 1.5, 2, 3];
+    call(backend, { ropeScaling: { ...longrope, shortFactor, factor: 32 } });
+    shortFactor[0] = 9;
+    const [args] = calls.map((c) => c.args);
+    expect(args.ropeScaling).toEqual({ ...longrope, shortFactor: [1, 1.5, 2, 3], factor: 32 });
+    expect(Object.isFrozen(args.ropeScaling.shortFactor)).toBe(true);
   });
 
   it("is KV009 for an unknown angle convention, and KV063 for a scaling next to a materializer's ready cache", () => {
@@ -405,6 +523,8 @@ describe('declared calls', () => {
       (b) => ropeCosSinCache(b, { rotaryDim: 8, ropeBase: 1e4, positions: 4, ropeScaling: { type: 'dynamic', factor: 2, originalMaxPositions: -1 } }),
       (b) => ropeCosSinCache(b, { rotaryDim: 8, ropeBase: 1e4, positions: 4, ropeScaling: { type: 'llama3', factor: 2, lowFreqFactor: 5, highFreqFactor: 4, originalMaxPositions: 64 } }),
       (b) => ropeCosSinCache(b, { rotaryDim: 8, ropeBase: 1e4, positions: 4, ropeScaling: { type: 'linear', factor: 0.9 } }),
+      (b) => ropeCosSinCache(b, { rotaryDim: 8, ropeBase: 1e4, positions: 4, ropeScaling: { type: 'longrope', shortFactor: [1, 1, 1], longFactor: [1, 2, 3, 4], originalMaxPositions: 64 } }),
+      (b) => ropeCosSinCache(b, { rotaryDim: 8, ropeBase: 1e4, positions: 4, ropeScaling: { type: 'longrope', shortFactor: [1, 1, 1, 1], longFactor: [1, 2, Number.NaN, 4], originalMaxPositions: 64 } }),
     ],
     view: [
       () => disposedBackend().view(disposedBackend().tensor('f32', [1]), [1]),

@@ -30,10 +30,14 @@ const values: Record<string, string> = {
 
 /** The RoPE scaling checks name the field they reject, as `ropeScaling.<field>`. */
 const byCode: Record<string, Record<string, string>> = {
-  KV060: { arg: 'ropeScaling.type', expected: 'linear | dynamic | llama3 | yarn', actual: '"longrope"' },
+  KV060: { arg: 'ropeScaling.type', expected: 'linear | dynamic | llama3 | yarn | longrope', actual: '"su"' },
   KV061: { arg: 'ropeScaling.original_max_position_embeddings', problem: 'is not a field of', variant: 'yarn', expected: 'factor, originalMaxPositions, betaFast, betaSlow' },
   KV062: { arg: 'ropeScaling.originalMaxPositions', constraint: 'an integer > 0', actual: '2048.5' },
   KV064: { arg: 'ropeScaling.factor', actual: '0.25' },
+  KV084: { arg: 'ropeScaling.shortFactor', expected: 'R/2 = 48', actual: '64 entries' },
+  KV085: { arg: 'ropeScaling.longFactor', index: '5', actual: '0', constraint: 'a finite number > 0' },
+  KV086: { arg: 'mropeInterleaved', other: 'mropeSection' },
+  KV087: { arg: 'mropeSection', actual: '[16, 24, 24]', expected: '64', problem: "the height stream's 24 pairs (1, 4, ..., 70) run past pair 63; every third pair from 1 holds at most 21 of them" },
 };
 
 function rendered(e: CatalogEntry): ContractError {

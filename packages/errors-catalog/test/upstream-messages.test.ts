@@ -73,6 +73,9 @@ const cases: Case[] = [
   { message: 'ValueError: scale must be a scalar tensor or shape (1,), got shape (8, 2)', source: 'FI flashinfer/norm/__init__.py _normalize_scale_tensor', code: 'KV072' },
   { message: 'ValueError: kv_cache_sf must be provided for NVFP4 KV cache.', source: 'FI flashinfer/decode.py BatchDecodeWithPagedKVCacheWrapper.run', code: 'KV070' },
   { message: 'ValueError: weight shape mismatch: expected [128], got (4096,)', source: 'FI flashinfer/norm/__init__.py fused_rmsnorm_silu', code: 'KV068' },
+  { message: 'ValueError: Expected q_nope_pe.ndim == 3, got 2', source: 'FI flashinfer/mla.py _check_cutlass_shape', code: 'KV092' },
+  { message: 'ValueError: Expected ckv_kpe_cache.ndim == 3, got 4', source: 'FI flashinfer/mla.py _check_cutlass_shape', code: 'KV094' },
+  { message: 'ValueError: Expected head dim 576 for q_nope_pe and ckv_kpe_cache, got 576 and 512', source: 'FI flashinfer/mla.py _check_cutlass_shape', code: 'KV094' },
 
   // SGLang
   {
@@ -97,6 +100,11 @@ const cases: Case[] = [
   { message: 'CHECK_EQ(q.size(2), k.size(2)) failed. 128 vs 64', source: 'SG sgl-kernel/csrc/elementwise/rope.cu apply_rope_pos_ids_cos_sin_cache', code: 'KV032' },
 
   // vLLM
+  {
+    message: 'RuntimeError: Expected kv_cache.size(2) == kv_lora_rank + pe_dim to be true, but got false.  (Could this error message be improper? If so, please report an enhancement request to PyTorch.)',
+    source: 'VL csrc/cache_kernels.cu concat_and_cache_mla, TORCH_CHECK(kv_cache.size(2) == kv_lora_rank + pe_dim)',
+    code: 'KV094',
+  },
   { message: 'ValueError: Unknown RoPE scaling type su', source: 'VL vllm/model_executor/layers/rotary_embedding/__init__.py get_rope', code: 'KV060' },
   { message: "ValueError: Dynamic rope scaling must contain either 'alpha' or 'factor' field", source: 'VL rotary_embedding/__init__.py get_rope', code: 'KV061' },
   { message: 'ValueError: partial_rotary_factor=1.5 must be between 0.0 and 1.0', source: 'VL rotary_embedding/__init__.py get_rope', code: 'KV007' },
@@ -140,6 +148,10 @@ const cases: Case[] = [
     code: 'KV062',
   },
   { message: "Missing validation function mapping in `ROPE_VALIDATION_FUNCTIONS` for 'rope_type'='su'", source: 'HF modeling_rope_utils.py rope_config_validation', code: 'KV060' },
+  { message: "`rope_parameters`'s short_factor field must have length 48, got 64", source: 'HF modeling_rope_utils.py _validate_longrope_rope_parameters', code: 'KV084' },
+  { message: "`rope_parameters`'s long_factor field must be a list of numbers, got [1.0, '1.05', 1.1]", source: 'HF modeling_rope_utils.py _validate_longrope_rope_parameters', code: 'KV085' },
+
+  { message: 'ValueError: mrope_section cannot be None.', source: 'VL vllm/model_executor/layers/rotary_embedding/mrope_interleaved.py MRotaryEmbeddingInterleaved.__init__', code: 'KV086' },
 
   // PyTorch
   // torch.matmul has one signature, so its parser names the argument at fault.

@@ -13,6 +13,10 @@ import type { CudaKernels } from './runtime/cudaKernels.js';
 import type { DeviceBuffer } from './runtime/memory.js';
 import { cudaKernelsOf } from './runtime/registry.js';
 
+/** The materializer's schedule choices (ops/tuning.ts): a benchmark may change them between calls, to time each. */
+export { MATERIALIZER_SCHEDULES, tuning } from './ops/tuning.js';
+export type { MaterializerSchedule } from './ops/tuning.js';
+
 /** Device time per call of what an `enqueue` callback enqueued: the median and every sample, timed with CUDA events. */
 export interface DeviceTiming {
   /** The median sample, in microseconds. */

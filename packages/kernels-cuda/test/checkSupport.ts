@@ -3,6 +3,7 @@
  * apart from helpers.ts, which probes for nvcc and a GPU as it loads.
  */
 import type { Backend, Tensor } from '@kvkit/contracts';
+import { tuning } from '../src/profiling.js';
 
 /** The ops the checks call with hand-built arguments, typed loosely. */
 type Untyped = {
@@ -21,4 +22,15 @@ export function values(n: number, seed: number, scale = 1): Float32Array {
     out[i] = ((s / 2 ** 32) * 2 - 1 || 0.5) * scale;
   }
   return out;
+}
+
+/** Runs `body` with the materializer's tuning set to `settings` (at any token count unless they say), as it was after. */
+export async function withTuning<R>(settings: Partial<typeof tuning>, body: () => Promise<R>): Promise<R> {
+  const before = { ...tuning };
+  Object.assign(tuning, { overlapMinTokens: 0, ...settings });
+  try {
+    return await body();
+  } finally {
+    Object.assign(tuning, before);
+  }
 }

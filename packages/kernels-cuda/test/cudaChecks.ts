@@ -6,15 +6,32 @@
 import type { Backend, FloatDType, Tensor } from '@kvkit/contracts';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { decodeHalves, encodeHalves } from '@kvkit/contracts/backend';
-import { cudaBackendInfo } from '../src/index.js';
+import { createCudaBackend, cudaBackendInfo } from '../src/index.js';
 import { measureCopyAt, measureCopyCeilings, timeOnDevice, timeProjectionGemm } from '../src/profiling.js';
-import { untyped, values } from './checkSupport.js';
+import type { MaterializerSchedule } from '../src/profiling.js';
+import { untyped, values, withTuning } from './checkSupport.js';
 
 function check(ok: boolean, message: string): void {
   if (!ok) throw new Error(message);
 }
 
 const sameBits = (a: Float32Array, b: Float32Array) => a.length === b.length && a.every((x, i) => Object.is(x, b[i]));
+const bytesOf = (a: ArrayBufferView) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+const sameBytes = (a: ArrayBufferView, b: ArrayBufferView) => {
+  const [x, y] = [bytesOf(a), bytesOf(b)];
+  return x.length === y.length && x.every((v, i) => v === y[i]);
+};
+
+/** Relative L2 distance of two reads. */
+function relativeError(got: Float32Array, want: Float32Array): number {
+  let num = 0;
+  let den = 0;
+  for (let i = 0; i < want.length; i++) {
+    num += (got[i]! - want[i]!) ** 2;
+    den += want[i]! ** 2;
+  }
+  return Math.sqrt(num / Math.max(den, 1e-30));
+}
 const DTYPES: readonly FloatDType[] = ['f32', 'f16', 'bf16'];
 
 export function defineCudaChecks(create: () => Promise<Backend>): void {
@@ -154,6 +171,121 @@ export function defineCudaChecks(create: () => Promise<Backend>): void {
       check(cudaBackendInfo(b).allocations === grown, `calls after growing allocated ${cudaBackendInfo(b).allocations - grown} more buffers`);
       await b.sync();
       m.dispose();
+    }, 60_000);
+
+    // Three layers: stages of one layer, and of two with a shorter last one. Pools of every kind, slots shared by tokens and one skipped.
+    const overlapCase = { L: 3, H: 2, D: 128, hidden: 64, T: 40, S: 48 };
+    const POOL_KINDS = [
+      { name: 'NHD', fp8: false, hnd: false },
+      { name: 'HND', fp8: false, hnd: true },
+      { name: 'fp8e4m3 NHD', fp8: true, hnd: false },
+      { name: 'fp8e4m3 HND', fp8: true, hnd: true },
+    ] as const;
+    /** materialize's K and V of every layer, and materializeInto's pool bits for each pool kind, on one schedule. */
+    const materializeAll = async (b: Backend, dtype: FloatDType, schedule: MaterializerSchedule, per = 1, normSMs = 0) => {
+      const { L, H, D, hidden, T, S } = overlapCase;
+      const m = untyped(b).createKvMaterializer({
+        kvWeight: b.tensor(dtype, [L, 2 * H * D, hidden], values(L * 2 * H * D * hidden, 31, 0.2)),
+        kNormWeight: b.tensor(dtype, [L, D], values(L * D, 32).map((x) => 1 + 0.1 * x)),
+        eps: b.tensor('f32', [L], Float32Array.from({ length: L }, (_, l) => 1e-6 * (l + 1))),
+        numKvHeads: H,
+        headDim: D,
+        ropeBase: 10000,
+      });
+      const ctxHidden = b.tensor(dtype, [T, hidden], values(T * hidden, 33));
+      const positions = b.tensor('i32', [T], Int32Array.from({ length: T }, (_, t) => 3 * t + 1));
+      const slots = b.tensor('i32', [T], Int32Array.from({ length: T }, (_, t) => (t === 7 ? -1 : (t * 7) % 29)));
+      const layers: Promise<Float32Array>[] = [];
+      const pools: Promise<ArrayBufferView>[] = [];
+      await withTuning({ materializerSchedule: schedule, overlapLayersPerStage: per, overlapNormMultiprocessors: normSMs }, async () => {
+        m.materialize({ ctxHidden, positions, writeLayerKv: (_l: number, k: Tensor, v: Tensor) => layers.push(b.read(k) as Promise<Float32Array>, b.read(v) as Promise<Float32Array>) });
+        for (const kind of POOL_KINDS) {
+          if (kind.fp8 && dtype !== 'bf16') continue;
+          const poolDtype = kind.fp8 ? 'fp8e4m3' : dtype;
+          const shape = kind.hnd ? [L, S / 16, H, 16, D] : [L, S, H, D];
+          const n = L * S * H * D;
+          const pool = (seed: number) => (kind.fp8 ? b.tensorFromBits('fp8e4m3', shape, Uint8Array.from(values(n, seed), (x) => Math.floor((x + 1) * 60))) : b.tensor(poolDtype as FloatDType, shape, values(n, seed)));
+          const [kPool, vPool] = [pool(34), pool(35)];
+          const scales = kind.fp8 ? { kScale: b.tensor('f32', [H], [0.05, 0.08]), vScale: b.tensor('f32', [H], [0.07, 0.11]) } : {};
+          m.materializeInto({ ctxHidden, positions, slots, kPool, vPool, ...scales, ...(kind.hnd ? { layout: 'HND' } : {}) });
+          pools.push(b.readBits(kPool), b.readBits(vPool));
+        }
+      });
+      await b.sync();
+      const out = { layers: await Promise.all(layers), pools: await Promise.all(pools) };
+      m.dispose();
+      return out;
+    };
+
+    it('the overlapped materializer schedule gives the batched one\'s bits on the package GEMM: materialize and every pool kind, one and two layers a stage, norms on the whole device or on 4 multiprocessors', async () => {
+      const k = await createCudaBackend({ gemm: 'kvkit' });
+      try {
+        for (const dtype of ['bf16', 'f32'] as const) {
+          const batched = await materializeAll(k, dtype, 'batched');
+          for (const [per, normSMs] of [[1, 0], [2, 0], [1, 4]] as const) {
+            const how = `${dtype}, ${per} a stage, norms on ${normSMs || 'all'} multiprocessors`;
+            const overlapped = await materializeAll(k, dtype, 'overlapped', per, normSMs);
+            for (const [i, want] of batched.layers.entries()) check(sameBits(overlapped.layers[i]!, want), `${how}: layer ${i >> 1} ${i & 1 ? 'V' : 'K'} differs from the batched schedule's`);
+            for (const [i, want] of batched.pools.entries()) check(sameBytes(overlapped.pools[i]!, want), `${how}: ${POOL_KINDS[i >> 1]!.name} ${i & 1 ? 'vPool' : 'kPool'} differs from the batched schedule's`);
+          }
+        }
+      } finally {
+        k.dispose();
+      }
+    }, 120_000);
+
+    it('the overlapped materializer schedule on cuBLASLt is within rounding of the batched one (its algorithm may differ with the batch and the multiprocessors targeted)', async () => {
+      const b = backend();
+      const batched = await materializeAll(b, 'bf16', 'batched');
+      for (const normSMs of [0, 8]) {
+        const overlapped = await materializeAll(b, 'bf16', 'overlapped', 1, normSMs);
+        for (const [i, want] of batched.layers.entries()) {
+          const error = relativeError(overlapped.layers[i]!, want);
+          check(error <= 1e-2, `norms on ${normSMs || 'all'} multiprocessors, layer ${i >> 1} ${i & 1 ? 'V' : 'K'}: relative error ${error} against the batched schedule`);
+        }
+      }
+    }, 60_000);
+
+    it('on the overlapped schedule a call the device check rejects writes nothing to any layer of the pools, and the next call writes them all', async () => {
+      const b = backend();
+      const [L, H, D, hidden, T, S] = [4, 2, 128, 64, 24, 32];
+      await withTuning({ materializerSchedule: 'overlapped', overlapLayersPerStage: 1, overlapNormMultiprocessors: 4 }, async () => {
+        const m = untyped(b).createKvMaterializer({
+          kvWeight: b.tensor('bf16', [L, 2 * H * D, hidden], values(L * 2 * H * D * hidden, 41, 0.2)),
+          kNormWeight: b.tensor('bf16', [L, D], new Float32Array(L * D).fill(1)),
+          eps: 1e-6,
+          numKvHeads: H,
+          headDim: D,
+          ropeBase: 10000,
+        });
+        const ctxHidden = b.tensor('bf16', [T, hidden], values(T * hidden, 42));
+        const slots = b.tensor('i32', [T], Int32Array.from({ length: T }, (_, t) => t));
+        const kPool = b.tensor('bf16', [L, S, H, D], values(L * S * H * D, 43));
+        const vPool = b.tensor('bf16', [L, S, H, D], values(L * S * H * D, 44));
+        const held = [await b.readBits(kPool), await b.readBits(vPool)];
+        // One bad slot (past the pool) among good tokens: found by the device check, thrown by the next sync.
+        const bad = b.tensor('i32', [T], Int32Array.from({ length: T }, (_, t) => (t === T - 1 ? S : t)));
+        const positions = b.tensor('i32', [T], Int32Array.from({ length: T }, (_, t) => t));
+        m.materializeInto({ ctxHidden, positions, slots: bad, kPool, vPool });
+        let thrown: unknown;
+        try {
+          await b.sync();
+        } catch (e) {
+          thrown = e;
+        }
+        check(thrown !== undefined, 'sync after a call with a slot past the pool did not throw');
+        check(sameBytes(await b.readBits(kPool), held[0]!) && sameBytes(await b.readBits(vPool), held[1]!), 'the rejected call wrote into the pools');
+        m.materializeInto({ ctxHidden, positions, slots, kPool, vPool });
+        await b.sync();
+        const [kAfter, vAfter] = [await b.readBits(kPool), await b.readBits(vPool)];
+        const layer = S * H * D * 2;
+        for (let l = 0; l < L; l++) {
+          const rows = T * H * D * 2;
+          const changed = (a: ArrayBufferView, was: ArrayBufferView) => !sameBytes(bytesOf(a).subarray(l * layer, l * layer + rows), bytesOf(was).subarray(l * layer, l * layer + rows));
+          check(changed(kAfter, held[0]!) && changed(vAfter, held[1]!), `layer ${l}: the call after the rejected one left the pools' rows as they were`);
+        }
+        m.dispose();
+      });
     }, 60_000);
 
     it('profiling: copy ceiling, device time of an op, and the projection GEMM report sane figures', async () => {

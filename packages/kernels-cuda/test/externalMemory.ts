@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { createCudaBackend, streamOf, wrapDeviceMemory } from '../src/index.js';
 import { ELEMENT_BYTES } from '../src/runtime/cudaTensor.js';
 import { ApplicationCuda } from './applicationCuda.js';
-import { untyped, values } from './checkSupport.js';
+import { untyped, values, withTuning } from './checkSupport.js';
 
 function check(ok: boolean, message: string): void {
   if (!ok) throw new Error(message);
@@ -236,6 +236,50 @@ export function defineExternalMemoryChecks(): void {
       app!.fill(after, 7, 64);
       check(app!.download(after, 64).every((x) => x === 7), "the application's stream no longer works after dispose");
       app!.free(after);
+    }, 60_000);
+
+    it("on the application's stream, the overlapped materializer's pool writes have all landed for work ordered after the call", async () => {
+      const on = await createCudaBackend({ stream: app!.stream });
+      try {
+        // Many tokens over eight one-layer stages: an event taken before the last stage's norm would leave rows unwritten.
+        const [L, H, D, hidden, T] = [8, 8, 128, 512, 4096];
+        const S = T;
+        const bytes = L * S * H * D * 2;
+        const m = untyped(on).createKvMaterializer({
+          kvWeight: on.tensor('bf16', [L, 2 * H * D, hidden], values(L * 2 * H * D * hidden, 51, 0.1)),
+          kNormWeight: on.tensor('bf16', [L, D], new Float32Array(L * D).fill(1)),
+          eps: 1e-6,
+          numKvHeads: H,
+          headDim: D,
+          ropeBase: 10000,
+        });
+        const ctxHidden = on.tensor('bf16', [T, hidden], values(T * hidden, 52));
+        const positions = on.tensor('i32', [T], Int32Array.from({ length: T }, (_, t) => t));
+        const slots = on.tensor('i32', [T], Int32Array.from({ length: T }, (_, t) => t));
+        const [kPtr, vPtr, copied] = [app!.alloc(bytes), app!.alloc(bytes), app!.alloc(2 * bytes)];
+        app!.fill(kPtr, 0, bytes);
+        app!.fill(vPtr, 0, bytes);
+        const kPool = wrapDeviceMemory(on, kPtr, 'bf16', [L, S, H, D]);
+        const vPool = wrapDeviceMemory(on, vPtr, 'bf16', [L, S, H, D]);
+        const side = app!.newStream();
+        await withTuning({ materializerSchedule: 'overlapped', overlapLayersPerStage: 1 }, async () => {
+          m.materializeInto({ ctxHidden, positions, slots, kPool, vPool });
+          // The application's side stream copies the pools out behind an event on its stream, taken as the call returns.
+          app!.order(side, app!.stream);
+          app!.copy(copied, kPtr, bytes, side);
+          app!.copy(copied + BigInt(bytes), vPtr, bytes, side);
+        });
+        const early = app!.download(copied, 2 * bytes, side);
+        await on.sync();
+        const [k, v] = [bytesOf(await on.readBits(kPool)), bytesOf(await on.readBits(vPool))];
+        check(sameBytes(early.subarray(0, bytes), k), 'kPool copied behind the call is not the pool as the call left it');
+        check(sameBytes(early.subarray(bytes), v), 'vPool copied behind the call is not the pool as the call left it');
+        check(!k.every((x) => x === 0), 'the call wrote nothing into kPool');
+        m.dispose();
+        for (const p of [kPtr, vPtr, copied]) app!.free(p);
+      } finally {
+        on.dispose();
+      }
     }, 60_000);
 
     it('refuses a stream that is not a handle, and a device option other than the stream\'s, with KV044', async () => {

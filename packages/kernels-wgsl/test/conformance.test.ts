@@ -7,7 +7,7 @@ const probe = await probeWebGpu();
 if (probe.ok) {
   defineConformanceSuite('webgpu', () => createWebGpuBackend(), { dtypes: ['f32', 'f16', 'bf16'] });
   defineValidationSuite('webgpu', () => createWebGpuBackend());
-  definePropertySuite('webgpu', () => createWebGpuBackend(), { runs: { valid: 20, broken: 300, interleaved: 8 } });
+  definePropertySuite('webgpu', () => createWebGpuBackend(), { runs: { valid: 20, broken: 300, interleaved: 8, readSide: 15, readSideBroken: 90 } });
 } else {
   console.warn(`kernels-wgsl: conformance skipped, no WebGPU adapter here: ${probe.reason}`);
   describe.skip(`webgpu conformance (skipped: no WebGPU adapter: ${probe.tried})`, () => {

@@ -3,9 +3,11 @@ import type { Fp8DType } from '@kvkit/contracts';
 import { afterAll, describe, expect, it } from 'vitest';
 import { findAdapter, KERNEL_TOGGLES } from '../src/runtime/adapter.js';
 import { chooseF16Conversion } from '../src/runtime/f16Conversion.js';
-import { halfFloatWgsl, INTEGER_F16 } from '../src/shaders/common.wgsl.js';
+import { INTEGER_F16 } from '../src/shaders/common.wgsl.js';
+import { minifyWgslPiece } from '../scripts/wgslMinify.js';
 import { FP8_WGSL, fp8Encode, fp8Quotient } from '../src/shaders/fp8.wgsl.js';
 import type { F16Conversion } from '../src/shaders/common.wgsl.js';
+import { runWordKernel } from './wordKernel.js';
 
 // The host codec is tested in @kvkit/contracts; here, that the shaders' own conversions agree with it.
 
@@ -16,41 +18,13 @@ afterAll(() => device?.destroy());
 const chosen = device ? await chooseF16Conversion(device) : INTEGER_F16;
 if (probe.ok) console.log(`kernels-wgsl: the f16 probe chose ${JSON.stringify(chosen)} on ${probe.description}`);
 const BUILTIN_F16: F16Conversion = { decode: 'builtin', encode: 'builtin' };
+/** A line of FP8_WGSL as the build ships it (minified, as this package's tests import it), for the tests that edit it. */
+const shipped = (line: string) => minifyWgslPiece(line)!;
 
-/** Runs `body` (WGSL statements using `input[i]` and writing `output[i]`) over `input` on the device, converting f16 as `f16` says, after `prelude`. */
+/** Runs `body` over `input` on the device, converting f16 as `f16` says, after `prelude` (wordKernel.ts). */
 async function onDevice(body: string, input: Uint32Array, f16: F16Conversion = INTEGER_F16, prelude = ''): Promise<Uint32Array> {
   if (!device) throw new Error('no adapter');
-  const module = device.createShaderModule({
-    code: `${halfFloatWgsl(f16)}${prelude}
-@group(0) @binding(0) var<storage, read> input: array<u32>;
-@group(0) @binding(1) var<storage, read_write> output: array<u32>;
-@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) n: vec3<u32>) {
-  let i = id.y * n.x * 64u + id.x;
-  if (i >= arrayLength(&input)) { return; }
-  ${body}
-}`,
-  });
-  const pipeline = device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: 'main' } });
-  const bytes = input.byteLength;
-  const src = device.createBuffer({ size: bytes, usage: GPUBufferUsage.STORAGE, mappedAtCreation: true });
-  new Uint32Array(src.getMappedRange()).set(input);
-  src.unmap();
-  const dst = device.createBuffer({ size: bytes, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC });
-  const readback = device.createBuffer({ size: bytes, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
-  const encoder = device.createCommandEncoder();
-  const pass = encoder.beginComputePass();
-  pass.setPipeline(pipeline);
-  pass.setBindGroup(0, device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries: [{ binding: 0, resource: { buffer: src } }, { binding: 1, resource: { buffer: dst } }] }));
-  const groups = Math.ceil(input.length / 64);
-  pass.dispatchWorkgroups(Math.min(groups, 65535), Math.ceil(groups / 65535));
-  pass.end();
-  encoder.copyBufferToBuffer(dst, 0, readback, 0, bytes);
-  device.queue.submit([encoder.finish()]);
-  await readback.mapAsync(GPUMapMode.READ);
-  const out = new Uint32Array(readback.getMappedRange().slice(0));
-  readback.unmap();
-  for (const b of [src, dst, readback]) b.destroy();
-  return out;
+  return runWordKernel(device, { body, input, f16, prelude });
 }
 
 function f32Bits(x: number): number {
@@ -206,7 +180,7 @@ describe.skipIf(!probe.ok)(`device conversions (WGSL) agree with the host${probe
 
   it('corrects a seed quotient a dozen units off either way to the same exact bits', async () => {
     // The f32 quotient that seeds the division is within 2.5 ulp (12 units of the 26-bit quotient); force it off by as much.
-    const seed = 'var q = u32(f32(mx) / f32(ms) * 33554432.0);';
+    const seed = shipped('var q = u32(f32(mx) / f32(ms) * 33554432.0);');
     expect(FP8_WGSL).toContain(seed);
     const exact = await onDevice('if (i % 2u == 0u) { output[i] = quotientBits(input[i], input[i + 1u]); }', QUOTIENT_PAIRS, INTEGER_F16, FP8_WGSL);
     for (const off of ['+ 12u', '- 12u', '+ 1u', '- 1u']) {
@@ -242,9 +216,9 @@ describe.skipIf(!probe.ok)(`device conversions (WGSL) agree with the host${probe
     // x times f32's inverse of s may be 3 * 2^-23 off relatively: 7 units of the quotient's bits where the exact one is a
     // binade lower. Forced 7 off, the codes stay exact; with no slack around the product, they do not (so the test sees
     // the slack at work).
-    const product = 'bitcast<f32>(ax) * inverse';
+    const product = shipped('bitcast<f32>(ax) * inverse');
     expect(FP8_WGSL).toContain(product);
-    const slack = 'const QUOTIENT_SLACK = 8u;';
+    const slack = shipped('const QUOTIENT_SLACK = 8u;');
     expect(FP8_WGSL).toContain(slack);
     for (const dtype of ['fp8e4m3', 'fp8e5m2'] as const) {
       const pairs = fp8BoundaryPairs(dtype);

@@ -29,6 +29,8 @@ const SMALL_PIECES: AttentionCase[] = [
   { name: 'head dim 6 (u32 units), MQA', Hq: 4, H: 1, D: 6, requests: [[2, 50], [1, 9]] },
   { name: 'fp8e5m2, head dim 5 (byte reads)', Hq: 2, H: 1, D: 5, pool: 'fp8e5m2', requests: [[1, 37], [2, 8]] },
   { name: 'fp8e4m3, head dim 12 (u32 units of four codes), i64 indices', Hq: 2, H: 2, D: 12, pool: 'fp8e4m3', index: 'i64', requests: [[3, 44], [1, 1]] },
+  { name: 'MLA split over pieces: the 576-wide latent as K, its first 512 as V', Hq: 8, H: 1, D: 576, vHeadDim: 512, latent: true, scale: 0.1, requests: [[1, 70], [2, 40], [1, 5]] },
+  { name: 'split, vHeadDim 5 of 12 (odd output rows, half-word stores in the merge)', Hq: 2, H: 1, D: 12, vHeadDim: 5, requests: [[1, 50], [3, 33]] },
 ];
 
 const COPIES: CopyCase[] = [

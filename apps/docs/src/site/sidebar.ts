@@ -39,6 +39,7 @@ export function sidebar(entries: readonly CatalogEntry[], ops: readonly OpDecl[]
         ...ropeVariants(ops).map((tag) => ({ label: tag, link: `/rope/${tag}/` })),
         { label: 'exact and float32 angles', link: '/rope/exact-angles/' },
         { label: 'mRoPE (multimodal)', link: '/rope/mrope/' },
+        { label: 'mRoPE, interleaved (Qwen3-VL)', link: '/rope/mrope-interleaved/' },
         { label: 'Q/K-norm before RoPE', link: '/rope/qk-norm/' },
       ],
     },

@@ -6,10 +6,10 @@ import { randomValues, Rng } from '../data.js';
 import { compare } from '../tolerances.js';
 import { readFloats, Scope, untyped } from '../tensors.js';
 import type { UntypedMaterializer } from '../tensors.js';
-import { buildArgs, createSpec, fusedSpec, isTensorSpec, makeTensor, materializerCallSpec, ropePoolSpec } from './callSpecs.js';
+import { attentionSpec, buildArgs, copySpec, createSpec, fusedSpec, isTensorSpec, makeTensor, materializerCallSpec, ropePoolSpec } from './callSpecs.js';
 import type { CallSpec, ParamSpec, TensorSpec } from './callSpecs.js';
-import { fusedConfigs, materializerConfigs, ropePoolConfigs } from './configs.js';
-import type { FusedConfig, MaterializerConfig, RopePoolConfig } from './configs.js';
+import { attentionConfigs, copyConfigs, fusedConfigs, materializerConfigs, ropePoolConfigs } from './configs.js';
+import type { AttentionConfig, CopyConfig, FusedConfig, MaterializerConfig, RopePoolConfig } from './configs.js';
 
 /**
  * A valid random call with exactly one thing broken: a shape axis, the
@@ -18,9 +18,24 @@ import type { FusedConfig, MaterializerConfig, RopePoolConfig } from './configs.
  * answer is a ContractError with a catalog code, thrown by the call (or, for
  * a value held on the device, by the next sync), and no caller-owned output
  * or pool changes, except, at sync, the rows of the tokens that were fine.
+ * pagedAttention and copySlots answer with the very code the CPU reference
+ * throws for the same arguments, and write nothing at all.
  */
 
-export type BrokenOp = 'fusedNormRopeStacked' | 'ropePoolFused' | 'createKvMaterializer' | 'KvMaterializer.materialize' | 'KvMaterializer.materializeInto';
+export type BrokenOp = 'fusedNormRopeStacked' | 'ropePoolFused' | 'createKvMaterializer' | 'KvMaterializer.materialize' | 'KvMaterializer.materializeInto' | 'pagedAttention' | 'copySlots';
+
+/**
+ * The read-side ops: their broken calls must throw the code the CPU
+ * reference throws for the same arguments, and write nothing even when the
+ * device finds the error (their kernels gate on the call's flag word).
+ */
+const READ_SIDE: ReadonlySet<BrokenOp> = new Set(['pagedAttention', 'copySlots']);
+
+/** Codes of the rules an op checks on a GPU (offsets, segments, slot and scale values): reported at sync there, whatever was changed. */
+const FOUND_ON_DEVICE: Partial<Record<BrokenOp, readonly string[]>> = { pagedAttention: ['KV019', 'KV078', 'KV079', 'KV080'], copySlots: ['KV019', 'KV038'] };
+
+/** Ops that take a ropeStyle. */
+const STYLED: ReadonlySet<BrokenOp> = new Set(['fusedNormRopeStacked', 'ropePoolFused', 'createKvMaterializer']);
 
 interface BaseCall {
   readonly op: BrokenOp;
@@ -62,6 +77,8 @@ function dtypesBrokenFor(arg: TensorSpec, anchor: DType): DType[] {
       return DTYPES.filter((d) => d !== anchor && d !== 'f32');
     case 'f32':
       return DTYPES.filter((d) => d !== 'f32');
+    case 'own':
+      return DTYPES.filter((d) => d !== arg.dtype);
   }
 }
 
@@ -81,6 +98,14 @@ function paramValuesBrokenFor(p: ParamSpec, headDim: number): unknown[] {
       return [-1e-6, Number.NaN, String(n)];
     case 'style':
       return [...BAD_STYLES];
+    case 'flag':
+      return ['yes', 1, 'true'];
+    case 'positive':
+      return [0, -n, Number.NaN, Number.POSITIVE_INFINITY, String(n)];
+    case 'window':
+      return [0, -1, 1.5, Number.NaN, String(n)];
+    case 'layout':
+      return ['NDH', 'hnd', 1, ''];
   }
 }
 
@@ -89,8 +114,65 @@ function shapeOf(spec: CallSpec, name: string): readonly number[] {
   return a && isTensorSpec(a) ? a.shape : [];
 }
 
+/** One entry of an index or scale tensor changed. */
+function withEntry(spec: CallSpec, arg: string, i: number, value: number): Break {
+  const values = Array.from((spec.args[arg] as TensorSpec).values);
+  values[i] = value;
+  return { kind: 'value', arg, values, badTokens: [] };
+}
+
+/** fp8 scales that are 0, negative, NaN or infinite (KV019). */
+function scaleBreaks(spec: CallSpec): Break[] {
+  return Object.keys(spec.args)
+    .filter((name) => name.endsWith('Scale'))
+    .flatMap((name) => [0, -0.5, Number.NaN, Number.POSITIVE_INFINITY].map((v) => withEntry(spec, name, (spec.args[name] as TensorSpec).values.length - 1, v)));
+}
+
+/** pagedAttention's offsets, segments and slots, and copySlots' slots, out of their rules one entry at a time. */
+function readSideValueBreaks(base: BaseCall): Break[] {
+  const { spec } = base;
+  const values = (name: string) => Array.from((spec.args[name] as TensorSpec).values);
+  const wide = (name: string) => (spec.args[name] as TensorSpec).dtype === 'i64';
+  const out = scaleBreaks(spec);
+  if (base.op === 'copySlots') {
+    const slotsOf = (pool: string) => {
+      const shape = shapeOf(spec, pool);
+      return shape.length === 4 ? shape[0]! * shape[2]! : shape[0]!;
+    };
+    for (const [name, S] of [['fromSlots', slotsOf('kSrc')], ['toSlots', slotsOf('kDst')]] as const) {
+      const last = values(name).length - 1;
+      if (last < 0) continue;
+      out.push(withEntry(spec, name, 0, S), withEntry(spec, name, last, S + 5), withEntry(spec, name, last, wide(name) ? 2 ** 40 : 2 ** 31 - 1));
+    }
+    return out;
+  }
+  const q = values('qIndptr');
+  const kv = values('kvIndptr');
+  const slots = values('kvSlots');
+  const B = q.length - 1;
+  const shape = shapeOf(spec, 'kPool');
+  const S = shape.length === 4 ? shape[0]! * shape[2]! : shape[0]!;
+  if (slots.length > 0) {
+    const last = slots.length - 1;
+    out.push(withEntry(spec, 'kvSlots', 0, S), withEntry(spec, 'kvSlots', last, S + 3), withEntry(spec, 'kvSlots', last, -1), withEntry(spec, 'kvSlots', 0, wide('kvSlots') ? 2 ** 40 : 2 ** 31 - 1));
+  }
+  // Offsets that do not start at 0, end past their total or go backwards.
+  out.push(withEntry(spec, 'qIndptr', 0, 1), withEntry(spec, 'qIndptr', B, q[B]! + 1), withEntry(spec, 'kvIndptr', B, kv[B]! + 2));
+  if (kv[B]! > 0) out.push(withEntry(spec, 'kvIndptr', B, kv[B]! - 1));
+  for (let b = 1; b < B; b++) out.push(withEntry(spec, 'qIndptr', b, q[b + 1]! + 1));
+  // A query moved across the boundary of requests b and b + 1, to one with no cached token to spare: more queries than cached tokens.
+  const qLen = (r: number) => q[r + 1]! - q[r]!;
+  const kvLen = (r: number) => kv[r + 1]! - kv[r]!;
+  for (let b = 0; b + 1 < B; b++) {
+    if (qLen(b + 1) > 0 && qLen(b) + 1 > kvLen(b)) out.push(withEntry(spec, 'qIndptr', b + 1, q[b + 1]! + 1));
+    if (qLen(b) > 0 && qLen(b + 1) + 1 > kvLen(b + 1)) out.push(withEntry(spec, 'qIndptr', b + 1, q[b + 1]! - 1));
+  }
+  return out;
+}
+
 /** Out-of-bounds index values the contracts check, one token at a time. */
 function valueBreaks(base: BaseCall): Break[] {
+  if (READ_SIDE.has(base.op)) return readSideValueBreaks(base);
   const out: Break[] = [];
   const spec = base.spec;
   const positions = spec.args.positions as TensorSpec | undefined;
@@ -134,7 +216,8 @@ export function breaksOf(base: BaseCall): Break[] {
     }
     a.shape.forEach((d, axis) => {
       if (a.freeAxes?.includes(axis)) return;
-      for (const dim of new Set([0, d + 1, d - 1, 2 * d + 3, HUGE_DIM])) if (dim >= 0 && dim !== d) out.push({ kind: 'axis', arg, axis, dim });
+      const fine = (dim: number) => a.alsoValid?.some((shape) => shape.length === a.shape.length && shape.every((x, i) => x === (i === axis ? dim : a.shape[i])));
+      for (const dim of new Set([0, d + 1, d - 1, 2 * d + 3, HUGE_DIM])) if (dim >= 0 && dim !== d && !fine(dim)) out.push({ kind: 'axis', arg, axis, dim });
     });
     out.push({ kind: 'rank', arg, shape: [...a.shape, 1, 1] });
     // A flattenable [T, 1] or [1, T] loses its unit axis and stays valid.
@@ -143,7 +226,7 @@ export function breaksOf(base: BaseCall): Break[] {
     out.push({ kind: 'foreign', arg, on: 'another instance' }, { kind: 'foreign', arg, on: 'the CPU reference' }, { kind: 'disposed', arg });
     if (!a.optional) out.push({ kind: 'missing', arg });
   }
-  if (!('ropeStyle' in spec.args) && base.op !== 'KvMaterializer.materialize' && base.op !== 'KvMaterializer.materializeInto') {
+  if (!('ropeStyle' in spec.args) && STYLED.has(base.op)) {
     for (const value of BAD_STYLES) out.push({ kind: 'param', arg: 'ropeStyle', value });
   }
   for (const arg of UNKNOWN_KEYS) out.push({ kind: 'unknown', arg });
@@ -154,6 +237,8 @@ export function breaksOf(base: BaseCall): Break[] {
 type Drawn =
   | { readonly op: 'fusedNormRopeStacked'; readonly config: FusedConfig }
   | { readonly op: 'ropePoolFused'; readonly config: RopePoolConfig }
+  | { readonly op: 'pagedAttention'; readonly config: AttentionConfig }
+  | { readonly op: 'copySlots'; readonly config: CopyConfig }
   | { readonly op: 'createKvMaterializer' | 'KvMaterializer.materialize' | 'KvMaterializer.materializeInto'; readonly config: MaterializerConfig };
 
 export type BrokenCall = Drawn & { readonly broken: Break };
@@ -167,27 +252,44 @@ export function baseOf(x: Drawn): BaseCall {
       return { op: x.op, spec: ropePoolSpec(x.config) };
     case 'createKvMaterializer':
       return { op: x.op, spec: createSpec(x.config) };
+    case 'pagedAttention':
+      return { op: x.op, spec: attentionSpec(x.config) };
+    case 'copySlots':
+      return { op: x.op, spec: copySpec(x.config) };
     default:
       return { op: x.op, spec: materializerCallSpec(x.config, 0), materializer: x.config };
   }
 }
 
-export const brokenCalls: fc.Arbitrary<BrokenCall> = fc
-  .oneof(
-    fusedConfigs.map((config) => ({ op: 'fusedNormRopeStacked' as const, config })),
-    ropePoolConfigs.map((config) => ({ op: 'ropePoolFused' as const, config })),
-    materializerConfigs.map((config) => ({ op: 'createKvMaterializer' as const, config })),
-    materializerConfigs.map((config) => ({ op: `KvMaterializer.${config.calls[0]!.entry}` as const, config })),
-  )
-  .chain((drawn) => {
+/** A drawn call with one of its breaks. */
+function withOneBreak(drawn: fc.Arbitrary<Drawn>): fc.Arbitrary<BrokenCall> {
+  return drawn.chain((x) => {
     // A kind first, then one break of it: axis changes far outnumber the rest, value breaks would hardly come up.
-    const all = breaksOf(baseOf(drawn));
+    const all = breaksOf(baseOf(x));
     const kinds = [...new Set(all.map((b) => b.kind))];
     return fc
       .constantFrom(...kinds)
       .chain((kind) => fc.constantFrom(...all.filter((b) => b.kind === kind)))
-      .map((broken) => ({ ...drawn, broken }) as BrokenCall);
+      .map((broken) => ({ ...x, broken }) as BrokenCall);
   });
+}
+
+export const brokenCalls: fc.Arbitrary<BrokenCall> = withOneBreak(
+  fc.oneof(
+    fusedConfigs.map((config) => ({ op: 'fusedNormRopeStacked' as const, config })),
+    ropePoolConfigs.map((config) => ({ op: 'ropePoolFused' as const, config })),
+    materializerConfigs.map((config) => ({ op: 'createKvMaterializer' as const, config })),
+    materializerConfigs.map((config) => ({ op: `KvMaterializer.${config.calls[0]!.entry}` as const, config })),
+  ),
+);
+
+/** Broken calls of pagedAttention and copySlots, of those of the two in `ops` (what a backend runs). */
+export function readSideBrokenCalls(ops: readonly string[]): fc.Arbitrary<BrokenCall> {
+  const drawn: fc.Arbitrary<Drawn>[] = [];
+  if (ops.includes('pagedAttention')) drawn.push(attentionConfigs.map((config) => ({ op: 'pagedAttention' as const, config })));
+  if (ops.includes('copySlots')) drawn.push(copyConfigs.map((config) => ({ op: 'copySlots' as const, config })));
+  return withOneBreak(fc.oneof(...drawn));
+}
 
 export function describeBreak(b: Break): string {
   switch (b.kind) {
@@ -325,6 +427,10 @@ function invoke(base: BaseCall, backend: Backend, m: UntypedMaterializer | undef
       return m!.materialize({ ...args, writeLayerKv: () => void layersSeen.count++ });
     case 'KvMaterializer.materializeInto':
       return m!.materializeInto(args);
+    case 'pagedAttention':
+      return untyped(backend).pagedAttention(args);
+    case 'copySlots':
+      return untyped(backend).copySlots(args);
   }
 }
 
@@ -334,7 +440,7 @@ function disposeResult(v: unknown, args: Record<string, unknown>): void {
   const given = new Set(Object.values(args));
   const o = v as Record<string, { dispose?: () => void; disposed?: boolean } | undefined>;
   if (typeof (v as { dispose?: unknown }).dispose === 'function') (v as { dispose(): void }).dispose();
-  for (const key of ['kOut', 'vOut', 'qRot', 'kRot']) if (o[key] && !given.has(o[key]) && !o[key]!.disposed) o[key]!.dispose?.();
+  for (const key of ['kOut', 'vOut', 'qRot', 'kRot', 'out', 'lse']) if (o[key] && !given.has(o[key]) && !o[key]!.disposed) o[key]!.dispose?.();
 }
 
 function thrown(e: unknown): string {
@@ -346,6 +452,29 @@ export interface BrokenCallBackends {
   /** A second instance of the backend under test. */
   readonly twin: Backend;
   readonly cpu: Backend;
+  /** A second CPU instance, for the reference's run of a read-side call (its foreign tensors). */
+  readonly cpuTwin?: Backend;
+}
+
+/** The code the CPU reference throws for the same broken call (at the call, or at its sync), or 'accepted'. */
+async function referenceCode(on: BrokenCallBackends, base: BaseCall, broken: Break): Promise<string> {
+  if (!on.cpuTwin) throw new Error(`${base.op}: a read-side broken call needs BrokenCallBackends.cpuTwin`);
+  const r = new Scope(on.cpu);
+  const other = new Scope(on.cpuTwin);
+  try {
+    const p = prepare(base, broken, r, other, other, new Rng(0x0b5e55ed));
+    try {
+      const args = p.late ? { ...p.args, [broken.arg]: p.late() } : p.args;
+      disposeResult(invoke(base, on.cpu, undefined, args, { count: 0 }), args);
+      await on.cpu.sync();
+    } catch (e) {
+      return isContractError(e) ? e.code : `a non-ContractError (${thrown(e)})`;
+    }
+    return 'accepted';
+  } finally {
+    r.dispose();
+    other.dispose();
+  }
 }
 
 /** Runs one broken call and throws what went wrong, if anything. */
@@ -387,10 +516,14 @@ export async function checkBrokenCall(on: BrokenCallBackends, call: BrokenCall):
     if (error === undefined) throw new Error(`${what}: accepted (the call and sync() both succeeded)`);
     if (!isContractError(error)) throw new Error(`${what}: threw ${thrown(error)}, not a ContractError`);
     if (!(error.code in allErrors)) throw new Error(`${what}: code ${error.code} is not in the catalog (${error.message})`);
-    const deviceValue = broken.kind === 'value' || broken.kind === 'short cache';
+    if (READ_SIDE.has(base.op)) {
+      const expected = await referenceCode(on, base, broken);
+      if (error.code !== expected) throw new Error(`${what}: threw ${error.code} (${error.message}); the CPU reference's answer to the same arguments is ${expected}`);
+    }
+    const deviceValue = broken.kind === 'value' || broken.kind === 'short cache' || (FOUND_ON_DEVICE[base.op]?.includes(error.code) ?? false);
     if (atSync && !deviceValue) throw new Error(`${what}: ${error.code} came at sync(); a shape, dtype or argument error is thrown before anything is enqueued`);
     if (!atSync && layersSeen.count > 0) throw new Error(`${what}: writeLayerKv was called ${layersSeen.count} time(s) before ${error.code} was thrown`);
-    const allowed = atSync && deviceValue ? rowsGoodTokensWrite(base, broken.badTokens, p.watched) : new Map<Tensor, Set<number>>();
+    const allowed = atSync && deviceValue && !READ_SIDE.has(base.op) ? rowsGoodTokensWrite(base, 'badTokens' in broken ? broken.badTokens : [], p.watched) : new Map<Tensor, Set<number>>();
     const after = await Promise.all(p.watched.map((w) => readFloats(w.on, w.tensor)));
     const changed: string[] = [];
     p.watched.forEach((w, i) => {

@@ -1,13 +1,15 @@
-import type { Backend, Tensor } from '@kvkit/contracts';
+import type { Backend, FloatDType, Tensor } from '@kvkit/contracts';
+import { isFp8 } from '@kvkit/contracts';
 import { fusedNormRopeStackedOracle, ropePoolFusedOracle } from '../oracle.js';
+import { ATTENTION_TOLERANCE, LSE_TOLERANCE, pagedAttentionOracle, rowStart } from '../pagedAttention.js';
 import { collectLayers } from '../run-cases.js';
 import { Checks, RELATIVE_TOLERANCE, ropeBaseTolerance } from '../tolerances.js';
-import { gatherRows, readFloats, Scope, untyped } from '../tensors.js';
+import { gatherRows, readFloats, Scope, tensorProblems, untyped } from '../tensors.js';
 import type { UntypedMaterializer } from '../tensors.js';
-import { buildArgs, createSpec, fusedSpec, isTensorSpec, makeTensor, materializerCallSpec, ropePoolSpec } from './callSpecs.js';
+import { attentionSpec, buildArgs, copyDestination, copySpec, createSpec, fusedSpec, isTensorSpec, makeTensor, materializerCallSpec, roundToPool, ropePoolSpec } from './callSpecs.js';
 import type { CallSpec, TensorSpec } from './callSpecs.js';
 import { largestPosition } from './configs.js';
-import type { FusedConfig, MaterializerConfig, RopePoolConfig } from './configs.js';
+import type { AttentionConfig, CopyConfig, FusedConfig, MaterializerConfig, RopePoolConfig } from './configs.js';
 
 /**
  * A random valid call on the backend under test and on the CPU reference
@@ -181,6 +183,142 @@ export async function checkMaterializerCalls(backend: Backend, reference: Backen
       const untouched = Array.from({ length: L * call.S }, (_, row) => row).filter((row) => !named.has(row % call.S));
       checks.exact(`kPool rows no token names${at}`, gatherRows(k!, untouched, rowSize), gatherRows(valuesOf(spec, 'kPool'), untouched, rowSize));
       checks.exact(`vPool rows no token names${at}`, gatherRows(v!, untouched, rowSize), gatherRows(valuesOf(spec, 'vPool'), untouched, rowSize));
+    }
+    checks.done();
+  } finally {
+    s.dispose();
+    r.dispose();
+  }
+}
+
+/** A scale tensor's values spread over the heads ([1] is every head's); undefined where the call has none. */
+function perHead(spec: CallSpec, name: string, H: number): number[] | undefined {
+  const arg = spec.args[name];
+  if (!arg || !isTensorSpec(arg)) return undefined;
+  return Array.from({ length: H }, (_, h) => arg.values[arg.values.length === 1 ? 0 : h]!);
+}
+
+export async function checkAttentionCall(backend: Backend, reference: Backend, c: AttentionConfig): Promise<void> {
+  const spec = attentionSpec(c);
+  const s = new Scope(backend);
+  const r = new Scope(reference);
+  const checks = new Checks('pagedAttention');
+  try {
+    const made = new Map<string, Tensor>();
+    const got = untyped(backend).pagedAttention(buildArgs(s, spec, false, made));
+    s.track(got.out);
+    s.track(got.lse);
+    const ref = untyped(reference).pagedAttention(buildArgs(r, spec));
+    r.track(ref.out);
+    r.track(ref.lse);
+    await Promise.all([backend.sync(), reference.sync()]);
+    const { Hq, H, D } = c;
+    const qIndptr = valuesOf(spec, 'qIndptr');
+    const N = qIndptr.at(-1)!;
+    for (const [name, t, dtype, shape] of [['out', got.out, c.dtype, [N, Hq, D]], ['lse', got.lse, 'f32', [N, Hq]]] as const) {
+      const problems = tensorProblems(t, dtype, shape, backend);
+      checks.that(problems.length === 0, `${name}: ${problems.join('; ')}`);
+    }
+    if (c.out === 'given') checks.that(got.out === made.get('out'), "out is not the caller's tensor");
+    const [out, lse, refOut, refLse, kPool, vPool] = await Promise.all([
+      readFloats(backend, got.out),
+      readFloats(backend, got.lse),
+      readFloats(reference, ref.out),
+      readFloats(reference, ref.lse),
+      readFloats(backend, made.get('kPool')!),
+      readFloats(backend, made.get('vPool')!),
+    ]);
+    const oracle = pagedAttentionOracle({
+      Hq,
+      H,
+      D,
+      layout: c.layout ?? 'NHD',
+      pageSize: c.pageSize,
+      q: valuesOf(spec, 'q'),
+      k: valuesOf(spec, 'kPool'),
+      v: valuesOf(spec, 'vPool'),
+      kScale: perHead(spec, 'kScale', H),
+      vScale: perHead(spec, 'vScale', H),
+      qIndptr,
+      kvIndptr: valuesOf(spec, 'kvIndptr'),
+      kvSlots: c.kvSlots,
+      causal: c.causal ?? true,
+      scale: c.scale ?? 1 / Math.sqrt(D),
+      slidingWindow: c.slidingWindow,
+      logitSoftcap: c.logitSoftcap,
+    });
+    const rows = { shape: [N, Hq, D], axes: ['n', 'hq', 'd'] };
+    const heads = { shape: [N, Hq], axes: ['n', 'hq'] };
+    checks.close('out vs CPU reference', out, refOut, ATTENTION_TOLERANCE[c.dtype], rows);
+    checks.close('out vs f64 formulas', out, oracle.out, ATTENTION_TOLERANCE[c.dtype], rows);
+    checks.close('lse vs CPU reference', lse, refLse, LSE_TOLERANCE[c.dtype], heads);
+    checks.close('lse vs f64 formulas', lse, oracle.lse, LSE_TOLERANCE[c.dtype], heads);
+    checks.exact('kPool, read only', kPool, valuesOf(spec, 'kPool'));
+    checks.exact('vPool, read only', vPool, valuesOf(spec, 'vPool'));
+    checks.done();
+  } finally {
+    s.dispose();
+    r.dispose();
+  }
+}
+
+/**
+ * The destination pool `which` ('k' or 'v') after the copy, from the rule:
+ * each pair's source rows as they were before the call (in place too), the
+ * last pair naming a destination writing it; same dtype and scales keep the
+ * stored values, anything else goes through f32 (times the source scale,
+ * over the destination's) and is rounded once to the destination.
+ */
+export function copiedPool(c: CopyConfig, which: 'k' | 'v'): Float32Array {
+  const spec = copySpec(c);
+  const { H, D } = c;
+  const src = c.src;
+  const dst = copyDestination(c);
+  const from = valuesOf(spec, `${which}Src`);
+  const out = Float32Array.from(valuesOf(spec, `${which}Dst`));
+  const srcScale = perHead(spec, `${which}SrcScale`, H);
+  const dstScale = perHead(spec, `${which}DstScale`, H);
+  for (const [f, t] of c.pairs) {
+    if (f < 0 || t < 0) continue;
+    for (let h = 0; h < H; h++) {
+      const kept = src.dtype === dst.dtype && (!isFp8(src.dtype) || srcScale![h] === dstScale![h]);
+      for (let d = 0; d < D; d++) {
+        const stored = from[rowStart(src.layout ?? 'NHD', src.pageSize, H, D, f, h) + d]!;
+        const at = rowStart(dst.layout ?? 'NHD', dst.pageSize, H, D, t, h) + d;
+        if (kept) {
+          out[at] = stored;
+          continue;
+        }
+        const x = isFp8(src.dtype) ? Math.fround(stored * srcScale![h]!) : stored;
+        out[at] = isFp8(dst.dtype) ? roundToPool([Math.fround(x / dstScale![h]!)], dst.dtype)[0]! : roundToPool([x], dst.dtype as FloatDType)[0]!;
+      }
+    }
+  }
+  return out;
+}
+
+export async function checkCopyCall(backend: Backend, reference: Backend, c: CopyConfig): Promise<void> {
+  const spec = copySpec(c);
+  const s = new Scope(backend);
+  const r = new Scope(reference);
+  const checks = new Checks('copySlots');
+  try {
+    const made = new Map<string, Tensor>();
+    const refMade = new Map<string, Tensor>();
+    untyped(backend).copySlots(buildArgs(s, spec, false, made));
+    untyped(reference).copySlots(buildArgs(r, spec, false, refMade));
+    await Promise.all([backend.sync(), reference.sync()]);
+    const names = ['kDst', 'vDst', 'kSrc', 'vSrc'];
+    const [kDst, vDst, kSrc, vSrc] = await Promise.all(names.map((name) => readFloats(backend, made.get(name)!)));
+    const [refK, refV] = await Promise.all(names.slice(0, 2).map((name) => readFloats(reference, refMade.get(name)!)));
+    const pairs = `pairs [${c.pairs.map(([f, t]) => `${f}->${t}`).join(', ')}]`;
+    checks.exact(`kDst vs the rows of ${pairs}`, kDst!, copiedPool(c, 'k'));
+    checks.exact(`vDst vs the rows of ${pairs}`, vDst!, copiedPool(c, 'v'));
+    checks.exact('kDst vs CPU reference', kDst!, refK!);
+    checks.exact('vDst vs CPU reference', vDst!, refV!);
+    if (c.dst !== 'in place') {
+      checks.exact('kSrc, read only', kSrc!, valuesOf(spec, 'kSrc'));
+      checks.exact('vSrc, read only', vSrc!, valuesOf(spec, 'vSrc'));
     }
     checks.done();
   } finally {

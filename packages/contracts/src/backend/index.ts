@@ -11,6 +11,7 @@ export type {
   FusedNormRopeStackedChecked,
   KvMaterializerMaterializeChecked,
   KvMaterializerMaterializeIntoChecked,
+  MlaPoolFusedChecked,
   RopePoolFusedChecked,
 } from '../generated/validators.js';
 export { writtenInPlace } from '../generated/validators.js';
@@ -37,7 +38,10 @@ export {
   FLOAT32_REDUCTION_EXPONENTS,
   float32Angle,
   float32Frequencies,
+  longropeFactors,
+  longropeMagnitude,
   ropeAngles,
+  ropeAnglesKey,
   ropeAngleTable,
   ropeFrequencies,
   turnsAt,
@@ -46,7 +50,8 @@ export {
   yarnMagnitude,
 } from './rope.js';
 export type { RopeAngleMode, RopeAngles, RopeScaling, RopeSpec, WritableNumbers } from './rope.js';
-export { mropeBounds, mropeStreamOfPair, writeMropeCosSinRow, writeMropeRow } from './mrope.js';
+export { mropeBounds, mropeLayout, mropeStreamOfPair, writeMropeCosSinRow, writeMropeRow } from './mrope.js';
+export type { MropeLayout, MropeStreams } from './mrope.js';
 export { breaksValueRule, valueBounds, valueRuleError } from './valueRules.js';
 export { firstLongerSegment, firstOffsetsBreak, offsetsRuleError, segmentsWithinError } from './segmentRules.js';
 export type { OffsetsBounds, OffsetsBreak, SegmentBounds, SegmentsWithinBounds } from './segmentRules.js';

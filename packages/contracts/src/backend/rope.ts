@@ -1,6 +1,6 @@
 /**
  * RoPE angles, host side: the inverse frequencies f_j of plain and scaled
- * RoPE, the magnitude YaRN puts on cos and sin, the exact reduction of the
+ * RoPE, the magnitude YaRN and LongRoPE put on cos and sin, the exact reduction of the
  * angle p·f_j to turns, and the table the device paths read. Every backend
  * and the reference take their numbers from here.
  *
@@ -30,7 +30,7 @@ export interface RopeSpec {
 export interface RopeAngles {
   /** f_j for j < R/2: f64 values ('exact'), or f32 values held in f64 ('float32'). */
   readonly frequencies: Float64Array;
-  /** Factor on cos and sin: 1 except for YaRN (its attention factor). An f32 value in 'float32' mode. */
+  /** Factor on cos and sin: 1 except for YaRN and LongRoPE (their attention factor). An f32 value in 'float32' mode. */
   readonly magnitude: number;
   readonly mode: RopeAngleMode;
   /** f_j / 2π as 96-bit fractions, three u32 words per pair, most significant first. */
@@ -107,6 +107,25 @@ function yarnFrequencies(f: Float64Array, ropeBase: number, rotaryDim: number, s
   }
 }
 
+/**
+ * The factors LongRoPE divides the frequencies by: `longFactor` for a sequence
+ * past the original context, `shortFactor` otherwise, as transformers picks
+ * them from `seq_len`. The sequence length is `sequenceLength`, or
+ * factor·originalMaxPositions (the context the factor was declared for, as
+ * dynamic NTK takes it); never read from the positions.
+ */
+export function longropeFactors(s: Extract<RopeScaling, { type: 'longrope' }>): readonly number[] {
+  const seq = s.sequenceLength ?? (s.factor ?? 1) * s.originalMaxPositions;
+  return seq > s.originalMaxPositions ? s.longFactor : s.shortFactor;
+}
+
+/** LongRoPE's magnitude on cos and sin: attentionFactor, else sqrt(1 + ln(factor) / ln(originalMaxPositions)), 1 for factor <= 1. */
+export function longropeMagnitude(s: Extract<RopeScaling, { type: 'longrope' }>): number {
+  if (s.attentionFactor !== undefined) return s.attentionFactor;
+  const factor = s.factor ?? 1;
+  return factor <= 1 ? 1 : Math.sqrt(1 + Math.log(factor) / Math.log(s.originalMaxPositions));
+}
+
 /** The frequencies and magnitude of a spec's scaling, in f64, over its plain frequencies `f` (rescaled in place). */
 function scaled(f: Float64Array, spec: RopeSpec): { frequencies: Float64Array; magnitude: number } {
   const s = spec.ropeScaling;
@@ -123,6 +142,11 @@ function scaled(f: Float64Array, spec: RopeSpec): { frequencies: Float64Array; m
     case 'yarn':
       yarnFrequencies(f, spec.ropeBase, spec.rotaryDim, s);
       return { frequencies: f, magnitude: yarnMagnitude(s) };
+    case 'longrope': {
+      const factors = longropeFactors(s);
+      for (let j = 0; j < f.length; j++) f[j] = f[j]! / factors[j]!;
+      return { frequencies: f, magnitude: longropeMagnitude(s) };
+    }
   }
 }
 
@@ -174,7 +198,24 @@ function float32Scaled(spec: RopeSpec): { frequencies: Float64Array; magnitude: 
       });
       return { frequencies, magnitude: F(yarnMagnitude(s)) };
     }
+    case 'longrope': {
+      // 1.0 / (ext_factors * base ** (arange(0, R, 2).float() / R)), the factors an f32 tensor.
+      const factors = longropeFactors(s);
+      const frequencies = torchPowers(spec.ropeBase, R).map((p, j) => F(1 / F(F(factors[j]!) * p)));
+      return { frequencies, magnitude: F(longropeMagnitude(s)) };
+    }
   }
+}
+
+/**
+ * A key for the angle table of a spec, equal for specs with the same angles:
+ * a LongRoPE sequence length only picks one of its two lists, so a backend
+ * keeps two tables for it however many lengths its calls pass.
+ */
+export function ropeAnglesKey(spec: RopeSpec): string {
+  const s = spec.ropeScaling;
+  const scaling = s?.type === 'longrope' ? { ...s, sequenceLength: undefined, long: longropeFactors(s) === s.longFactor } : (s ?? null);
+  return JSON.stringify([spec.ropeBase, spec.rotaryDim, scaling, spec.angles ?? 'exact']);
 }
 
 /** The angles of `spec`: the one place where every scaling variant chooses its frequencies and magnitude. */
@@ -238,7 +279,7 @@ export function exactTurns(position: number, frequency: number): number {
   return position < 0 ? -t : t;
 }
 
-/** f_j / 2π as 96-bit fractions, three u32 words per pair (most significant first); every f_j is at most 1, so below one turn. */
+/** f_j / 2π mod 1 as 96-bit fractions, three u32 words per pair (most significant first): whole turns change no angle at an integer position (a LongRoPE factor below 1 can push f_j past 1). */
 function turnsOfFrequencies(frequencies: Float64Array): Uint32Array {
   const words = new Uint32Array(3 * frequencies.length);
   frequencies.forEach((f, j) => {

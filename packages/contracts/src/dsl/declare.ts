@@ -7,7 +7,7 @@ import type { DType } from '../tensor.js';
  * skeleton; nothing else states a shape rule.
  */
 
-/** A dim name (`T`), an integer literal (`2`), or a product of both (`2*H*D`). */
+/** A dim name (`T`), an integer literal (`2`), a product of both (`2*H*D`), or a sum of those (`C+R`). */
 export type DimExpr = string;
 
 /** A check's code and its message template; `{name}` marks a placeholder. */
@@ -51,6 +51,8 @@ export interface TensorArg {
   readonly byChoice?: ShapeByChoice;
   /** Several position streams (mRoPE): `[count, ...shape]` exactly when the `by` argument is given. */
   readonly streams?: StreamsRule;
+  /** A dim this tensor's shape binds is at least `min`, a dim expression bound before (a head dim and the RoPE part that ends it). */
+  readonly dimAtLeast?: { readonly dim: string; readonly min: DimExpr; readonly code: string };
 }
 
 /** Shapes keyed by the value of a choice argument; values not listed take the tensor's own `shape`, `code` and `rankCode`. */
@@ -101,6 +103,8 @@ export interface IntArg {
   readonly multipleOf?: { readonly of: DimExpr; readonly code: string };
   /** An inclusive upper bound the kernels are built for (a head dim that fits their tiles). */
   readonly atMost?: { readonly limit: number; readonly code: string };
+  /** An inclusive upper bound that is a dim bound before (a value head dim within the key head dim). */
+  readonly atMostDim?: { readonly of: DimExpr; readonly code: string };
 }
 
 export interface NumberArg extends NumberRule {
@@ -246,13 +250,20 @@ export interface TaggedField {
   readonly above?: number;
   /** Raised instead of the arg's `valueCode` when only the bound is broken (a finite number below it). */
   readonly boundCode?: string;
+  /**
+   * A list of numbers in place of one: one entry per pair of the dim it names (`R`: R/2 entries, LongRoPE's
+   * per-frequency factors). Anything but an array of that length raises `lengthCode`; an entry that is not a
+   * finite number within `min` and `above` raises `entryCode`.
+   */
+  readonly list?: { readonly halfOf: DimExpr; readonly lengthCode: string; readonly entryCode: string };
 }
 
-/** Within one variant, field `lower` must stay below field `upper` (defaults applied). */
+/** Within one variant, field `lower` must stay below field `upper` (defaults applied), or at most it where `equalAllowed`. */
 export interface TaggedOrder {
   readonly variant: string;
   readonly lower: string;
   readonly upper: string;
+  readonly equalAllowed?: boolean;
 }
 
 /**
@@ -298,10 +309,24 @@ export interface GivenForDtypeRule {
   readonly refusedCode: string;
 }
 
+/**
+ * A flag that lays a section list out another way (mRoPE's interleaved layout, Qwen3-VL): true only where the
+ * list is given (else `missingCode`); then the counts after the first, each taken every third pair from its
+ * stream's offset (1, then 2), must fit among the half-of-`halfOf` pairs (else `code`).
+ */
+export interface InterleavedSectionRule {
+  readonly kind: 'interleavedSection';
+  readonly flag: string;
+  readonly section: string;
+  readonly halfOf: DimExpr;
+  readonly missingCode: string;
+  readonly code: string;
+}
+
 /** An argument of an op, one kind per declaration helper (`tensor`, `int`, `number`, `choice`, ...). */
 export type Arg = TensorArg | IntArg | NumberArg | ChoiceArg | FlagArg | CallbackArg | IntListArg | TaggedArg;
 /** A check across arguments (exactly one given, distinct names, contiguous outputs, value rules, ...). */
-export type Rule = ExactlyOneRule | DistinctRule | ContiguousRule | ValueRule | OffsetsRule | SegmentsWithinRule | RequiresRule | GivenForDtypeRule;
+export type Rule = ExactlyOneRule | DistinctRule | ContiguousRule | ValueRule | OffsetsRule | SegmentsWithinRule | RequiresRule | GivenForDtypeRule | InterleavedSectionRule;
 /** One step of an op's contract, checked in order: an argument or a rule. */
 export type Step = Arg | Rule;
 
@@ -314,6 +339,8 @@ export interface OutputDecl {
   readonly dtype?: DType;
   readonly shape: readonly DimExpr[];
   readonly doc: string;
+  /** Returned only where this optional argument is given (rotated queries only where there are queries). */
+  readonly given?: string;
 }
 
 /** An op's whole contract: its name, dims, steps, outputs and error table, from which its signature, validator, catalog entries and docs page are generated. */
@@ -396,6 +423,7 @@ export const exactlyOne = (names: readonly string[], code: string): ExactlyOneRu
 export const distinct = (names: readonly [string, string], code: string): DistinctRule => ({ kind: 'distinct', names, code });
 export const contiguous = (names: readonly string[], code: string): ContiguousRule => ({ kind: 'contiguous', names, code });
 export const values = (name: string, spec: Omit<ValueRule, 'kind' | 'name'>): ValueRule => ({ kind: 'values', name, ...spec });
+export const interleavedSection = (spec: Omit<InterleavedSectionRule, 'kind'>): InterleavedSectionRule => ({ kind: 'interleavedSection', ...spec });
 export const givenForDtype = (names: readonly string[], spec: Omit<GivenForDtypeRule, 'kind' | 'names'>): GivenForDtypeRule => ({ kind: 'givenForDtype', names, ...spec });
 
 export const FLOAT = { oneOf: ['f32', 'f16', 'bf16'] } as const satisfies DTypeRule;

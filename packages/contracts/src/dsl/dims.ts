@@ -6,6 +6,12 @@ export interface Product {
   readonly names: readonly string[];
 }
 
+/** A dim expression as its terms: `C+R` is two products, `2*H*D` one. */
+export function parseTerms(expr: DimExpr): Product[] {
+  return expr.split('+').map(parseDim);
+}
+
+/** One product term; a sum is split by parseTerms first. */
 export function parseDim(expr: DimExpr): Product {
   let constant = 1;
   const names: string[] = [];
@@ -20,18 +26,22 @@ export function parseDim(expr: DimExpr): Product {
 
 /** The value of a dim expression, or undefined while one of its dims is unbound. */
 export function evalDim(expr: DimExpr, dims: Readonly<Record<string, number>>): number | undefined {
-  const { constant, names } = parseDim(expr);
-  let v = constant;
-  for (const n of names) {
-    const d = dims[n];
-    if (d === undefined) return undefined;
-    v *= d;
+  let sum = 0;
+  for (const { constant, names } of parseTerms(expr)) {
+    let v = constant;
+    for (const n of names) {
+      const d = dims[n];
+      if (d === undefined) return undefined;
+      v *= d;
+    }
+    sum += v;
   }
-  return v;
+  return sum;
 }
 
 /** True for an expression that is one dim name: the first tensor axis it meets binds it. */
 export function isDimName(expr: DimExpr): boolean {
+  if (expr.includes('+')) return false;
   const p = parseDim(expr);
   return p.constant === 1 && p.names.length === 1;
 }

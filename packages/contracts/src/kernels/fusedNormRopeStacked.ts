@@ -1,6 +1,7 @@
 /** The kernels behind fusedNormRopeStacked (and the materializer's norm + RoPE pass). */
 import { FLOAT_DTYPES } from '../tensor.js';
 import { cudaKernel, entryGrid, i64, input, output, read, readWrite, u32, wgslKernel } from './declare.js';
+import { ownedSlotFields } from './ownedSlots.js';
 import { callFlag } from './valueChecks.js';
 import { poolWriteParams, poolWriteUniforms } from './kvPools.js';
 
@@ -17,8 +18,9 @@ export const fusedNormRopeCuda = cudaKernel({
     positions: input('void', '[T], or [3, T] with mRoPE'),
     // mRoPE (mrope.cuh): a zero stride leaves one stream.
     positionStreamStride: i64('0: positions [T]; T: mRoPE streams [3, T], stream s of token t at s*T + t'),
-    mropeTemporalPairs: i64('pairs j below it take the temporal stream'),
-    mropeHeightPairsEnd: i64('pairs j below it (and not temporal) take the height stream, the rest the width stream'),
+    mropeTemporalPairs: i64('pairs j below it take the temporal stream; interleaved: 3·height, the end of the height stride'),
+    mropeHeightPairsEnd: i64('pairs j below it (and not temporal) take the height stream, the rest the width stream; interleaved: 3·width'),
+    mropeInterleaved: i64('1: Qwen3-VL layout, height where j % 3 == 1 below mropeTemporalPairs, width where j % 3 == 2 below mropeHeightPairsEnd, temporal elsewhere'),
     slots: input('void', '[T] or null (token t writes row t)'),
     kOut: output('void', 'row (l, row, h) at l*outLayerStride + its pool row (kv_pool.cuh poolElement; (row*H + h)*D for NHD); may be kv itself (in place)'),
     vOut: output('void', 'laid out as kOut; null: V is not copied'),
@@ -45,9 +47,7 @@ export const fusedNormRopeCuda = cudaKernel({
     positionMin: i64('smallest valid position'),
     positionBelow: i64('exclusive bound of valid positions'),
     slotBelow: i64('exclusive bound of valid slots'),
-    slotOwners: input('SlotOwner', 'winners of duplicate slots, or null (see claim_slots)'),
-    slotOwnersMask: i64('slot-owner table capacity - 1'),
-    generation: i64("this call's generation in the slot-owner table"),
+    ...ownedSlotFields,
     rowsPerUnit: i64("head rows (of a token's L*H) per unit of work"),
     unitsPerToken: i64('ceil(L*H / rowsPerUnit)'),
     lanesPerRow: i64('power of two <= 32'),
@@ -75,8 +75,9 @@ export const normRopeWgsl = wgslKernel({
     positionBelow: u32('P (a cache) or 2^31 (a per-token table: any i32 position >= 0)'),
     // mRoPE (Qwen2-VL): stream s of token t at positions[s * streamStride + t], every stream checked.
     streamStride: u32('0: positions [T]; T: mRoPE streams [3, T]'),
-    temporalPairs: u32('pairs j below it take the temporal stream'),
-    heightPairsEnd: u32('pairs j below it (and not temporal) take the height stream, the rest the width stream'),
+    temporalPairs: u32('pairs j below it take the temporal stream; interleaved: 3·height, the end of the height stride'),
+    heightPairsEnd: u32('pairs j below it (and not temporal) take the height stream, the rest the width stream; interleaved: 3·width'),
+    interleaved: u32('1: Qwen3-VL layout, height where j % 3 == 1 below temporalPairs, width where j % 3 == 2 below heightPairsEnd, temporal elsewhere'),
     slotBelow: u32('S (scatter into pools)'),
     callFlag,
     epsWordOffset: u32('where eps starts in the weights buffer (eps packed after the weights)'),

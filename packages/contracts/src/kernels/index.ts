@@ -14,7 +14,8 @@ import { ropeNormRowsWgsl } from './ropeNormRows.js';
 import { claimSlotsCuda, ropePoolCuda, ropeRowsWgsl, ropeTableWgsl, slotOwnersWgsl } from './ropePoolFused.js';
 import { STRIDED_COPY_DIMS, stridedCopyWgsl } from './views.js';
 import { checkValuesCuda, checkValuesWgsl, RULES_PER_CHECK, VALUE_KIND } from './valueChecks.js';
-import { pagedWgslKernels } from './pagedAttention.js';
+import { pagedCudaKernels, pagedWgslKernels } from './pagedAttention.js';
+import { mlaPoolCuda, mlaRowsWgsl } from './mlaPoolFused.js';
 
 export type { CudaElement, CudaEntry, CudaKernelDecl, CudaLaunch, CudaParam, CudaRecordDecl, RecordField, StorageBindingDecl, UniformField, WgslKernelDecl } from './declare.js';
 export { MAX_UNIFORM_WORDS } from './declare.js';
@@ -34,5 +35,5 @@ export {
   pagedWgslKernels,
 } from './pagedAttention.js';
 
-export const cudaKernels = [checkValuesCuda, fusedNormRopeCuda, ropePoolCuda, claimSlotsCuda, poolReadCuda, gemmCuda, copyCuda, spinCuda, fillCuda, halvesCuda, gatherStridedCuda];
-export const wgslKernels = [checkValuesWgsl, normRopeWgsl, ropeRowsWgsl, ropeTableWgsl, slotOwnersWgsl, poolStoreWgsl, poolReadWgsl, gemmWgsl, gemmReduceWgsl, copyWgsl, fmaWgsl, stridedCopyWgsl, ropeNormRowsWgsl, ...pagedWgslKernels];
+export const cudaKernels = [checkValuesCuda, fusedNormRopeCuda, ropePoolCuda, claimSlotsCuda, poolReadCuda, gemmCuda, copyCuda, spinCuda, fillCuda, halvesCuda, gatherStridedCuda, mlaPoolCuda, ...pagedCudaKernels];
+export const wgslKernels = [checkValuesWgsl, normRopeWgsl, ropeRowsWgsl, ropeTableWgsl, slotOwnersWgsl, poolStoreWgsl, poolReadWgsl, gemmWgsl, gemmReduceWgsl, copyWgsl, fmaWgsl, stridedCopyWgsl, ropeNormRowsWgsl, ...pagedWgslKernels, mlaRowsWgsl];

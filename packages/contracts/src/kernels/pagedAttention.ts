@@ -1,11 +1,10 @@
 /**
  * The kernels behind pagedAttention and copySlots, and the check of their
- * offsets rules (indptr) on the device. Not yet in `cudaKernels` /
- * `wgslKernels`: each backend adds them there with the kernels that
- * implement them (until then `backend.ops` leaves the two ops out).
+ * offsets rules (indptr) on the device. Each backend lists them in
+ * `cudaKernels` / `wgslKernels` with the kernels that implement them.
  */
 import { FLOAT_DTYPES } from '../tensor.js';
-import { cudaKernel, entryGrid, f32, f64, i64, input, output, read, readWrite, u32, wgslKernel } from './declare.js';
+import { cudaKernel, f32, f64, i64, input, output, read, readWrite, u32, wgslKernel } from './declare.js';
 import { callFlag } from './valueChecks.js';
 
 /**
@@ -23,18 +22,32 @@ const poolReadFields = {
   vScalePerHead: i64('1: vScale is [H], 0: [1]'),
 } as const;
 
-/** Launches of the attention kernel: one per head dim it is tuned for, and one for any D up to 256. */
+/**
+ * Launches of the attention kernel. `tiles*` (f16 and bf16 q): a block of four warps stages
+ * tiles of `tileTokens` K/V rows in shared memory (cp.async, `stages` deep), rows of up to
+ * `headDim` elements (any smaller D padded with zeros), and runs q·k and p·v on tensor cores,
+ * up to `rowsPerPass` query rows a pass (q's fragments in registers, or with
+ * `queryInShared` read from shared memory at each use). `lanes*` (f32 q): each warp's lanes hold a row's
+ * elements, `rowsPerPass` query rows a pass, `tokensPerStep` K/V rows in flight a warp.
+ */
 const attentionLaunches = {
-  d64: { threads: 128, constants: { headDim: 64 }, doc: 'D = 64' },
-  d128: { threads: 128, constants: { headDim: 128 }, doc: 'D = 128' },
-  d256: { threads: 128, constants: { headDim: 256 }, doc: 'D = 256' },
-  any: { threads: 128, constants: { headDim: 0 }, doc: 'any D up to 256, rows padded to the next tile' },
+  tiles64: { threads: 128, minBlocksPerSM: 3, constants: { headDim: 64, tileTokens: 64, stages: 3, rowsPerPass: 64, queryInShared: false }, doc: 'f16/bf16, D <= 64' },
+  tiles128: { threads: 128, minBlocksPerSM: 2, constants: { headDim: 128, tileTokens: 64, stages: 3, rowsPerPass: 64, queryInShared: false }, doc: 'f16/bf16, 64 < D <= 128' },
+  tiles256: { threads: 128, minBlocksPerSM: 2, constants: { headDim: 256, tileTokens: 32, stages: 2, rowsPerPass: 64, queryInShared: true }, doc: 'f16/bf16, 128 < D <= 256 (q staged in shared memory)' },
+  lanes64: { threads: 128, minBlocksPerSM: 2, constants: { headDim: 64, rowsPerPass: 8, tokensPerStep: 4 }, doc: 'f32, D <= 64' },
+  lanes128: { threads: 128, minBlocksPerSM: 2, constants: { headDim: 128, rowsPerPass: 8, tokensPerStep: 4 }, doc: 'f32, 64 < D <= 128' },
+  lanes256: { threads: 128, minBlocksPerSM: 2, constants: { headDim: 256, rowsPerPass: 4, tokensPerStep: 2 }, doc: 'f32, 128 < D <= 256' },
 };
+
+const attentionEntries = [
+  ...(['f16', 'bf16'] as const).flatMap((dtype) => ([64, 128, 256] as const).map((d) => ({ name: `paged_attention_${dtype}_d${d}`, launch: `tiles${d}`, dtype }))),
+  ...([64, 128, 256] as const).map((d) => ({ name: `paged_attention_f32_d${d}`, launch: `lanes${d}`, dtype: 'f32' as const })),
+];
 
 export const pagedAttentionCuda = cudaKernel({
   kernel: 'pagedAttention',
   struct: 'PagedAttentionParams',
-  doc: 'pagedAttention: per (query token, KV head, split), the online softmax of the scaled, capped, masked logits of the Hq / H query heads over their request\'s rows, into out/lse or, split, into the partial buffers (paged_attention.cu).',
+  doc: "pagedAttention: per (piece, KV head, pass slot), the online softmax of the scaled, capped, masked logits of up to rowsPerPass (query, head of the group) rows of the piece's request over the piece's K/V rows; into out/lse where the request is not split, else normalised into partial rows for the merge (paged_attention.cu). A piece is a request's run of at most tokensPerSplit cached tokens: request b's pieces are kvIndptr[b] / tokensPerSplit + b + k for k < ceil(kvLen / tokensPerSplit), so floor(C / tokensPerSplit) + B pieces cover any call.",
   params: {
     q: input('void', '[N, Hq, D]: row (n, h) at n*qTokenStride + h*qHeadStride, elements contiguous'),
     qTokenStride: i64('elements between tokens of q'),
@@ -47,10 +60,10 @@ export const pagedAttentionCuda = cudaKernel({
     kvSlots: input('void', '[C]: the pool slot of each cached token, in position order per request'),
     indptrAreI64: i64('bit 0: qIndptr is i64, bit 1: kvIndptr is i64 (0: i32)'),
     slotsAreI64: i64('1: kvSlots is i64, 0: i32'),
-    out: output('void', "[N, Hq, D] contiguous, q's dtype; written only where the call is not split"),
-    lse: output('float', '[N, Hq] natural log-sum-exp; written only where the call is not split'),
-    partialOut: output('float', '[maxSplits, N, Hq, D] f32: each split\'s normalised output, or null (not split)'),
-    partialLse: output('float', '[maxSplits, N, Hq] f32: each split\'s log-sum-exp (-inf where the split sees no token), or null'),
+    out: output('void', "[N, Hq, D] contiguous, q's dtype; rows of split requests are the merge's to write"),
+    lse: output('float', "[N, Hq] natural log-sum-exp; rows of split requests are the merge's to write"),
+    partialOut: output('float', "[pieces, splitQueries, Hq, D] f32: row (piece, i, hq) is query i of the piece's request, normalised by the piece's sum; or null (no request split)"),
+    partialLse: output('float', '[pieces, splitQueries, Hq] f32: the log-sum-exp of each partial row (-inf where the piece sees no token), or null'),
     badValue: input('BadValueRecord', "where the call's value checks left their verdict (check_values, check_segments)"),
     call: i64("this call's number (0: no value check): BadValueRecord.rejectedCall equal to it, and the kernel writes nothing"),
     numTokens: i64('N'),
@@ -58,27 +71,28 @@ export const pagedAttentionCuda = cudaKernel({
     numQoHeads: i64('Hq'),
     numKvHeads: i64('H'),
     headDim: i64('D'),
-    slotBelow: i64('S'),
+    slotBelow: i64('S: a slot at or past it (or negative) is read as zeros (the call is rejected anyway)'),
     causal: i64('1: query i of a request sees tokens 0 .. kvLen - qLen + i; 0: all kvLen'),
     slidingWindow: i64('0: none; w: query i sees only tokens after kvLen - qLen + i - w'),
     scale: f64('factor of q·k (1 / sqrt(D) by default)'),
     logitSoftcap: f64('0: none; cap: cap · tanh(logit / cap)'),
-    tokensPerSplit: i64('cached tokens one split covers (0: one split per request, written to out and lse)'),
-    maxSplits: i64('splits of the longest request: ceil(max kvLen / tokensPerSplit)'),
+    tokensPerSplit: i64('cached tokens a piece covers at most (at least 1)'),
+    splitQueries: i64('a request of more than one piece and at most this many queries is split: its pieces write partial rows; others spread their passes of rows over their pieces'),
+    passSlots: i64('blocks per (piece, KV head): block (piece · H + h) · passSlots + s of the 1-D grid takes passes s, s + passSlots, ... of its share'),
   },
   launches: attentionLaunches,
-  entries: entryGrid('paged_attention_{dtype}_{launch}', FLOAT_DTYPES, Object.keys(attentionLaunches)),
+  entries: attentionEntries,
 });
 
 export const pagedAttentionMergeCuda = cudaKernel({
   kernel: 'pagedAttentionMerge',
   struct: 'PagedAttentionMergeParams',
-  doc: "pagedAttention, split: merges each query's partial outputs by their log-sum-exp, out = Σ_s exp(lse_s - lse) · out_s with lse = log Σ_s exp(lse_s) (paged_attention.cu).",
+  doc: "pagedAttention, split requests: merges each query's partial rows by their log-sum-exp, out = Σ_k exp(lse_k - lse) · out_k with lse = log Σ_k exp(lse_k) (paged_attention.cu).",
   params: {
-    partialOut: input('float', '[maxSplits, N, Hq, D]'),
-    partialLse: input('float', '[maxSplits, N, Hq]'),
+    partialOut: input('float', '[pieces, splitQueries, Hq, D], as the attention launch wrote it'),
+    partialLse: input('float', '[pieces, splitQueries, Hq]'),
     qIndptr: input('void', '[B + 1]'),
-    kvIndptr: input('void', '[B + 1]: the splits of a request follow from its kvLen'),
+    kvIndptr: input('void', '[B + 1]: the pieces of a request follow from its offsets'),
     indptrAreI64: i64('bit 0: qIndptr is i64, bit 1: kvIndptr is i64'),
     out: output('void', "[N, Hq, D], q's dtype"),
     lse: output('float', '[N, Hq]'),
@@ -89,16 +103,16 @@ export const pagedAttentionMergeCuda = cudaKernel({
     numQoHeads: i64('Hq'),
     headDim: i64('D'),
     tokensPerSplit: i64('as the attention launch had it'),
-    maxSplits: i64('as the attention launch had it'),
+    splitQueries: i64('as the attention launch had it'),
   },
-  launches: { default: { threads: 128, doc: 'one block per (token, query head), D elements across the threads' } },
+  launches: { default: { threads: 128, doc: 'a warp per (token, query head), D elements across its lanes' } },
   entries: FLOAT_DTYPES.map((dtype) => ({ name: `paged_attention_merge_${dtype}`, launch: 'default', dtype })),
 });
 
 export const copySlotsCuda = cudaKernel({
   kernel: 'copySlots',
   struct: 'CopySlotsParams',
-  doc: "copySlots: the K and V rows of each pair's source slot into its destination slot, every head, bytes as they are where dtype and scale agree, else decoded and re-encoded (copy_slots.cu). Where source and destination share storage, stage first copies the source rows out and the copy reads them from there.",
+  doc: "copySlots: the K and V rows of each pair's source slot into its destination slot, every head, bytes as they are where dtype and scale agree, else decoded and re-encoded (copy_slots.cu). Of the pairs naming one destination that are not skipped, the last writes it (claim); where source and destination share storage, stage first copies the source rows out and the copy reads them from there.",
   params: {
     kSrc: input('void', 'source K pool, either layout'),
     vSrc: input('void', "source V pool, kSrc's layout and dtype"),
@@ -113,7 +127,7 @@ export const copySlotsCuda = cudaKernel({
     toSlots: input('void', '[M]'),
     slotsAreI64: i64('bit 0: fromSlots is i64, bit 1: toSlots is i64'),
     staging: output('void', '[M, 2, H, D] rows in the source dtype (stage writes, the copy reads), or null: read the source in place'),
-    slotOwners: input('SlotOwner', 'winners of duplicate destination slots, or null (see claim_slots)'),
+    slotOwners: output('SlotOwner', 'winners of duplicate destination slots (claim writes, the copy reads), or null: M <= 1'),
     slotOwnersMask: i64('slot-owner table capacity - 1'),
     generation: i64("this call's generation in the slot-owner table"),
     badValue: input('BadValueRecord', "where the call's value check left its verdict (check_values)"),
@@ -129,14 +143,17 @@ export const copySlotsCuda = cudaKernel({
     dstPageSize: i64('rows per page of an HND destination'),
     dstDType: i64('FloatCode of a float destination, 3: fp8e4m3, 4: fp8e5m2'),
     dstSlotBelow: i64('dstS'),
+    vectors: i64('1: every row start is 16-byte aligned on both sides (and in staging), so rows kept as bits move 16 bytes a load'),
   },
   launches: {
-    default: { threads: 256, doc: 'one thread per element of a (pair, K or V, head) row, grid-stride' },
-    stage: { threads: 256, doc: 'the source rows of every pair into staging, before any destination is written' },
+    default: { threads: 256, doc: 'a warp per pair: its ownership looked up once, then its 2·H rows, 16 bytes or one element a lane at a time' },
+    stage: { threads: 256, doc: 'a warp per pair: its source rows into staging, before any destination is written' },
+    claim: { threads: 256, doc: 'one thread per pair: pairs that are not skipped claim their destination slot' },
   },
   entries: [
     { name: 'copy_slots', launch: 'default' },
     { name: 'copy_slots_stage', launch: 'stage' },
+    { name: 'copy_slots_claim', launch: 'claim' },
   ],
 });
 
@@ -163,9 +180,9 @@ export const checkSegmentsCuda = cudaKernel({
     indptrAreI64: i64('bit 0: qIndptr is i64, bit 1: kvIndptr is i64'),
     qTotal: i64('N: the last entry of qIndptr'),
     kvTotal: i64('C: the last entry of kvIndptr'),
-    qCheck: i64("check number of qIndptr's offsets rule"),
-    kvCheck: i64("check number of kvIndptr's offsets rule"),
-    withinCheck: i64('check number of the qLen <= kvLen rule'),
+    qCheck: i64("check number of qIndptr's offsets rule (-1: checked on the host)"),
+    kvCheck: i64("check number of kvIndptr's offsets rule (-1: checked on the host)"),
+    withinCheck: i64('check number of the qLen <= kvLen rule (-1: checked on the host)'),
     badValue: output('BadValueRecord', 'where a break is recorded, and the call marked rejected'),
     call: i64("this call's number, stored in BadValueRecord.rejectedCall when a rule breaks"),
   },

@@ -1,6 +1,7 @@
 /** The kernels behind ropePoolFused, and the slot-claim pass before any pool write. */
 import { FLOAT_DTYPES } from '../tensor.js';
 import { cudaKernel, entryGrid, f64, i64, input, output, read, readWrite, u32, wgslKernel } from './declare.js';
+import { ownedSlotFields } from './ownedSlots.js';
 import { callFlag } from './valueChecks.js';
 import { poolWriteParams, poolWriteUniforms } from './kvPools.js';
 
@@ -27,8 +28,9 @@ export const ropePoolCuda = cudaKernel({
     slots: input('void', '[N]'),
     // mRoPE and Q/K-norm (mrope.cuh, qk_norm.cuh): zero strides and null weights leave plain RoPE.
     positionStreamStride: i64('0: positions [N]; N: mRoPE streams [3, N], stream s of token n at s*N + n'),
-    mropeTemporalPairs: i64('pairs j below it take the temporal stream'),
-    mropeHeightPairsEnd: i64('pairs j below it (and not temporal) take the height stream, the rest the width stream'),
+    mropeTemporalPairs: i64('pairs j below it take the temporal stream; interleaved: 3·height, the end of the height stride'),
+    mropeHeightPairsEnd: i64('pairs j below it (and not temporal) take the height stream, the rest the width stream; interleaved: 3·width'),
+    mropeInterleaved: i64('1: Qwen3-VL layout, height where j % 3 == 1 below mropeTemporalPairs, width where j % 3 == 2 below mropeHeightPairsEnd, temporal elsewhere'),
     qNormWeight: input('void', '[D] RMSNorm weight of every q head, or null: no Q-norm'),
     kNormWeight: input('void', '[D] RMSNorm weight of every k head, or null: no K-norm'),
     qNormWeightIsF32: i64("1: qNormWeight is f32, 0: q's dtype"),
@@ -50,9 +52,7 @@ export const ropePoolCuda = cudaKernel({
     positionsAreI64: i64('1: positions are i64, 0: i32'),
     slotsAreI64: i64('1: slots are i64, 0: i32'),
     slotBelow: i64('S'),
-    slotOwners: input('SlotOwner', 'winners of duplicate slots, or null (see claim_slots)'),
-    slotOwnersMask: i64('slot-owner table capacity - 1'),
-    generation: i64("this call's generation in the slot-owner table"),
+    ...ownedSlotFields,
     tokensPerBlock: i64('tokens of one block (the tiles launch, rope_pool_tiles.cuh)'),
     rowsPerUnit: i64('of the Hq + 2*H rows of one token (q heads, k heads, v heads)'),
     unitsPerToken: i64('ceil((Hq + 2*H) / rowsPerUnit)'),
@@ -149,8 +149,9 @@ export const ropeTableWgsl = wgslKernel({
     halfRotary: u32('R/2'),
     // mRoPE (Qwen2-VL): stream s of token t at positions[s * streamStride + t].
     streamStride: u32('0: positions [T]; T: mRoPE streams [3, T]'),
-    temporalPairs: u32('pairs j below it take the temporal stream'),
-    heightPairsEnd: u32('pairs j below it (and not temporal) take the height stream, the rest the width stream'),
+    temporalPairs: u32('pairs j below it take the temporal stream; interleaved: 3·height, the end of the height stride'),
+    heightPairsEnd: u32('pairs j below it (and not temporal) take the height stream, the rest the width stream; interleaved: 3·width'),
+    interleaved: u32('1: Qwen3-VL layout, height where j % 3 == 1 below temporalPairs, width where j % 3 == 2 below heightPairsEnd, temporal elsewhere'),
   },
   bindings: {
     positions: read('u32', '[T] or [3, T], i32 or i64 (two words)'),
@@ -166,10 +167,14 @@ export const slotOwnersWgsl = wgslKernel({
     tokens: u32('N'),
     slotBelow: u32('S: slots at or past it (and negative ones) are copied as they are'),
   },
-  variants: { resolve: 'the resolve stage, which writes the owned slot list and clears the marks' },
+  variants: {
+    resolve: 'the resolve stage, which writes the owned slot list and clears the marks',
+    skips: "the claim stage of copySlots: a pair whose source slot is negative is skipped, so it claims nothing",
+  },
   bindings: {
     slots: read('u32', '[N] i32 or i64 (two words)'),
     owners: readWrite('atomic<u32>', '[S] owner marks, all 0 between calls'),
     owned: readWrite('u32', '[N] the slots with non-owners skipped (-1)', 'resolve'),
+    skipIf: read('u32', "[N] i32 or i64 (two words): a token whose entry is negative claims nothing (copySlots' fromSlots)", 'skips'),
   },
 });

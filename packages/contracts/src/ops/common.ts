@@ -210,7 +210,7 @@ export const viewErrors = errors({
 });
 
 /** Every call a GPU backend runs can meet a lost device or a failing driver call. */
-const GPU_CALLS = ['tensor', 'empty', 'tensorFromBits', 'read', 'readBits', 'fusedNormRopeStacked', 'createKvMaterializer', 'KvMaterializer.materialize', 'KvMaterializer.materializeInto', 'ropePoolFused', 'sync'] as const;
+const GPU_CALLS = ['tensor', 'empty', 'tensorFromBits', 'read', 'readBits', 'fusedNormRopeStacked', 'createKvMaterializer', 'KvMaterializer.materialize', 'KvMaterializer.materializeInto', 'ropePoolFused', 'dequantizeKv', 'pagedAttention', 'copySlots', 'sync'] as const;
 
 /** Codes of a GPU backend's runtime rather than of a contract: no device, a lost device, a failing driver call. */
 export const deviceErrors = errors({
@@ -228,7 +228,7 @@ export const deviceErrors = errors({
   KV051: {
     title: 'WebGPU device lost',
     message: 'the WebGPU device was lost ({reason}); this backend cannot run work any more. {fix}',
-    raisedBy: [...GPU_CALLS, 'flush'],
+    raisedBy: [...GPU_CALLS, 'flush', 'prepare'],
     fixes: [
       'Create a new backend (on a new device) and upload the inputs again; a lost device cannot be revived.',
       'Do not destroy a device you passed to `createWebGpuBackend` while the backend is in use; call `backend.dispose()` first.',
@@ -268,7 +268,7 @@ export const deviceErrors = errors({
   KV055: {
     title: 'WebGPU kernel failed to build',
     message: 'the WebGPU kernel {kernel} did not build on this device; the compiler said: {log}. {fix}',
-    raisedBy: ['read', 'readBits', 'fusedNormRopeStacked', 'createKvMaterializer', 'KvMaterializer.materialize', 'KvMaterializer.materializeInto', 'ropePoolFused', 'prepare', 'sync'],
+    raisedBy: ['read', 'readBits', 'fusedNormRopeStacked', 'createKvMaterializer', 'KvMaterializer.materialize', 'KvMaterializer.materializeInto', 'ropePoolFused', 'dequantizeKv', 'pagedAttention', 'copySlots', 'prepare', 'sync'],
     fixes: [
       'Report it to kvkit with the compiler log of the message and `backend.label` (the adapter): the shipped kernels should build on every WebGPU device.',
       'If something between kvkit and the device rewrites shaders (a capture or instrumentation layer, a wrapped device), build without it and try again.',

@@ -75,7 +75,7 @@ export const copySlots: ContractFile = {
         ...side({ side: 'Src', slots: 'S', pages: 'numPages', pageSize: 'pageSize', access: 'read' }),
         ...side({ side: 'Dst', slots: 'dstS', pages: 'dstPages', pageSize: 'dstPageSize', access: 'written in place (it may be the source pool itself: every row is read as it was before the call)' }),
         tensor('fromSlots', { dtype: INDEX, shape: ['M'], rankCode: 'KV033', code: 'KV033', doc: 'The source slot of each pair; negative: the pair is skipped.' }),
-        tensor('toSlots', { dtype: INDEX, shape: ['M'], rankCode: 'KV033', code: 'KV083', doc: 'The destination slot of each pair; negative: skipped. Pairs naming one destination: the last of them writes it (its K and V rows, every head).' }),
+        tensor('toSlots', { dtype: INDEX, shape: ['M'], rankCode: 'KV033', code: 'KV083', doc: 'The destination slot of each pair; negative: skipped. Pairs naming one destination: the last of them not skipped (by either slot) writes it (its K and V rows, every head).' }),
         distinct(['kDst', 'vDst'], 'KV039'),
         contiguous(['kDst', 'vDst'], 'KV048'),
         values('fromSlots', { below: 'S', negativeSkips: true, code: 'KV038' }),

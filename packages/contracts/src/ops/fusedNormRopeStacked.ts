@@ -1,6 +1,6 @@
 import { contiguous, distinct, errors, F32, FLOAT, INDEX, int, choice, sameAs, tensor, values } from '../dsl/declare.js';
 import type { ContractFile, Step } from '../dsl/declare.js';
-import { mropePositions, mropeSection } from './mrope.js';
+import { mropePositions, mropeSteps } from './mrope.js';
 
 export const fusedNormRopeStackedErrors = errors({
   KV010: {
@@ -134,7 +134,7 @@ export const fusedNormRopeStacked: ContractFile = {
         tensor('kNormWeight', { dtype: sameAs('kv', 'f32'), shape: ['L', 'D'], code: 'KV012', doc: "RMSNorm weight of K, per layer; kv's dtype or f32." }),
         tensor('eps', { dtype: F32, shape: ['L'], code: 'KV013', doc: 'RMSNorm epsilon, per layer.' }),
         tensor('cosSinCache', { dtype: FLOAT, shape: ['P', 'R'], code: 'KV016', doc: 'Row p: cos(p*f_j) for j < R/2, then sin(p*f_j).' }),
-        mropeSection,
+        ...mropeSteps,
         mropePositions(tensor('positions', { dtype: INDEX, shape: ['T'], code: 'KV015', doc: 'Position of each token: the cache row it reads.' })),
         tensor('kOut', { dtype: sameAs('kv'), shape: ['L', 'T', 'H', 'D'], code: 'KV014', optional: true, doc: 'Where to write K; allocated when omitted.' }),
         tensor('vOut', { dtype: sameAs('kv'), shape: ['L', 'T', 'H', 'D'], code: 'KV014', optional: true, doc: 'Where to write V; allocated when omitted.' }),

@@ -4,6 +4,7 @@ import { commonErrors, deviceErrors, tensorCalls, tensorErrors, viewErrors } fro
 import { fusedNormRopeStacked } from './fusedNormRopeStacked.js';
 import { kvMaterializer } from './kvMaterializer.js';
 import { kvPools } from './kvPools.js';
+import { mlaPoolFused } from './mlaPoolFused.js';
 import { copySlots } from './copySlots.js';
 import { pagedAttention } from './pagedAttention.js';
 import { ropePoolFused } from './ropePoolFused.js';
@@ -19,6 +20,7 @@ export const contractFiles: readonly { file: string; contract: ContractFile }[] 
   { file: 'src/ops/kvPools.ts', contract: kvPools },
   { file: 'src/ops/pagedAttention.ts', contract: pagedAttention },
   { file: 'src/ops/copySlots.ts', contract: copySlots },
+  { file: 'src/ops/mlaPoolFused.ts', contract: mlaPoolFused },
 ];
 
 /** Ops in declaration order; a stateful op gives its constructor and then its methods (`KvMaterializer.materialize`). */

@@ -2,7 +2,7 @@ import { callback, contiguous, distinct, errors, exactlyOne, F32, FLOAT, INDEX, 
 import type { ContractFile } from '../dsl/declare.js';
 import { epsValues, ropeParams } from './fusedNormRopeStacked.js';
 import { layoutChoice, poolSteps } from './kvPools.js';
-import { mropePositions, mropeSection } from './mrope.js';
+import { mropePositions, mropeSteps } from './mrope.js';
 import { ropeScalingSteps } from './ropeScaling.js';
 
 export const kvMaterializerErrors = errors({
@@ -139,7 +139,7 @@ export const kvMaterializer: ContractFile = {
           errors: kvMaterializerErrors,
           steps: [
             tensor('ctxHidden', { dtype: sameAs('kvWeight'), shape: ['T', 'hidden'], code: 'KV022', doc: 'Hidden states of the context tokens.' }),
-            mropeSection,
+            ...mropeSteps,
             materializerPositions,
             callback('writeLayerKv', { code: 'KV044', dtypeOf: 'kvWeight', signature: '(layer: number, k: Tensor<DT, readonly [T, H, D]>, v: Tensor<DT, readonly [T, H, D]>) => NotThenable', doc: 'Called once per layer with K and V views [T, H, D], valid only during the call; synchronous (a returned promise is refused with KV044).' }),
             positionValues,
@@ -152,7 +152,7 @@ export const kvMaterializer: ContractFile = {
           errors: kvMaterializerErrors,
           steps: [
             tensor('ctxHidden', { dtype: sameAs('kvWeight'), shape: ['T', 'hidden'], code: 'KV022', doc: 'Hidden states of the context tokens.' }),
-            mropeSection,
+            ...mropeSteps,
             materializerPositions,
             layoutChoice,
             ...poolSteps({ modelDtype: 'kvWeight', leading: ['L'], nhd: { code: 'KV024' }, doc: ' of every layer' }),

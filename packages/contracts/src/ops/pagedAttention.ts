@@ -2,8 +2,8 @@ import { contiguous, distinct, errors, flag, FLOAT, INDEX, int, number, offsets,
 import type { ContractFile } from '../dsl/declare.js';
 import { layoutChoice, poolSteps } from './kvPools.js';
 
-/** The largest head dim the attention kernels hold a query row and its accumulator for (Gemma's 256 included). */
-export const ATTENTION_MAX_HEAD_DIM = 256;
+/** The largest head dim the attention kernels hold a query row and its accumulator for: MLA's latent row, 512 + 64. */
+export const ATTENTION_MAX_HEAD_DIM = 576;
 
 /**
  * Attention of new tokens' queries over the K/V rows a KV pool holds for
@@ -19,7 +19,7 @@ export const pagedAttentionErrors = errors({
     message: '{arg} = {actual} is above {expected}, the largest head dim pagedAttention runs',
     fixes: [
       'Check that `headDim` is the per-head size (`head_dim` of the config), not the hidden size or `numQoHeads * headDim`.',
-      'Models with head dims above 256 (multi-head latent attention with its 512-wide latent, say) need an attention kernel of their own; kvkit runs 64, 128 and 256 fastest and any size up to 256.',
+      'For multi-head latent attention, the head dim is the latent row, `kv_lora_rank + qk_rope_head_dim` (576), with `vHeadDim: kv_lora_rank`; wider heads need an attention kernel of their own.',
       'Split a head dim that is a concatenation (a RoPE part and a no-RoPE part) only if the model computes their logits as one dot product; otherwise keep them whole.',
     ],
   },
@@ -63,9 +63,28 @@ export const pagedAttentionErrors = errors({
     title: 'out is not [N, numQoHeads, headDim]',
     message: '{arg} has shape {actual}; expected {expected}, one row per query and query head',
     fixes: [
-      "Allocate the output like q: `backend.empty(q.dtype, [N, numQoHeads, headDim])`.",
+      "Allocate the output like q: `backend.empty(q.dtype, [N, numQoHeads, headDim])`, or `[N, numQoHeads, vHeadDim]` where vHeadDim is given (MLA: kv_lora_rank).",
       'Leave `out` out to get a new tensor each call.',
       'For a `[N, numQoHeads * headDim]` buffer, pass a `[N, numQoHeads, headDim]` view of it (`backend.view`).',
+    ],
+  },
+  KV097: {
+    title: 'vHeadDim is above headDim',
+    message: '{arg} = {actual} is above headDim = {expected}: V is the first vHeadDim values of each row of vPool',
+    fixes: [
+      'For multi-head latent attention, pass the latent pool as both `kPool` and `vPool`, `headDim: kv_lora_rank + qk_rope_head_dim` (576) and `vHeadDim: kv_lora_rank` (512).',
+      'Leave `vHeadDim` out where V rows are as wide as K rows: it defaults to headDim.',
+      'Check that `headDim` and `vHeadDim` are not swapped.',
+    ],
+  },
+  KV098: {
+    title: 'This backend does not run that form of the op yet',
+    message: '{backend} does not run {arg} = {actual} yet: {reason}',
+    raisedBy: ['pagedAttention'],
+    fixes: [
+      'Run the call on a backend that takes it: the CPU reference and WebGPU run every form of pagedAttention the contract allows.',
+      'For multi-head latent attention on CUDA, read the latent pool back per request and attend on the host, or keep decode on WebGPU, until the CUDA kernel takes `vHeadDim` and head dims above 256.',
+      'Check `backend.label` where the backend is chosen: the message names the backend and the argument it does not take.',
     ],
   },
   KV082: {
@@ -90,6 +109,7 @@ export const pagedAttention: ContractFile = {
         Hq: 'query heads',
         H: 'KV heads',
         D: 'head dim',
+        Dv: 'value head dim: the first Dv values of each V row (MLA: kv_lora_rank)',
         S: 'slots of the KV pool',
         numPages: 'pages of an HND pool',
         pageSize: 'rows per page',
@@ -101,7 +121,15 @@ export const pagedAttention: ContractFile = {
       steps: [
         int('numKvHeads', { binds: 'H', code: 'KV006', doc: 'KV heads (H) of the pools.' }),
         int('numQoHeads', { binds: 'Hq', code: 'KV006', multipleOf: { of: 'H', code: 'KV037' }, doc: 'Query heads (Hq), a multiple of numKvHeads: query head h reads KV head h / (Hq / H).' }),
-        int('headDim', { binds: 'D', code: 'KV006', atMost: { limit: ATTENTION_MAX_HEAD_DIM, code: 'KV076' }, doc: 'Head dim (D) of q and of the pools, at most 256.' }),
+        int('headDim', { binds: 'D', code: 'KV006', atMost: { limit: ATTENTION_MAX_HEAD_DIM, code: 'KV076' }, doc: 'Head dim (D) of q and of the pools, at most 576.' }),
+        int('vHeadDim', {
+          binds: 'Dv',
+          code: 'KV006',
+          optional: true,
+          default: 'D',
+          atMostDim: { of: 'D', code: 'KV097' },
+          doc: "Values of each V row that attention reads: its first vHeadDim, headDim when omitted. MLA: the latent pool as kPool and vPool, headDim C + R, vHeadDim C.",
+        }),
         tensor('q', { dtype: FLOAT, shape: ['N', 'Hq', 'D'], rankCode: 'KV030', code: 'KV031', doc: "Queries of the new tokens (after RoPE), request after request as qIndptr splits them; out takes q's dtype." }),
         layoutChoice,
         ...poolSteps({ modelDtype: 'q', leading: [], nhd: { rankCode: 'KV035', code: 'KV036' }, doc: '', reads: true }),
@@ -112,7 +140,7 @@ export const pagedAttention: ContractFile = {
         number('scale', { above: 0, optional: true, code: 'KV008', doc: 'Factor of q·k before the soft-cap and the softmax; 1 / sqrt(headDim) when omitted.' }),
         int('slidingWindow', { optional: true, code: 'KV006', doc: 'Query i (at position p = kvLen - qLen + i) sees only tokens after p - slidingWindow: at most its last slidingWindow tokens, itself included.' }),
         number('logitSoftcap', { above: 0, optional: true, code: 'KV008', doc: 'cap · tanh(logit / cap) of each scaled logit before the softmax (Gemma 2); none when omitted.' }),
-        tensor('out', { dtype: sameAs('q'), shape: ['N', 'Hq', 'D'], code: 'KV081', optional: true, doc: "Where the output goes, written in place; a new tensor of q's dtype when omitted." }),
+        tensor('out', { dtype: sameAs('q'), shape: ['N', 'Hq', 'Dv'], code: 'KV081', optional: true, doc: "Where the output goes, written in place; a new tensor of q's dtype when omitted." }),
         ...(['q', 'kPool', 'vPool', 'kScale', 'vScale'] as const).map((input) => distinct(['out', input], 'KV082')),
         contiguous(['out'], 'KV048'),
         offsets('qIndptr', { total: 'N', code: 'KV078' }),
@@ -121,7 +149,7 @@ export const pagedAttention: ContractFile = {
         values('kvSlots', { min: 0, below: 'S', code: 'KV080' }),
       ],
       outputs: [
-        { name: 'out', dtypeOf: 'q', shape: ['N', 'Hq', 'D'], doc: "Σ_j softmax_j · v_j per query and query head, rounded once to q's dtype (the caller's out where given)." },
+        { name: 'out', dtypeOf: 'q', shape: ['N', 'Hq', 'Dv'], doc: "Σ_j softmax_j · v_j per query and query head, rounded once to q's dtype (the caller's out where given)." },
         { name: 'lse', dtypeOf: 'q', dtype: 'f32', shape: ['N', 'Hq'], doc: 'The natural log of Σ_j exp(logit_j) over the tokens each query sees, the logits scaled and capped: what merges partial attention.' },
       ],
     },

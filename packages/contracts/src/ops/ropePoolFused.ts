@@ -2,7 +2,7 @@ import { contiguous, distinct, errors, FLOAT, INDEX, int, number, sameAs, tensor
 import type { ContractFile } from '../dsl/declare.js';
 import { ropeParams } from './fusedNormRopeStacked.js';
 import { layoutChoice, poolSteps } from './kvPools.js';
-import { mropeErrors, mropePositions, mropeSection } from './mrope.js';
+import { mropeErrors, mropePositions, mropeSteps } from './mrope.js';
 import { qkNormErrors, qkNormSteps } from './qkNorm.js';
 import { ropeScalingSteps } from './ropeScaling.js';
 
@@ -117,7 +117,7 @@ export const ropePoolFused: ContractFile = {
         ropeStyle!,
         number('ropeBase', { above: 0, code: 'KV008', doc: 'RoPE base (theta): f_j = ropeBase^(-2j/R).' }),
         ...ropeScalingSteps(),
-        mropeSection,
+        ...mropeSteps,
         tensor('q', { dtype: FLOAT, shape: ['N', 'Hq', 'D'], rankCode: 'KV030', code: 'KV031', doc: 'Queries.' }),
         tensor('k', { dtype: sameAs('q'), shape: ['N', 'H', 'D'], rankCode: 'KV030', code: 'KV032', doc: 'Keys.' }),
         tensor('v', { dtype: sameAs('q'), shape: ['N', 'H', 'D'], rankCode: 'KV030', code: 'KV032', doc: 'Values.' }),

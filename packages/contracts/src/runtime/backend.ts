@@ -1,6 +1,6 @@
 import { kernelOps, wireOps } from '../generated/backend.js';
 import type { BackendOps, KvMaterializerKernels, OpKernels } from '../generated/backend.js';
-import { validateDequantizeKv, validateFusedNormRopeStacked, validateRopePoolFused } from '../generated/validators.js';
+import { validateCopySlots, validateDequantizeKv, validateFusedNormRopeStacked, validateMlaPoolFused, validatePagedAttention, validateRopePoolFused } from '../generated/validators.js';
 import { ContractError } from '../errors/contractError.js';
 import { bitsView } from '../backend/hostData.js';
 import { numel } from '../tensor.js';
@@ -45,6 +45,9 @@ const PREPARABLE = {
   fusedNormRopeStacked: validateFusedNormRopeStacked,
   ropePoolFused: validateRopePoolFused,
   dequantizeKv: validateDequantizeKv,
+  pagedAttention: validatePagedAttention,
+  copySlots: validateCopySlots,
+  mlaPoolFused: validateMlaPoolFused,
 } as const;
 
 /** The ops `backend.prepare` builds ahead. */
@@ -103,7 +106,8 @@ export interface Backend extends BackendOps {
    * on WebGPU its pipelines (with `createComputePipelineAsync`) and the tables and scratch buffers it uses. Pass the
    * call's own arguments: they are validated as the call validates them (its ContractError, as a rejection) and
    * nothing is written to any of them. The CPU backend has nothing to build and resolves once they pass; so does
-   * CUDA, whose kernels are all in the fatbin loaded when the backend was made.
+   * CUDA, whose kernels are all in the fatbin loaded when the backend was made. An op missing from `ops` rejects
+   * with the error its call throws.
    */
   prepare<Op extends PreparableOp>(op: Op, args: PrepareArgs<Op>): Promise<void>;
   /** Frees everything this backend made (its tensors, materializers and device objects); any later call throws KV003. Buffers, devices and streams the application passed in stay the application's. */
@@ -194,10 +198,11 @@ export function defineBackend(kernels: BackendKernels): Backend {
     const { N, Hq, H, D } = s.dims;
     return { q: kernels.view(s.qkv, [N, Hq, D], s.q), k: kernels.view(s.qkv, [N, H, D], s.k), v: kernels.view(s.qkv, [N, H, D], s.v) };
   }
+  const ops = kernelOps(kernels);
   return {
     kind: kernels.kind,
     label: kernels.label,
-    ops: kernelOps(kernels),
+    ops,
     tensor,
     empty,
     tensorFromBits,
@@ -217,6 +222,8 @@ export function defineBackend(kernels: BackendKernels): Backend {
         throw new ContractError('KV044', 'prepare', { arg: 'op', expected: `one of ${known}`, actual: describeValue(op) });
       }
       const checked = PREPARABLE[op](args, ctx, extra.length);
+      // An optional kernel the backend lacks: the rejection is the error its call throws.
+      if (!(ops as readonly string[]).includes(op)) throw new Error(`${op} is not available on ${kernels.label} yet: backend.ops lists the ops it runs`);
       await kernels.prepare?.(op, checked);
     },
     dispose: () => {

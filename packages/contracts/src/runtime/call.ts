@@ -129,6 +129,20 @@ export class Call {
     if (value !== undefined && value > limit) this.fail(code, { arg: name, actual: value, expected: limit });
   }
 
+  /** An int parameter no larger than another dim (`of`, bound before). */
+  atMostDim(name: string, value: number | undefined, of: DimExpr, code: string): void {
+    const limit = evalDim(of, this.dims);
+    if (value !== undefined && limit !== undefined && value > limit) this.fail(code, { arg: name, actual: value, expected: limit, of });
+  }
+
+  /** The dim `dim` that tensor `name` bound is at least `min` (bound before). */
+  dimAtLeast(name: string, t: OwnedTensor | undefined, dim: string, min: DimExpr, code: string): void {
+    const value = this.dims[dim];
+    const limit = evalDim(min, this.dims);
+    if (t === undefined || value === undefined || limit === undefined || value >= limit) return;
+    this.fail(code, { arg: name, actual: t.shape, dim, value, expected: limit, min });
+  }
+
   /** A boolean parameter; `fallback` when omitted. */
   flag(name: string, value: unknown, fallback: boolean, code: string): boolean {
     if (value === undefined) return fallback;
@@ -210,6 +224,10 @@ export class Call {
         v = f.default;
       }
       const constraint = [f.integer ? 'an integer' : 'a finite number', f.min !== undefined ? `>= ${f.min}` : '', f.above !== undefined ? `> ${f.above}` : ''].filter(Boolean).join(' ');
+      if (f.list) {
+        checked[field] = this.#taggedList(arg, v, f, f.list, constraint);
+        continue;
+      }
       const isNumber = typeof v === 'number' && Number.isFinite(Math.fround(v)) && (!f.integer || Number.isSafeInteger(v));
       if (!isNumber) this.fail(rule.valueCode, { arg, actual: describeValue(v), constraint });
       const inBounds = (f.min === undefined || (v as number) >= f.min) && (f.above === undefined || (v as number) > f.above);
@@ -218,12 +236,50 @@ export class Call {
     }
     for (const order of rule.orders ?? []) {
       const [lower, upper] = [checked[order.lower], checked[order.upper]];
-      if (order.variant === tag && typeof lower === 'number' && typeof upper === 'number' && !(lower < upper)) {
-        this.fail(rule.comboCode, { arg: name, problem: `${order.lower} = ${lower} must be below ${order.upper} = ${upper}` });
+      if (order.variant === tag && typeof lower === 'number' && typeof upper === 'number' && !(order.equalAllowed ? lower <= upper : lower < upper)) {
+        this.fail(rule.comboCode, { arg: name, problem: `${order.lower} = ${lower} must be ${order.equalAllowed ? 'at most' : 'below'} ${order.upper} = ${upper}` });
       }
     }
     if (!requiredGiven && rule.requires) this.fail(rule.comboCode, { arg: name, problem: `it applies to ${rule.requires} only; leave it out with this argument set` });
     return Object.freeze(checked);
+  }
+
+  /** A list field of a tagged parameter: one finite entry within the field's bounds per pair of its dim, copied and frozen. */
+  #taggedList(arg: string, value: unknown, f: Omit<TaggedField, 'doc'>, list: NonNullable<TaggedField['list']>, constraint: string): readonly number[] {
+    const whole = evalDim(list.halfOf, this.dims);
+    const count = whole === undefined ? undefined : whole / 2;
+    const expected = count === undefined ? `${list.halfOf}/2` : `${list.halfOf}/2 = ${count}`;
+    if (!Array.isArray(value) || (count !== undefined && value.length !== count)) {
+      this.fail(list.lengthCode, { arg, expected, actual: Array.isArray(value) ? `${value.length} entries` : describeValue(value) });
+    }
+    const entries = value as unknown[];
+    entries.forEach((x, index) => {
+      const ok = typeof x === 'number' && Number.isFinite(Math.fround(x)) && (f.min === undefined || x >= f.min) && (f.above === undefined || x > f.above);
+      if (!ok) this.fail(list.entryCode, { arg, index, actual: describeValue(x), constraint });
+    });
+    // A copy: the caller's array may change after the call returns.
+    return Object.freeze([...(entries as number[])]);
+  }
+
+  /**
+   * An interleaved layout of a section list (mRoPE's, Qwen3-VL): true only beside the list, whose counts after
+   * the first, taken every third pair from offsets 1 and 2, must end inside the half-of-`halfOf` pairs.
+   */
+  interleavedSection(flag: string, on: boolean, sectionName: string, section: readonly number[] | undefined, halfOf: DimExpr, missingCode: string, code: string): void {
+    if (!on) return;
+    if (section === undefined) this.fail(missingCode, { arg: flag, other: sectionName });
+    const whole = evalDim(halfOf, this.dims);
+    if (whole === undefined) return;
+    const pairs = whole / 2;
+    const streams = ['height', 'width'] as const;
+    streams.forEach((stream, i) => {
+      const count = section![i + 1]!;
+      // Stream i + 1 takes pairs i + 1, i + 4, ..., the last of them 3·count - 2 + i.
+      const last = 3 * count - 2 + i;
+      if (count > 0 && last >= pairs) {
+        this.fail(code, { arg: sectionName, actual: `[${section!.join(', ')}]`, expected: pairs, problem: `the ${stream} stream's ${count} pairs (${i + 1}, ${i + 4}, ..., ${last}) run past pair ${pairs - 1}; every third pair from ${i + 1} holds at most ${Math.floor((pairs - 1 - (i + 1)) / 3) + 1} of them` });
+      }
+    });
   }
 
   /** Identity and dtype of a tensor argument: ours, alive, of an allowed dtype. */

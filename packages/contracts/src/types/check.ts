@@ -1,4 +1,4 @@
-import type { Gt, IsEven, Mod, Multiply } from 'ts-arithmetic';
+import type { Add, Gt, IsEven, Lt, Mod, Multiply } from 'ts-arithmetic';
 import type { DType, Shape } from '../tensor.js';
 
 /**
@@ -89,6 +89,9 @@ export type StreamsRankOk<S extends Shape, N extends number, C extends number> =
 /** Product of dims; `number` as soon as one is not literal (digit-wise, so large dims do not hit recursion limits). */
 export type Mul<A extends number, B extends number> = IsLiteral<A> extends true ? (IsLiteral<B> extends true ? Multiply<A, B> : number) : number;
 
+/** Sum of dims (`C+R`); `number` as soon as one is not literal. */
+export type Sum<A extends number, B extends number> = IsLiteral<A> extends true ? (IsLiteral<B> extends true ? Add<A, B> : number) : number;
+
 export type IsPositiveInt<N extends number> = IsLiteral<N> extends true ? (`${N}` extends `-${string}` | `${string}.${string}` | '0' ? false : true) : true;
 
 export type EvenAtMost<R extends number, D extends number> = IsLiteral<R> extends true
@@ -103,6 +106,9 @@ export type EvenAtMost<R extends number, D extends number> = IsLiteral<R> extend
 
 /** A literal dim at most `Limit`; a `number` one passes to the runtime check. */
 export type AtMost<N extends number, Limit extends number> = IsLiteral<N> extends true ? (Gt<N, Limit> extends 1 ? false : true) : true;
+
+/** A literal dim at least `Min` (both literal); otherwise left to the runtime check. */
+export type AtLeast<N extends number, Min extends number> = IsLiteral<N> extends true ? (IsLiteral<Min> extends true ? (Lt<N, Min> extends 1 ? false : true) : true) : true;
 
 export type MultipleOf<A extends number, B extends number> = IsLiteral<A> extends true ? (IsLiteral<B> extends true ? (Mod<A, B> extends 0 ? true : false) : true) : true;
 

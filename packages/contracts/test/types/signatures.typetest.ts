@@ -143,6 +143,10 @@ m.materializeInto({ ctxHidden, positions: backend.tensor('i64', [3, 4]), mropeSe
 m.materialize({ ctxHidden, positions: backend.tensor('i32', [3, 5]), mropeSection: [1, 2, 1], writeLayerKv: () => {} });
 // @ts-expect-error mropeSection is three counts
 m.materialize({ ctxHidden, positions: backend.tensor('i32', [3, 4]), mropeSection: [2, 2], writeLayerKv: () => {} });
+// Qwen3-VL's interleaved layout: a boolean beside mropeSection (its fit among the pairs is checked at run time).
+m.materializeInto({ ctxHidden, positions: backend.tensor('i32', [3, 4]), mropeSection: [2, 1, 1], mropeInterleaved: true, kPool: backend.empty('bf16', [2, 9, 2, 8]), vPool: backend.empty('bf16', [2, 9, 2, 8]), slots: backend.tensor('i64', [4]) });
+// @ts-expect-error mropeInterleaved is a boolean, not the config's string
+m.materialize({ ctxHidden, positions: backend.tensor('i32', [3, 4]), mropeSection: [2, 1, 1], mropeInterleaved: 'true', writeLayerKv: () => {} });
 // KV022: ctxHidden width differs from the weights' hidden.
 // @ts-expect-error KV022
 m.materialize({ ctxHidden: backend.tensor('bf16', [4, 32]), positions, writeLayerKv: () => {} });
@@ -229,8 +233,19 @@ backend.ropePoolFused({ ...rope, ropeScaling: { type: 'linear', factor: 2, lowFr
 backend.ropePoolFused({ ...rope, ropeScaling: { type: 'dynamic', factor: 2, original_max_position_embeddings: 4096 } });
 // @ts-expect-error originalMaxPositions is required for yarn
 backend.ropePoolFused({ ...rope, ropeScaling: { type: 'yarn', factor: 4 } });
-// @ts-expect-error no such scaling type
+// LongRoPE (Phi-3): the factor lists are number arrays (their length, R/2, is checked at run time).
+backend.ropePoolFused({ ...rope, ropeScaling: { type: 'longrope', shortFactor: [1, 1, 1, 1], longFactor: [1, 2, 4, 8], originalMaxPositions: 4096, factor: 32 } });
+backend.ropePoolFused({ ...rope, ropeScaling: { type: 'longrope', shortFactor: [1, 1, 1, 1], longFactor: [1, 2, 4, 8], originalMaxPositions: 4096, attentionFactor: 1.19, sequenceLength: 100 }, angles: 'float32' });
+// @ts-expect-error shortFactor and longFactor are required for longrope
 backend.ropePoolFused({ ...rope, ropeScaling: { type: 'longrope', factor: 4 } });
+// @ts-expect-error Hugging Face's key, not kvkit's
+backend.ropePoolFused({ ...rope, ropeScaling: { type: 'longrope', short_factor: [1, 1, 1, 1], longFactor: [1, 2, 4, 8], originalMaxPositions: 4096 } });
+// @ts-expect-error a factor list, not one number for every pair
+backend.ropePoolFused({ ...rope, ropeScaling: { type: 'longrope', shortFactor: 1, longFactor: [1, 2, 4, 8], originalMaxPositions: 4096 } });
+// YaRN with DeepSeek's mscale and mscaleAllDim.
+backend.ropePoolFused({ ...rope, ropeScaling: { type: 'yarn', factor: 40, originalMaxPositions: 4096, mscale: 1, mscaleAllDim: 1, betaFast: 32, betaSlow: 1 } });
+// @ts-expect-error no such scaling type
+backend.ropePoolFused({ ...rope, ropeScaling: { type: 'su', factor: 4 } });
 // @ts-expect-error no such angle convention
 backend.ropePoolFused({ ...rope, angles: 'float64' });
 // KV030: 2-D q.
@@ -324,6 +339,10 @@ backend.ropePoolFused({ ...rope, positions: backend.tensor('i32', [3, 5]), mrope
 backend.ropePoolFused({ ...rope, positions: backend.tensor('i32', [4, 1]) });
 // @ts-expect-error mropeSection is three counts
 backend.ropePoolFused({ ...rope, positions: backend.tensor('i32', [3, 4]), mropeSection: [2, 2] });
+expectTypeOf(backend.ropePoolFused({ ...rope, positions: backend.tensor('i32', [3, 4]), mropeSection: [2, 1, 1], mropeInterleaved: true }).kRot.shape).toEqualTypeOf<readonly [4, 2, 8]>();
+backend.fusedNormRopeStacked({ ...base, positions: backend.tensor('i32', [3, 4]), mropeSection: [2, 1, 1], mropeInterleaved: false });
+// @ts-expect-error mropeInterleaved is a boolean
+backend.ropePoolFused({ ...rope, positions: backend.tensor('i32', [3, 4]), mropeSection: [2, 1, 1], mropeInterleaved: 1 });
 // Q/K-norm: weights [D] in q's dtype or f32.
 backend.ropePoolFused({ ...rope, qNormWeight: backend.tensor('f16', [8]), kNormWeight: backend.tensor('f32', [8]), eps: 1e-6 });
 // @ts-expect-error KV068

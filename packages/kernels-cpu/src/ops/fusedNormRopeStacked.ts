@@ -1,5 +1,5 @@
 import type { FusedNormRopeStackedChecked } from '@kvkit/contracts/backend';
-import { mropeBounds, writeMropeRow } from '@kvkit/contracts/backend';
+import { mropeLayout, writeMropeRow } from '@kvkit/contracts/backend';
 import { rmsNormInPlace } from '../math/rmsNorm.js';
 import type { Readable } from '../math/rmsNorm.js';
 import { rotateInPlace } from '../math/rope.js';
@@ -34,6 +34,8 @@ export interface NormRopeStackedJob {
   readonly cosSinRow: CosSinRow;
   /** mRoPE: pair j takes the cos/sin row of its stream's position (stream s of token t at s*T + t). */
   readonly mropeSection?: readonly number[] | undefined;
+  /** mRoPE's interleaved layout (Qwen3-VL) of mropeSection. */
+  readonly mropeInterleaved?: boolean;
   /** [L, rows, H, D], same dtype as kv. */
   readonly kDst: FloatAccess;
   readonly vDst: FloatAccess;
@@ -50,7 +52,7 @@ export function normRopeStacked(job: NormRopeStackedJob): void {
   const x = headScratch(D);
   const cs = cosSinScratch(R);
   const tokenStride = L * 2 * H * D;
-  const bounds = job.mropeSection && mropeBounds(job.mropeSection);
+  const bounds = job.mropeSection && mropeLayout(job.mropeSection, job.mropeInterleaved);
   // Dense outputs give each token its own row, so any order does there.
   for (const t of scatterOrder(T, job.slots?.duplicates ?? 'last')) {
     const row = job.slots ? indexAt(job.slots.values, t) : t;
@@ -93,6 +95,7 @@ export function fusedNormRopeStacked(backend: CpuKernels, args: FusedNormRopeSta
     eps: backend.floats(args.eps),
     positions: backend.own(args.positions).data,
     mropeSection: args.mropeSection,
+    mropeInterleaved: args.mropeInterleaved,
     cosSinRow: (p, out) => {
       for (let j = 0; j < R; j++) out[j] = cacheValues.get(p * R + j);
     },

@@ -155,6 +155,7 @@ class CpuKvMaterializer implements MaterializerKernels {
       eps: this.#eps,
       positions,
       mropeSection: args.mropeSection,
+      mropeInterleaved: args.mropeInterleaved,
       cosSinRow: this.#cosSinRow,
       kDst: floatAccess(this.#dtype, kDst),
       vDst: floatAccess(this.#dtype, vDst),

@@ -11,8 +11,8 @@ import { poolRowReader, poolTarget } from './poolStore.js';
  * per KV head and shared by its Hq / H query heads.
  */
 export function pagedAttention(backend: CpuKernels, args: PagedAttentionChecked) {
-  const { N, Hq, H, D, B1 } = args.dims;
-  const out = args.out ? backend.own(args.out) : backend.allocate(args.q.dtype, [N, Hq, D]);
+  const { N, Hq, H, D, Dv, B1 } = args.dims;
+  const out = args.out ? backend.own(args.out) : backend.allocate(args.q.dtype, [N, Hq, Dv]);
   const lse = backend.allocate('f32', [N, Hq]);
   if (N === 0) return { out, lse };
   const group = Hq / H;
@@ -28,7 +28,7 @@ export function pagedAttention(backend: CpuKernels, args: PagedAttentionChecked)
   const kvIndptr = backend.own(args.kvIndptr).data;
   const kvSlots = backend.own(args.kvSlots).data;
   const qRow = new Float64Array(D);
-  const acc = new Float64Array(D);
+  const acc = new Float64Array(Dv);
   for (let b = 0; b + 1 < B1; b++) {
     const qStart = indexAt(qIndptr, b);
     const qLen = indexAt(qIndptr, b + 1) - qStart;
@@ -53,6 +53,7 @@ export function pagedAttention(backend: CpuKernels, args: PagedAttentionChecked)
         for (let g = 0; g < group; g++) {
           const hq = h * group + g;
           const qAt = (n * Hq + hq) * D;
+          const outAt = (n * Hq + hq) * Dv;
           for (let d = 0; d < D; d++) qRow[d] = q.get(qAt + d);
           let max = -Infinity;
           for (let j = first; j <= last; j++) {
@@ -69,9 +70,10 @@ export function pagedAttention(backend: CpuKernels, args: PagedAttentionChecked)
           acc.fill(0);
           for (let j = first; j <= last; j++) {
             const w = Math.exp(logits[j]! - total);
-            for (let d = 0; d < D; d++) acc[d]! += w * vals[j * D + d]!;
+            // V is the first Dv values of each row (MLA: the latent part of the latent row).
+            for (let d = 0; d < Dv; d++) acc[d]! += w * vals[j * D + d]!;
           }
-          for (let d = 0; d < D; d++) o.set(qAt + d, acc[d]!);
+          for (let d = 0; d < Dv; d++) o.set(outAt + d, acc[d]!);
           lseOut[n * Hq + hq] = total;
         }
       }

@@ -1,5 +1,5 @@
 import type { RopePoolFusedChecked } from '@kvkit/contracts/backend';
-import { mropeBounds, ropeAngles, writeCosSinRow, writeMropeCosSinRow } from '@kvkit/contracts/backend';
+import { mropeLayout, ropeAngles, writeCosSinRow, writeMropeCosSinRow } from '@kvkit/contracts/backend';
 import { rmsNormInPlace } from '../math/rmsNorm.js';
 import type { Readable } from '../math/rmsNorm.js';
 import { rotateInPlace } from '../math/rope.js';
@@ -23,7 +23,7 @@ export function ropePoolFused(backend: CpuKernels, args: RopePoolFusedChecked) {
   const eps = args.eps ?? 0;
   const qRope = { D, R, style: args.ropeStyle, cs, norm: args.qNormWeight && { weight: backend.floats(args.qNormWeight), eps } };
   const kRope = { D, R, style: args.ropeStyle, cs, norm: args.kNormWeight && { weight: backend.floats(args.kNormWeight), eps } };
-  const bounds = args.mropeSection && mropeBounds(args.mropeSection);
+  const bounds = args.mropeSection && mropeLayout(args.mropeSection, args.mropeInterleaved);
   const streams = [0, 0, 0];
   const qIn = floatAccess(dtype, q.data);
   const kIn = backend.floats(args.k);

@@ -1,11 +1,12 @@
 import { numel } from '@kvkit/contracts';
 import type { DType, Shape, TensorData } from '@kvkit/contracts';
 import { encodeTensorData, layoutOf, TYPED_ARRAY_MAX_LENGTH } from '@kvkit/contracts/backend';
-import type { BackendKernels, ViewLayout, CopySlotsChecked, CreateKvMaterializerChecked, DequantizeKvChecked, PagedAttentionChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
+import type { BackendKernels, ViewLayout, CopySlotsChecked, CreateKvMaterializerChecked, DequantizeKvChecked, PagedAttentionChecked, FusedNormRopeStackedChecked, MaterializerKernels, MlaPoolFusedChecked, OwnedTensor, RopePoolFusedChecked, TensorLimit } from '@kvkit/contracts/backend';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';
 import { poolTarget, readPoolRows } from '../ops/poolStore.js';
 import { ropePoolFused } from '../ops/ropePoolFused.js';
+import { mlaPoolFused } from '../ops/mlaPoolFused.js';
 import { copySlots } from '../ops/copySlots.js';
 import { pagedAttention } from '../ops/pagedAttention.js';
 import { allocateStorage, CpuTensor } from './cpuTensor.js';
@@ -129,6 +130,10 @@ export class CpuKernels implements BackendKernels {
 
   ropePoolFused(args: RopePoolFusedChecked): { qRot: OwnedTensor; kRot: OwnedTensor } {
     return ropePoolFused(this, args);
+  }
+
+  mlaPoolFused(args: MlaPoolFusedChecked): { qRot?: OwnedTensor } {
+    return mlaPoolFused(this, args);
   }
 
   dequantizeKv(args: DequantizeKvChecked): void {

@@ -15,7 +15,7 @@ namespace kvkit {
 
 // The position streams of a call: one ([T] positions), or mRoPE's three.
 __device__ __forceinline__ PositionStreams positionStreams(const FusedNormRopeParams& p) {
-  return {p.positions, p.positionsAreI64, p.positionStreamStride, static_cast<int>(p.mropeTemporalPairs), static_cast<int>(p.mropeHeightPairsEnd)};
+  return {p.positions, p.positionsAreI64, p.positionStreamStride, static_cast<int>(p.mropeTemporalPairs), static_cast<int>(p.mropeHeightPairsEnd), p.mropeInterleaved != 0};
 }
 
 /**

@@ -16,7 +16,7 @@ namespace kvkit {
 
 // The position streams of a call: one ([N] positions), or mRoPE's three.
 __device__ __forceinline__ PositionStreams positionStreams(const RopePoolParams& p) {
-  return {p.positions, p.positionsAreI64, p.positionStreamStride, static_cast<int>(p.mropeTemporalPairs), static_cast<int>(p.mropeHeightPairsEnd)};
+  return {p.positions, p.positionsAreI64, p.positionStreamStride, static_cast<int>(p.mropeTemporalPairs), static_cast<int>(p.mropeHeightPairsEnd), p.mropeInterleaved != 0};
 }
 
 // Token n's pool row: its slot, or -1 when it writes none (negative slot, or a slot a later token

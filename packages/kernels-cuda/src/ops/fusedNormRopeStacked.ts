@@ -50,6 +50,7 @@ export function fusedNormRopeStacked(kernels: CudaKernels, args: FusedNormRopeSt
     positions: positionsAt!,
     positionsAreI64: positions.dtype === 'i64',
     mropeSection: args.mropeSection,
+    mropeInterleaved: args.mropeInterleaved,
     positionRule,
     kOut: kOut.ptr,
     vOut: vOut.ptr,

@@ -4,6 +4,7 @@ import { FLOAT_CODE } from '../generated/kernels.js';
 import type { CudaKernels } from '../runtime/cudaKernels.js';
 import { ELEMENT_BYTES } from '../runtime/cudaTensor.js';
 import type { SlotClaims } from '../runtime/slotOwners.js';
+import { ownerParams } from '../runtime/slotOwners.js';
 import { fusedKernel } from '../runtime/kernelNames.js';
 import { DENSE_ROWS } from './kvPools.js';
 import type { PoolWrite } from './kvPools.js';
@@ -44,6 +45,8 @@ export interface NormRopeJob {
   readonly positionsAreI64: boolean;
   /** mRoPE: positions are [3, T] (stream s of token t at s*T + t), pairs split over the streams by this section. */
   readonly mropeSection?: readonly number[] | undefined;
+  /** mRoPE's interleaved layout (Qwen3-VL) of mropeSection. */
+  readonly mropeInterleaved?: boolean;
   readonly positionRule: BoundCheck;
   /** Pools: token t goes to row slots[t] (negative: skipped; of tokens naming one slot, the one `duplicates` names). */
   readonly slots?: PoolSlots;
@@ -122,9 +125,15 @@ export function claimSlots(kernels: CudaKernels, slots: PoolSlots, T: number, op
   return kernels.slotOwners.claim(slots.ptr, slots.areI64, T, slots.rule.below, slots.duplicates, op);
 }
 
-/** Enqueues the norm + RoPE; writing pools at slots, after the claim pass (`claimed`: one the caller already enqueued). */
-export function launchNormRope(kernels: CudaKernels, job: NormRopeJob, claimed?: SlotClaims): void {
+/**
+ * Enqueues the norm + RoPE; writing pools at slots, after the claim pass (`claimed`: one the caller already enqueued).
+ * `beside`: a plain launch on that stream instead, gated on the value check `call` the caller launched (one check
+ * for several launches), its claims enqueued by the caller where that stream waits for them; its grid sized for
+ * `multiprocessors` where given (the rest of the device busy with other work), else for the whole device.
+ */
+export function launchNormRope(kernels: CudaKernels, job: NormRopeJob, claimed?: SlotClaims, beside?: { readonly stream: bigint; readonly call: number; readonly multiprocessors?: number | undefined }): void {
   if (job.T === 0) return;
+  if (beside && job.slots && !claimed) throw new Error(`${job.op}: a launch beside the main stream needs the claims enqueued ahead of it`);
   const cx = kernels.cx;
   const layout = job.kvLayout;
   const plan = planRows({
@@ -137,12 +146,12 @@ export function launchNormRope(kernels: CudaKernels, job: NormRopeJob, claimed?:
     headRows: job.L * job.H,
     vectorAddresses: [job.kv, job.kNormWeight, job.kOut, job.vOut, ...[layout.vOffset, layout.tokenStride, layout.layerStride].map((e) => e * ELEMENT_BYTES[job.dtype])],
     elementStrides: [layout.elementStride],
-    gpu: cx.launchLimits,
+    gpu: beside?.multiprocessors ? { ...cx.launchLimits, multiprocessors: beside.multiprocessors } : cx.launchLimits,
   });
   const claims = claimed ?? (job.slots ? claimSlots(kernels, job.slots, job.T, job.op) : undefined);
   const cache = 'cache' in job.angles ? job.angles : undefined;
   // After the projection and the claims, which write nothing of the caller's: the norm kernel waits for this check.
-  const call = kernels.badValues.checkCall(job.op);
+  const call = beside ? beside.call : kernels.badValues.checkCall(job.op);
   const p = kernels.params.normRope;
   p.write({
     kv: job.kv,
@@ -178,13 +187,12 @@ export function launchNormRope(kernels: CudaKernels, job: NormRopeJob, claimed?:
     positionMin: job.positionRule.min,
     positionBelow: job.positionRule.below,
     slotBelow: job.slots ? job.slots.rule.below : Infinity,
-    slotOwners: claims ? claims.table : 0,
-    slotOwnersMask: claims ? claims.mask : 0,
-    generation: claims ? claims.generation : 0,
+    ...ownerParams(claims),
     rowsPerUnit: plan.rowsPerUnit,
     unitsPerToken: plan.unitsPerToken,
     lanesPerRow: plan.lanesPerRow,
   });
   // The kernel waits for the grid ahead before touching memory, so it may launch while that grid runs.
-  cx.launchOverlapping(fusedKernel(job.dtype, plan.path, plan.pairedLanes), p, plan.grid, plan.block, plan.sharedBytes, job.op);
+  if (beside) cx.launch(fusedKernel(job.dtype, plan.path, plan.pairedLanes), p, plan.grid, 1, plan.block, plan.sharedBytes, job.op, 1, beside.stream);
+  else cx.launchOverlapping(fusedKernel(job.dtype, plan.path, plan.pairedLanes), p, plan.grid, plan.block, plan.sharedBytes, job.op);
 }

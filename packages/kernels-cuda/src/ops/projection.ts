@@ -37,6 +37,8 @@ export class Projection {
     readonly blocks = 1,
     /** 'kvkit' keeps cuBLASLt out even where it loads (the bench compares the two engines). */
     readonly engine?: GemmEngine,
+    /** cuBLASLt's algorithms chosen for this many multiprocessors, where other work runs beside (undefined: the whole device). */
+    readonly multiprocessors?: number,
   ) {
     this.#kernels = kernels;
     this.#n = N / blocks;
@@ -82,7 +84,7 @@ export class Projection {
     }
     const n = this.#n;
     const batch = this.blocks > 1 ? { count: this.blocks, strideW: n * this.K, strideC: M * n } : undefined;
-    const plan = lt.plan(this.dtype, M, n, this.K, op, batch);
+    const plan = lt.plan(this.dtype, M, n, this.K, op, batch, this.multiprocessors);
     this.#plans.set(M, plan ?? null);
     return plan;
   }

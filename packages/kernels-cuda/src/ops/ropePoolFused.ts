@@ -1,3 +1,4 @@
+import { ownerParams } from '../runtime/slotOwners.js';
 import type { FloatDType, PoolDType } from '@kvkit/contracts';
 import { isFp8 } from '@kvkit/contracts';
 import type { RopePoolFusedChecked } from '@kvkit/contracts/backend';
@@ -115,9 +116,7 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
     positionsAreI64: positions.dtype === 'i64' ? 1 : 0,
     slotsAreI64: slots.dtype === 'i64' ? 1 : 0,
     slotBelow: slotRule.below,
-    slotOwners: claims.table,
-    slotOwnersMask: claims.mask,
-    generation: claims.generation,
+    ...ownerParams(claims),
     tokensPerBlock: plan.tokensPerBlock,
     rowsPerUnit: plan.rowsPerUnit,
     unitsPerToken: plan.unitsPerToken,

@@ -1,5 +1,5 @@
-import type { DeviceCheck } from '@kvkit/contracts/backend';
-import { valueRuleError } from '@kvkit/contracts/backend';
+import type { DeviceCheck, DeviceSegmentCheck, OffsetsBreak } from '@kvkit/contracts/backend';
+import { offsetsRuleError, segmentsWithinError, valueRuleError } from '@kvkit/contracts/backend';
 import type { ContractError } from '@kvkit/contracts';
 import { RULES_PER_CHECK, VALUE_KIND } from '@kvkit/contracts/kernels';
 import { LAUNCHES, RECORD_BYTES } from '../generated/kernels.js';
@@ -13,9 +13,15 @@ const MAX_PENDING = 1 << 16;
 /** BadValueRecord: key (u64), value (i64), lock, rejectedCall (contracts' deviceRecords). */
 const BAD_VALUE_BYTES = RECORD_BYTES.BadValueRecord;
 
+/** A numbered check: a value rule (check_values.cu) or an offsets rule (check_segments.cu). */
+export type NumberedCheck = DeviceCheck | DeviceSegmentCheck;
+
+/** How check_segments.cu records the way an offsets rule broke, in the low two bits of the value. */
+const OFFSETS_BREAKS: readonly OffsetsBreak[] = ['start', 'decreasing', 'end'];
+
 /** A copy of the record taken before a sync (by a read() or a drain), with the checks it numbers; kept while it may hold a violation. */
 export interface Settlement {
-  readonly checks: readonly DeviceCheck[];
+  readonly checks: readonly NumberedCheck[];
   readonly dims: readonly Readonly<Record<string, number>>[];
   /** Where the copy lands; undefined once decoded. */
   mirror: PinnedBlock | undefined;
@@ -44,13 +50,15 @@ interface CallRule {
 export class BadValues {
   readonly #cx: CudaContext;
   readonly record: DeviceBuffer;
-  #checks: DeviceCheck[] = [];
+  #checks: NumberedCheck[] = [];
   #dims: Readonly<Record<string, number>>[] = [];
   /** Copies taken since the last sync, in enqueue order: the first violation among them is the next sync's. */
   #settlements: Settlement[] = [];
   readonly #params: ParamBlock<'CheckValuesParams'>;
   /** Rules numbered since the last checkCall: the call being enqueued. */
   #callRules: CallRule[] = [];
+  /** Checks of either kind numbered since the last checkCall. */
+  #callChecks = 0;
   /** The last call number handed out; BadValueRecord.rejectedCall holds one of them (0 never: no check). */
   #calls = 0;
 
@@ -64,26 +72,49 @@ export class BadValues {
 
   /** Numbers one rule of a call about to be launched, whose values the device holds contiguous at `values`. */
   enqueue(check: DeviceCheck, dims: Readonly<Record<string, number>>, values: number): number {
-    // Drained between calls only, so the numbers of one call's rules stay together.
-    if (this.#callRules.length === 0 && this.#checks.length >= MAX_PENDING) this.#drainNow(check.op);
-    this.#checks.push(check);
-    this.#dims.push(dims);
-    const number = this.#checks.length - 1;
+    const number = this.#number(check, dims);
     this.#callRules.push({ check: number, rule: check, values });
     return number;
+  }
+
+  /**
+   * Numbers one offsets rule of the call about to be launched, in the contract's order among its value rules;
+   * the op launches check_segments.cu with the number, after checkCall.
+   */
+  enqueueSegment(check: DeviceSegmentCheck, dims: Readonly<Record<string, number>>): number {
+    return this.#number(check, dims);
+  }
+
+  #number(check: NumberedCheck, dims: Readonly<Record<string, number>>): number {
+    // Drained between calls only, so the numbers of one call's rules stay together.
+    if (this.#callChecks === 0 && this.#checks.length >= MAX_PENDING) this.#drainNow(check.op);
+    this.#checks.push(check);
+    this.#dims.push(dims);
+    this.#callChecks += 1;
+    return this.#checks.length - 1;
   }
 
   /**
    * Launches the check of the rules numbered since the last call of this,
    * ahead of the call's kernels that write, and returns the call's number for
    * their gate (callRejected in bad_values.cuh); 0 when the call has no rule
-   * on the device, and nothing is launched.
+   * on the device, and nothing is launched. On `stream` (another than the
+   * context's), a plain launch behind what that stream holds. More rules than
+   * one launch takes go in several, one after the other; a call with offsets
+   * rules only gets its number and no launch (its op launches check_segments).
    */
-  checkCall(op: string): number {
+  checkCall(op: string, stream?: bigint): number {
     const rules = this.#callRules.splice(0);
-    if (rules.length === 0) return 0;
-    if (rules.length > RULES_PER_CHECK) throw new Error(`${op}: ${rules.length} value rules, one check launch takes ${RULES_PER_CHECK}`);
+    const numbered = this.#callChecks;
+    this.#callChecks = 0;
+    if (numbered === 0) return 0;
     this.#calls = this.#calls >= 0x7fffffff ? 1 : this.#calls + 1;
+    for (let first = 0; first < rules.length; first += RULES_PER_CHECK) this.#launchCheck(rules.slice(first, first + RULES_PER_CHECK), op, stream);
+    return this.#calls;
+  }
+
+  /** One check_values launch for up to RULES_PER_CHECK rules of the call numbered last. */
+  #launchCheck(rules: readonly CallRule[], op: string, stream: bigint | undefined): void {
     const fields: Record<string, number> = {};
     let longest = 0;
     for (let r = 0; r < RULES_PER_CHECK; r++) {
@@ -104,8 +135,8 @@ export class BadValues {
     const { threads } = LAUNCHES.checkValues.default;
     const grid = Math.max(1, Math.min(Math.ceil(longest / threads), this.#cx.multiprocessors * 4));
     // It waits for the grid ahead before reading, and lets the call's first kernel launch behind it.
-    this.#cx.launchOverlapping('check_values', this.#params, grid, threads, 0, op);
-    return this.#calls;
+    if (stream === undefined) this.#cx.launchOverlapping('check_values', this.#params, grid, threads, 0, op);
+    else this.#cx.launch('check_values', this.#params, grid, 1, threads, 0, op, 1, stream);
   }
 
   /** At sync: waits for the work enqueued so far and returns the first bad value it met, if any. */
@@ -184,16 +215,29 @@ export class BadValues {
     this.#dims = [];
   }
 
-  #decode(view: ArrayBuffer, checks: readonly DeviceCheck[], dims: readonly Readonly<Record<string, number>>[]): ContractError | undefined {
+  #decode(view: ArrayBuffer, checks: readonly NumberedCheck[], dims: readonly Readonly<Record<string, number>>[]): ContractError | undefined {
     const words = new Uint32Array(view, 0, 4);
     if (words[0] === 0xffffffff && words[1] === 0xffffffff) return undefined;
     const check = checks[words[1]!];
     if (!check) return undefined;
     const token = words[0]!;
     const bytes = new DataView(view);
+    if ('kind' in check) return segmentError(check, token, bytes.getBigInt64(8, true), dims[words[1]!]!);
     // The same value types the host check reports: a bigint for i64 tensors, a number for i32; an f32 parameter's bits.
     const dtype = check.tensor.dtype;
     const actual = dtype === 'f32' ? bytes.getFloat32(8, true) : dtype === 'i64' ? bytes.getBigInt64(8, true) : Number(bytes.getBigInt64(8, true));
     return valueRuleError(check, token, actual, dims[words[1]!]!);
   }
+}
+
+/**
+ * The error of an offsets rule check_segments.cu recorded at `entry`: for an offsets rule the entry's value
+ * times 4 plus the way it broke (a bigint for i64 offsets, as the host check reports it); for segmentsWithin
+ * qLen · 2^32 + kvLen of request `entry`.
+ */
+function segmentError(check: DeviceSegmentCheck, entry: number, raw: bigint, dims: Readonly<Record<string, number>>): ContractError {
+  if (check.kind === 'segmentsWithin') return segmentsWithinError(check, entry, Number(raw >> 32n), Number(raw & 0xffffffffn), dims);
+  const how = Number(raw & 3n);
+  const value = (raw - BigInt(how)) / 4n;
+  return offsetsRuleError(check, entry, check.tensor.dtype === 'i64' ? value : Number(value), OFFSETS_BREAKS[how]!, dims);
 }

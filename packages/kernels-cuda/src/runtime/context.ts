@@ -23,6 +23,9 @@ const LAUNCH_CONFIG_BYTES = 56;
 /** CUlaunchAttribute: id (u32, padded to 8), then a 64-byte value. */
 const CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6;
 const CU_EVENT_DISABLE_TIMING = 2;
+/** CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, and the dynamic shared memory a kernel may take without it. */
+const CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
+const DEFAULT_SHARED_BYTES = 48 * 1024;
 const CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4;
 const TWO_32 = 2 ** 32;
 
@@ -48,6 +51,10 @@ export class CudaContext {
   /** The device's default memory pool, which stream-ordered allocations come from (null without pools). */
   readonly #pool: bigint | null = null;
   readonly #functions = new Map<string, bigint>();
+  /** Dynamic shared memory each kernel was allowed past the default (allowSharedBytes). */
+  readonly #sharedAllowed = new Map<string, number>();
+  /** Occupancy answers, by kernel, block and shared bytes. */
+  readonly #resident = new Map<string, number>();
   readonly #live = new Set<DeviceBuffer>();
   readonly #events: bigint[] = [];
   readonly #timingEvents: bigint[] = [];
@@ -65,6 +72,8 @@ export class CudaContext {
   readonly #launchConfig = Buffer.alloc(Math.max(LAUNCH_CONFIG_BYTES, 256));
   readonly #launchAttribute = Buffer.alloc(256);
   #overlapTried = false;
+  /** A second stream of this context, made on first use (auxStream), for work that runs beside the main stream's. */
+  #aux: bigint | undefined;
   /** Whether launchOverlapping overlaps (Hopper or newer, cuLaunchKernelEx present), or why not. */
   #overlap: true | string;
 
@@ -229,6 +238,30 @@ export class CudaContext {
     if (status !== 0) this.#cu.check(op, 'cuMemsetD8Async', status);
   }
 
+  /**
+   * Lets `name` launch with `bytes` of dynamic shared memory: past the 48 KiB every kernel may take, the
+   * driver needs the kernel's own limit raised first (once per size it grows to).
+   */
+  allowSharedBytes(name: KernelName, bytes: number, op: string): void {
+    if (bytes <= DEFAULT_SHARED_BYTES || (this.#sharedAllowed.get(name) ?? 0) >= bytes) return;
+    const status = this.#cu.cuFuncSetAttribute(this.kernel(name), CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
+    if (status !== 0) this.#cu.check(op, `cuFuncSetAttribute(${name})`, status);
+    this.#sharedAllowed.set(name, bytes);
+  }
+
+  /** Blocks of `name` one multiprocessor holds at once with `block` threads and `sharedBytes` of dynamic shared memory (at least 1). */
+  residentBlocks(name: KernelName, block: number, sharedBytes: number, op: string): number {
+    const key = `${name} ${block} ${sharedBytes}`;
+    const known = this.#resident.get(key);
+    if (known !== undefined) return known;
+    const blocks = [0];
+    const status = this.#cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(blocks, this.kernel(name), block, sharedBytes);
+    if (status !== 0) this.#cu.check(op, `cuOccupancyMaxActiveBlocksPerMultiprocessor(${name})`, status);
+    const resident = Math.max(1, blocks[0]!);
+    this.#resident.set(key, resident);
+    return resident;
+  }
+
   /** A kernel of the fatbin, looked up once. */
   kernel(name: KernelName): bigint {
     const known = this.#functions.get(name);
@@ -239,8 +272,8 @@ export class CudaContext {
     return fn[0]!;
   }
 
-  launch<K extends KernelName>(name: K, params: ParamBlock<ParamsOf<K>>, gridX: number, gridY: number, block: number, sharedBytes: number, op: string, gridZ = 1): void {
-    const status = this.#cu.cuLaunchKernel(this.kernel(name), gridX, gridY, gridZ, block, 1, 1, sharedBytes, this.stream, params.argv, null);
+  launch<K extends KernelName>(name: K, params: ParamBlock<ParamsOf<K>>, gridX: number, gridY: number, block: number, sharedBytes: number, op: string, gridZ = 1, stream = this.stream): void {
+    const status = this.#cu.cuLaunchKernel(this.kernel(name), gridX, gridY, gridZ, block, 1, 1, sharedBytes, stream, params.argv, null);
     if (status !== 0) this.#cu.check(op, `cuLaunchKernel(${name})`, status);
   }
 
@@ -274,8 +307,8 @@ export class CudaContext {
     if (status !== 0) this.#cu.check(op, `cuLaunchKernelEx(${name})`, status);
   }
 
-  /** An event recorded now on the stream: it completes once everything enqueued before it has. */
-  record(op: string, timing = false): bigint {
+  /** An event recorded now on the stream (or `stream`): it completes once everything enqueued there before it has. */
+  record(op: string, timing = false, stream = this.stream): bigint {
     const pool = timing ? this.#timingEvents : this.#events;
     let event = pool.pop();
     if (event === undefined) {
@@ -284,9 +317,36 @@ export class CudaContext {
       event = made[0]!;
       this.#allEvents.push(event);
     }
-    const status = this.#cu.cuEventRecord(event, this.stream);
+    const status = this.#cu.cuEventRecord(event, stream);
     if (status !== 0) this.#cu.check(op, 'cuEventRecord', status);
     return event;
+  }
+
+  /**
+   * This context's second stream (non-blocking, made on first use, destroyed
+   * at dispose): work enqueued there runs beside the main stream's, ordered
+   * with it only by `order`.
+   */
+  auxStream(op: string): bigint {
+    if (this.#aux !== undefined) return this.#aux;
+    this.makeCurrent();
+    const stream: (bigint | null)[] = [null];
+    this.#cu.check(op, 'cuStreamCreate', this.#cu.cuStreamCreate(stream, CU_STREAM_NON_BLOCKING));
+    this.#aux = stream[0]!;
+    return this.#aux;
+  }
+
+  /** Work enqueued on `to` from now on runs after everything enqueued on `from` so far (an event, never a host wait). */
+  order(from: bigint, to: bigint, op: string): void {
+    this.queueWait(to, this.record(op, false, from), op);
+  }
+
+  /** Work enqueued on `stream` from now on runs after `event` (from `record`) completes; the event goes back to the pool. */
+  queueWait(stream: bigint, event: bigint, op: string): void {
+    const status = this.#cu.cuStreamWaitEvent(stream, event, 0);
+    // The wait took the event's state at this call: re-recording it later does not move what `stream` waits for.
+    this.recycle(event);
+    if (status !== 0) this.#cu.check(op, 'cuStreamWaitEvent', status);
   }
 
   recycle(event: bigint, timing = false): void {
@@ -356,6 +416,7 @@ export class CudaContext {
       if (status !== 0) failures.push([call, status]);
     };
     attempt('cuStreamSynchronize', cu.cuStreamSynchronize(this.stream));
+    if (this.#aux !== undefined) attempt('cuStreamSynchronize', cu.cuStreamSynchronize(this.#aux));
     for (const buffer of this.#live) attempt(this.#asyncAlloc ? 'cuMemFreeAsync' : 'cuMemFree', this.#asyncAlloc ? cu.cuMemFreeAsync(buffer.ptr, this.stream) : cu.cuMemFree(buffer.ptr));
     this.#live.clear();
     attempt('cuStreamSynchronize', cu.cuStreamSynchronize(this.stream));
@@ -366,6 +427,8 @@ export class CudaContext {
     for (const block of this.#allPinned) attempt('cuMemFreeHost', cu.cuMemFreeHost(block.ptr));
     for (const event of this.#allEvents) attempt('cuEventDestroy', cu.cuEventDestroy(event));
     attempt('cuModuleUnload', cu.cuModuleUnload(this.module));
+    // Ours on either kind of stream: made in this context, so gone before a primary context is released.
+    if (this.#aux !== undefined) attempt('cuStreamDestroy', cu.cuStreamDestroy(this.#aux));
     if (!this.#callerStream) {
       attempt('cuStreamDestroy', cu.cuStreamDestroy(this.stream));
       attempt('cuDevicePrimaryCtxRelease', cu.cuDevicePrimaryCtxRelease(this.device));

@@ -10,6 +10,7 @@ export const CUBLASLT_LIBRARIES = ['libcublasLt.so.13', 'libcublasLt.so.12', 'li
 const CUBLAS_COMPUTE_32F = 68;
 const CUDA_DATA_TYPE: Readonly<Record<FloatDType, number>> = { f32: 0, f16: 2, bf16: 14 };
 const CUBLASLT_MATMUL_DESC_TRANSA = 3;
+const CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET = 15;
 const CUBLAS_OP_T = 1;
 const CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1;
 const CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5;
@@ -84,6 +85,8 @@ function bind(): Bindings | { reason: string } {
 
 /** One shape's descriptors and the algorithm cuBLASLt's heuristic chose. */
 export interface GemmPlan {
+  /** The multiprocessors its algorithm was chosen for (0: the whole device), which picks its operation descriptor. */
+  readonly multiprocessors: number;
   readonly layouts: readonly bigint[];
   readonly result: Buffer;
 }
@@ -98,7 +101,8 @@ export class CublasLt {
   readonly library: string;
   readonly #b: Bindings;
   readonly #handle: bigint;
-  readonly #descs = new Map<FloatDType, bigint>();
+  /** By dtype, and the multiprocessors targeted where not the whole device (`bf16/120`). */
+  readonly #descs = new Map<string, bigint>();
   readonly #pref: bigint;
   readonly #one = new Float32Array([1]);
   readonly #zero = new Float32Array([0]);
@@ -128,13 +132,16 @@ export class CublasLt {
     if (status !== 0) throw cudaCallFailed(op, call, String(this.#b.statusName(status)), 'cuBLASLt reported an error');
   }
 
-  #desc(dtype: FloatDType, op: string): bigint {
-    const known = this.#descs.get(dtype);
+  #desc(dtype: FloatDType, op: string, multiprocessors = 0): bigint {
+    const key = multiprocessors > 0 ? `${dtype}/${multiprocessors}` : dtype;
+    const known = this.#descs.get(key);
     if (known !== undefined) return known;
     const desc: (bigint | null)[] = [null];
     this.#check(op, 'cublasLtMatmulDescCreate', this.#b.descCreate(desc, CUBLAS_COMPUTE_32F, CUDA_DATA_TYPE.f32));
     this.#check(op, 'cublasLtMatmulDescSetAttribute', this.#b.descSet(desc[0], CUBLASLT_MATMUL_DESC_TRANSA, new Int32Array([CUBLAS_OP_T]), 4));
-    this.#descs.set(dtype, desc[0]!);
+    // Kernels sized for fewer multiprocessors than the device has, where other work runs beside them.
+    if (multiprocessors > 0) this.#check(op, 'cublasLtMatmulDescSetAttribute', this.#b.descSet(desc[0], CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, new Int32Array([multiprocessors]), 4));
+    this.#descs.set(key, desc[0]!);
     return desc[0]!;
   }
 
@@ -142,8 +149,9 @@ export class CublasLt {
    * The plan for one shape; undefined when cuBLASLt offers no algorithm for it
    * (the caller falls back). With `batch`, C_b = A · W_b^T for b < batch.count:
    * W_b and C_b are batch.strideW and batch.strideC elements apart, A is shared.
+   * `multiprocessors`: the algorithm chosen for that many (cuBLASLt's SM count target), 0 for the whole device.
    */
-  plan(dtype: FloatDType, M: number, N: number, K: number, op: string, batch?: { count: number; strideW: number; strideC: number }): GemmPlan | undefined {
+  plan(dtype: FloatDType, M: number, N: number, K: number, op: string, batch?: { count: number; strideW: number; strideC: number }, multiprocessors = 0): GemmPlan | undefined {
     const type = CUDA_DATA_TYPE[dtype];
     const count = new Int32Array([batch?.count ?? 1]);
     const layout = (rows: number, cols: number, ld: number, stride: number) => {
@@ -158,9 +166,9 @@ export class CublasLt {
     const layouts = [layout(K, N, K, batch?.strideW ?? 0), layout(K, M, K, 0), layout(N, M, N, batch?.strideC ?? 0)];
     const result = Buffer.alloc(HEURISTIC_RESULT_BYTES * 2);
     const found = [0];
-    const desc = this.#desc(dtype, op);
+    const desc = this.#desc(dtype, op, multiprocessors);
     this.#check(op, 'cublasLtMatmulAlgoGetHeuristic', this.#b.heuristic(this.#handle, desc, layouts[0], layouts[1], layouts[2], layouts[2], this.#pref, 1, result, found));
-    const plan = { layouts, result };
+    const plan = { multiprocessors, layouts, result };
     if (found[0] === 0 || result.readInt32LE(72) !== 0) {
       this.forget(plan);
       return undefined;
@@ -175,7 +183,7 @@ export class CublasLt {
 
   matmul(plan: GemmPlan, dtype: FloatDType, a: number, w: number, c: number, workspace: number, stream: bigint, op: string): void {
     const [wLayout, aLayout, cLayout] = plan.layouts;
-    const status = this.#b.matmul(this.#handle, this.#desc(dtype, op), this.#one, w, wLayout, a, aLayout, this.#zero, c, cLayout, c, cLayout, plan.result, workspace, CUBLASLT_WORKSPACE_BYTES, stream);
+    const status = this.#b.matmul(this.#handle, this.#desc(dtype, op, plan.multiprocessors), this.#one, w, wLayout, a, aLayout, this.#zero, c, cLayout, c, cLayout, plan.result, workspace, CUBLASLT_WORKSPACE_BYTES, stream);
     if (status !== 0) this.#check(op, 'cublasLtMatmul', status);
   }
 

@@ -1,11 +1,14 @@
 import { numel } from '@kvkit/contracts';
 import type { DType, FloatDType, Shape, TensorData } from '@kvkit/contracts';
-import type { BackendKernels, CreateKvMaterializerChecked, DequantizeKvChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, ReadForm, RopePoolFusedChecked, RopeSpec, TensorLimit, ViewLayout } from '@kvkit/contracts/backend';
-import { encodeTensorData, layoutOf, ropeAngles, ropeAngleTable, storageView } from '@kvkit/contracts/backend';
+import type { BackendKernels, CopySlotsChecked, CreateKvMaterializerChecked, DequantizeKvChecked, FusedNormRopeStackedChecked, MaterializerKernels, MlaPoolFusedChecked, OwnedTensor, PagedAttentionChecked, ReadForm, RopePoolFusedChecked, RopeSpec, TensorLimit, ViewLayout } from '@kvkit/contracts/backend';
+import { encodeTensorData, layoutOf, ropeAngles, ropeAnglesKey, ropeAngleTable, storageView, Workspace } from '@kvkit/contracts/backend';
+import { copySlots } from '../ops/copySlots.js';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
 import { createKvMaterializer } from '../ops/kvMaterializer.js';
 import { dequantizeKv } from '../ops/kvPools.js';
+import { pagedAttention } from '../ops/pagedAttention.js';
 import { ropePoolFused } from '../ops/ropePoolFused.js';
+import { mlaPoolFused } from '../ops/mlaPoolFused.js';
 import { BadValues } from './badValues.js';
 import type { CudaContext } from './context.js';
 import { CUBLASLT_WORKSPACE_BYTES } from './cublasLt.js';
@@ -46,11 +49,20 @@ export class CudaKernels implements BackendKernels {
     halves: new ParamBlock('HalvesParams'),
     gatherStrided: new ParamBlock('GatherStridedParams'),
     checkValues: new ParamBlock('CheckValuesParams'),
+    checkSegments: new ParamBlock('CheckSegmentsParams'),
+    pagedAttention: new ParamBlock('PagedAttentionParams'),
+    pagedAttentionMerge: new ParamBlock('PagedAttentionMergeParams'),
+    copySlots: new ParamBlock('CopySlotsParams'),
+    mlaPool: new ParamBlock('MlaPoolParams'),
   };
   /** Last-token-wins claims for pool writes. */
   readonly slotOwners: SlotOwners;
   /** Contiguous copies of the views a kernel does not read through strides. */
   readonly gather: StridedGather;
+  /** pagedAttention's partial rows of split requests (bytes), kept between calls. */
+  readonly pagedPartials: Workspace<DeviceBuffer>;
+  /** copySlots' staged source rows where source and destination share storage (bytes). */
+  readonly copyStaging: Workspace<DeviceBuffer>;
   readonly #angleTables = new Map<string, DeviceBuffer>();
   readonly #applicationRoots = new Map<number, object>();
   #cublasWorkspace: DeviceBuffer | undefined;
@@ -64,6 +76,9 @@ export class CudaKernels implements BackendKernels {
     this.badValues = new BadValues(cx, this.params.checkValues);
     this.slotOwners = new SlotOwners(cx, this.params.claimSlots);
     this.gather = new StridedGather(cx, this.params.gatherStrided);
+    const scratch = { allocate: (bytes: number, op: string) => cx.alloc(bytes, op), release: (b: DeviceBuffer) => b.release() };
+    this.pagedPartials = new Workspace<DeviceBuffer>(scratch);
+    this.copyStaging = new Workspace<DeviceBuffer>(scratch);
     if ('reason' in gemm) {
       this.cublasLt = undefined;
       this.cublasLtAbsence = gemm.reason;
@@ -204,6 +219,18 @@ export class CudaKernels implements BackendKernels {
     return ropePoolFused(this, args);
   }
 
+  mlaPoolFused(args: MlaPoolFusedChecked): { qRot?: OwnedTensor } {
+    return mlaPoolFused(this, args);
+  }
+
+  pagedAttention(args: PagedAttentionChecked): { out: OwnedTensor; lse: OwnedTensor } {
+    return pagedAttention(this, args);
+  }
+
+  copySlots(args: CopySlotsChecked): void {
+    copySlots(this, args);
+  }
+
   /** Waits for the stream, then reports (once) the first bad position or slot a kernel met since the last sync. */
   async sync(): Promise<void> {
     if (this.#disposed) return;
@@ -216,7 +243,7 @@ export class CudaKernels implements BackendKernels {
 
   /** The angle table (contracts' ropeAngleTable) of a spec, uploaded once per spec. */
   ropeAngles(spec: RopeSpec, op: string): number {
-    const key = JSON.stringify([spec.ropeBase, spec.rotaryDim, spec.ropeScaling ?? null, spec.angles ?? 'exact']);
+    const key = ropeAnglesKey(spec);
     const known = this.#angleTables.get(key);
     if (known) return known.ptr;
     const host = ropeAngleTable(ropeAngles(spec));

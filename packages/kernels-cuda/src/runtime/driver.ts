@@ -88,6 +88,7 @@ export class CudaDriver {
   readonly cuStreamCreate: Fn;
   readonly cuStreamDestroy: Fn;
   readonly cuStreamSynchronize: Fn;
+  readonly cuStreamWaitEvent: Fn;
   readonly cuEventCreate: Fn;
   readonly cuEventDestroy: Fn;
   readonly cuEventRecord: Fn;
@@ -111,6 +112,8 @@ export class CudaDriver {
   readonly cuModuleLoadData: Fn;
   readonly cuModuleUnload: Fn;
   readonly cuModuleGetFunction: Fn;
+  readonly cuFuncSetAttribute: Fn;
+  readonly cuOccupancyMaxActiveBlocksPerMultiprocessor: Fn;
   readonly cuLaunchKernel: Fn;
   /** Absent from drivers before CUDA 11.8: launches then take cuLaunchKernel. */
   readonly cuLaunchKernelEx: Fn | undefined;
@@ -142,6 +145,7 @@ export class CudaDriver {
     this.cuStreamCreate = f('int cuStreamCreate(_Out_ void **stream, unsigned int flags)');
     this.cuStreamDestroy = f('int cuStreamDestroy_v2(void *stream)');
     this.cuStreamSynchronize = f('int cuStreamSynchronize(void *stream)');
+    this.cuStreamWaitEvent = f('int cuStreamWaitEvent(void *stream, void *event, unsigned int flags)');
     this.cuEventCreate = f('int cuEventCreate(_Out_ void **event, unsigned int flags)');
     this.cuEventDestroy = f('int cuEventDestroy_v2(void *event)');
     this.cuEventRecord = f('int cuEventRecord(void *event, void *stream)');
@@ -165,6 +169,8 @@ export class CudaDriver {
     this.cuModuleLoadData = f('int cuModuleLoadData(_Out_ void **module, void *image)');
     this.cuModuleUnload = f('int cuModuleUnload(void *module)');
     this.cuModuleGetFunction = f('int cuModuleGetFunction(_Out_ void **fn, void *module, const char *name)');
+    this.cuFuncSetAttribute = f('int cuFuncSetAttribute(void *fn, int attrib, int value)');
+    this.cuOccupancyMaxActiveBlocksPerMultiprocessor = f('int cuOccupancyMaxActiveBlocksPerMultiprocessor(_Out_ int *blocks, void *fn, int blockSize, size_t sharedBytes)');
     this.cuLaunchKernel = f(
       'int cuLaunchKernel(void *fn, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz, unsigned int sharedBytes, void *stream, void *params, void *extra)',
     );

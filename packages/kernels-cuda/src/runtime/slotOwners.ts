@@ -21,6 +21,11 @@ export interface SlotClaims {
 
 const NONE: SlotClaims = { table: 0, mask: 0, generation: 0 };
 
+/** A kernel's slot-owner fields (slot_owners.cuh) for these claims; none: the kernel writes every slot it is given. */
+export function ownerParams(claims: SlotClaims = NONE): { slotOwners: number; slotOwnersMask: number; generation: number } {
+  return { slotOwners: claims.table, slotOwnersMask: claims.mask, generation: claims.generation };
+}
+
 /**
  * The device table behind the contract's duplicate-slot rule ('last': of the
  * tokens naming one slot, the last writes it). Before a pool write, claim_slots records the last token naming each
@@ -48,6 +53,26 @@ export class SlotOwners {
    */
   claim(slots: number, slotsAreI64: boolean, tokens: number, slotBelow: number, rule: DuplicateRule, op: string, besideCheck = false): SlotClaims {
     if (tokens <= 1) return NONE;
+    const claims = this.reserve(tokens, op);
+    this.#params.write({
+      slots,
+      ...ownerParams(claims),
+      numTokens: tokens,
+      slotsAreI64: slotsAreI64 ? 1 : 0,
+      slotBelow,
+    });
+    const { threads } = LAUNCHES.claimSlots.default;
+    if (besideCheck) this.#cx.launchOverlapping(CLAIM_KERNEL[rule], this.#params, Math.ceil(tokens / threads), threads, 0, op);
+    else this.#cx.launch(CLAIM_KERNEL[rule], this.#params, Math.ceil(tokens / threads), 1, threads, 0, op);
+    return claims;
+  }
+
+  /**
+   * A fresh generation of the table, sized for `tokens` claims, for an op whose own kernel makes them
+   * (copySlots claims only the pairs it does not skip); NONE for one token or none.
+   */
+  reserve(tokens: number, op: string): SlotClaims {
+    if (tokens <= 1) return NONE;
     const cx = this.#cx;
     if (this.#entries < 2 * tokens) {
       let entries = Math.max(MIN_ENTRIES, 2 * this.#entries);
@@ -63,19 +88,6 @@ export class SlotOwners {
       this.#generation = 0;
     }
     this.#generation += 1;
-    const claims = { table: this.#table!.ptr, mask: this.#entries - 1, generation: this.#generation };
-    this.#params.write({
-      slots,
-      slotOwners: claims.table,
-      numTokens: tokens,
-      slotsAreI64: slotsAreI64 ? 1 : 0,
-      slotBelow,
-      slotOwnersMask: claims.mask,
-      generation: claims.generation,
-    });
-    const { threads } = LAUNCHES.claimSlots.default;
-    if (besideCheck) cx.launchOverlapping(CLAIM_KERNEL[rule], this.#params, Math.ceil(tokens / threads), threads, 0, op);
-    else cx.launch(CLAIM_KERNEL[rule], this.#params, Math.ceil(tokens / threads), 1, threads, 0, op);
-    return claims;
+    return { table: this.#table!.ptr, mask: this.#entries - 1, generation: this.#generation };
   }
 }

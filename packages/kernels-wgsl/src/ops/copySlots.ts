@@ -34,7 +34,8 @@ export function copySlots(k: WebGpuKernels, args: CopySlotsChecked): void {
   const [kSrc, vSrc, kDst, vDst] = [k.own(args.kSrc), k.own(args.vSrc), k.own(args.kDst), k.own(args.vDst)];
   const fromSlots = k.own(args.fromSlots);
   const toSlots = k.own(args.toSlots);
-  const owned = k.slotOwners.resolve(toSlots, M, dstS, args.duplicates.toSlots, op);
+  // A pair skipped by its source slot claims nothing: the last pair not skipped writes its destination.
+  const owned = k.slotOwners.resolve(toSlots, M, dstS, args.duplicates.toSlots, op, fromSlots);
 
   let words = 0;
   const placed: [GpuTensor, number][] = [];

@@ -41,7 +41,7 @@ export function fusedNormRopeStacked(k: WebGpuKernels, args: FusedNormRopeStacke
         vDst: vOut.range,
         flags,
       },
-      { tokens: T, layers: L, heads: H, positionBelow: P, slotBelow: 0, destLayerBytes: T * H * D * bytesPerElement(dtype), callFlag: call, epsWordOffset: 0, mropeSection: args.mropeSection },
+      { tokens: T, layers: L, heads: H, positionBelow: P, slotBelow: 0, destLayerBytes: T * H * D * bytesPerElement(dtype), callFlag: call, epsWordOffset: 0, mropeSection: args.mropeSection, mropeInterleaved: args.mropeInterleaved },
     );
   } catch (e) {
     // A kernel that failed to build (KV055) throws here: outputs made for this call go with it.

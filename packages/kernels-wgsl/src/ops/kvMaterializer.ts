@@ -211,7 +211,7 @@ class WgslKvMaterializer implements MaterializerKernels {
     let cosSin: BufferRange;
     if (this.#ropeSource === 'tokenTable') {
       cosSin = call.take(this.#table, T).range(0, T * R * 4);
-      launchRopeTable(k, positions.dtype as IndexDType, { positions: positions.range, angleTable: this.#angleTable!, table: cosSin }, T, R, args.mropeSection);
+      launchRopeTable(k, positions.dtype as IndexDType, { positions: positions.range, angleTable: this.#angleTable!, table: cosSin }, T, R, args.mropeSection, args.mropeInterleaved);
     } else {
       cosSin = this.#cosSin!.range(0, this.#cosSin!.byteLength);
     }
@@ -255,6 +255,7 @@ class WgslKvMaterializer implements MaterializerKernels {
         epsWordOffset: this.#epsWordOffset,
         pool: pools?.params,
         mropeSection: args.mropeSection,
+        mropeInterleaved: args.mropeInterleaved,
       },
     );
   }

@@ -88,7 +88,15 @@ export function storePoolRows(k: WebGpuKernels, job: PoolStoreJob, pools: readon
   }
 }
 
-/** dequantizeKv: one dispatch over the rows' words (or elements, for 16-bit rows of odd D). */
+/** Bytes of the workgroup table of fp8 codes a dequantizeKv workgroup may hold. */
+const POOL_READ_TABLE_BYTES = 16384;
+
+/**
+ * dequantizeKv: one dispatch of the streaming kernel over units of the rows
+ * (16, 8 or 4 bytes: the largest that divides a head row), or element by
+ * element for 16-bit rows of odd D; at most tuning.poolReadWorkgroups
+ * workgroups, each invocation taking tuning.poolReadUnits units a step.
+ */
 export function dequantizeKv(k: WebGpuKernels, args: DequantizeKvChecked): void {
   const { N, S, H, D } = args.dims;
   if (N === 0) return;
@@ -96,32 +104,36 @@ export function dequantizeKv(k: WebGpuKernels, args: DequantizeKvChecked): void 
   const rows = k.own(args.rows);
   const slots = k.own(args.slots);
   const rowsType = rows.dtype as FloatDType;
-  const bytes = storedBytes(rowsType);
-  const wholeWords = (D * bytes) % 4 === 0;
+  const rowBytes = D * storedBytes(rowsType);
+  const unitBytes = rowBytes % 16 === 0 ? 16 : rowBytes % 8 === 0 ? 8 : rowBytes % 4 === 0 ? 4 : 0;
+  const elements = unitBytes / storedBytes(rowsType);
+  const scale = args.scale ? k.own(args.scale) : undefined;
+  const fp8 = isFp8(pool.dtype);
+  const perHeadScale = scale !== undefined && scale.numel > 1;
+  const tableHeads = perHeadScale ? H : 1;
+  const caps = k.runtime.caps;
+  const table = fp8 && elements > 0 && tuning.poolReadFp8 === 'table' && tableHeads * 256 * 4 <= Math.min(POOL_READ_TABLE_BYTES, caps.maxWorkgroupStorageBytes);
+  const pageSize = args.layout === 'HND' ? args.dims.pageSize! : S;
   const plan: PoolReadPlan = {
     kernel: 'poolRead',
-    f16: k.runtime.caps.f16,
+    f16: caps.f16,
     poolType: pool.dtype as PoolReadPlan['poolType'],
     rowsType,
     slotType: slots.dtype as IndexDType,
     layout: args.layout,
-    wholeWords,
-    workgroupSize: Math.min(tuning.rowWorkgroup, k.runtime.caps.maxInvocationsPerWorkgroup),
+    pageShift: args.layout === 'HND' && (pageSize & (pageSize - 1)) === 0,
+    elements,
+    unitsPerStep: elements > 0 ? Math.max(1, tuning.poolReadUnits) : 1,
+    fp8Decode: fp8 && elements > 0 ? (table ? 'table' : 'bits') : undefined,
+    tableHeads: table ? tableHeads : 1,
+    workgroupSize: Math.min(tuning.rowWorkgroup, caps.maxInvocationsPerWorkgroup),
   };
   const kernel = k.runtime.kernel(plan, () => poolReadShader(plan));
   const { flags, call } = k.checks.reserve(args.deviceChecks, args.dims);
-  const rowUnits = wholeWords ? (D * bytes) / 4 : D;
+  const rowUnits = elements > 0 ? D / elements : D;
   const units = N * H * rowUnits;
-  const scale = args.scale ? k.own(args.scale) : undefined;
-  const params = {
-    units,
-    heads: H,
-    headDim: D,
-    rowUnits,
-    slotBelow: S,
-    pageSize: args.layout === 'HND' ? args.dims.pageSize! : S,
-    callFlag: call,
-    perHeadScale: scale && scale.numel > 1 ? 1 : 0,
-  };
-  k.runtime.dispatch(kernel, { pool: pool.range, slots: slots.range, ...(scale && isFp8(pool.dtype) ? { scale: scale.range } : {}), rows: rows.range, flags }, params, Math.ceil(units / plan.workgroupSize));
+  const params = { units, heads: H, headDim: D, rowUnits, slotBelow: S, pageSize, callFlag: call, perHeadScale: perHeadScale ? 1 : 0 };
+  const needed = Math.ceil(units / (plan.workgroupSize * plan.unitsPerStep));
+  const workgroups = elements > 0 ? Math.min(needed, Math.max(1, tuning.poolReadWorkgroups)) : needed;
+  k.runtime.dispatch(kernel, { pool: pool.range, slots: slots.range, ...(scale && fp8 ? { scale: scale.range } : {}), rows: rows.range, flags }, params, workgroups);
 }

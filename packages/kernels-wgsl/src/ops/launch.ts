@@ -3,7 +3,7 @@
  * cache, size the grid, record the dispatch. The ops decide what to bind.
  */
 import type { FloatDType, IndexDType } from '@kvkit/contracts';
-import { mropeBounds } from '@kvkit/contracts/backend';
+import { mropeLayout } from '@kvkit/contracts/backend';
 import type { NormRopeRanges, RopeNormRowsParams, RopeNormRowsRanges, RopeRowsParams, RopeRowsRanges } from '../generated/params.js';
 import type { BufferRange } from '../runtime/gpuRuntime.js';
 import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
@@ -35,6 +35,15 @@ export interface NormRopeLaunch {
   readonly pool?: PoolWriteParams;
   /** mRoPE: positions are [3, T], pairs split over the streams by this section. */
   readonly mropeSection?: readonly number[] | undefined;
+  /** mRoPE's interleaved layout (Qwen3-VL) of mropeSection. */
+  readonly mropeInterleaved?: boolean;
+}
+
+/** The uniforms of mRoPE's streams (ropeTable, normRope): one stream without a section. */
+function streamUniforms(tokens: number, half: number, mropeSection: readonly number[] | undefined, interleaved: boolean | undefined) {
+  if (!mropeSection) return { streamStride: 0, temporalPairs: half, heightPairsEnd: half, interleaved: 0 };
+  const layout = mropeLayout(mropeSection, interleaved);
+  return { streamStride: tokens, temporalPairs: layout.ends[0], heightPairsEnd: layout.ends[1], interleaved: layout.interleaved ? 1 : 0 };
 }
 
 /** RMSNorm + RoPE of every K head and the V copy (fusedNormRopeStacked.wgsl.ts). */
@@ -43,7 +52,6 @@ export function launchNormRope(k: WebGpuKernels, request: NormRopeRequest, range
   const kernel = k.runtime.kernel(plan, () => normRopeShader(plan));
   const rows = at.tokens * at.layers * at.heads;
   const half = request.R / 2;
-  const [temporalPairs, heightPairsEnd] = at.mropeSection ? mropeBounds(at.mropeSection) : [half, half];
   const vectorBytes = poolVectorBytes(plan.layout, request.kvType === 'f32' ? 4 : 2, plan.pool?.fp8);
   k.runtime.dispatch(
     kernel,
@@ -54,9 +62,7 @@ export function launchNormRope(k: WebGpuKernels, request: NormRopeRequest, range
       heads: at.heads,
       rows,
       positionBelow: at.positionBelow,
-      streamStride: at.mropeSection ? at.tokens : 0,
-      temporalPairs,
-      heightPairsEnd,
+      ...streamUniforms(at.tokens, half, at.mropeSection, at.mropeInterleaved),
       slotBelow: at.slotBelow,
       callFlag: at.callFlag,
       epsWordOffset: at.epsWordOffset,
@@ -76,7 +82,9 @@ export function launchRopeRows(
 ): void {
   const plan = planRopeRows(k.runtime.caps, request);
   const kernel = k.runtime.kernel(plan, () => ropeRowsShader(plan));
-  k.runtime.dispatch(kernel, ranges, at, Math.ceil((at.rows * ropeRowUnits(plan)) / plan.workgroupSize));
+  // V rows on lanes of their own follow each token's K rows: N × H rows more.
+  const rows = plan.valueLanes ? at.rows + (at.rows / ((plan.kind === 'all' ? at.queryHeads : 0) + at.keyHeads)) * at.keyHeads : at.rows;
+  k.runtime.dispatch(kernel, ranges, { ...at, rows }, Math.ceil((rows * ropeRowUnits(plan)) / plan.workgroupSize));
 }
 
 /** Q/K-norm then RoPE of head rows, keys and values into the pools (ropeNormRows.wgsl.ts): one dispatch of the parts asked for. */
@@ -86,7 +94,7 @@ export function launchRopeNormRows(k: WebGpuKernels, request: RopeNormRowsReques
   k.runtime.dispatch(kernel, ranges, at, Math.ceil(at.rows / (plan.workgroupSize / plan.lanesPerRow)));
 }
 
-/** cos/sin rows, one per token, from positions and the angle table (ropeTable.wgsl.ts); `mropeSection` reads [3, T] streams. */
+/** cos/sin rows, one per token, from positions and the angle table (ropeTable.wgsl.ts); `mropeSection` reads [3, T] streams, interleaved where `mropeInterleaved` says. */
 export function launchRopeTable(
   k: WebGpuKernels,
   positionType: IndexDType,
@@ -94,12 +102,12 @@ export function launchRopeTable(
   tokens: number,
   rotaryDim: number,
   mropeSection?: readonly number[],
+  mropeInterleaved?: boolean,
 ): void {
   const plan = planRopeTable(k.runtime.caps, positionType);
   const kernel = k.runtime.kernel(plan, () => ropeTableShader(plan));
   const half = rotaryDim / 2;
-  const [temporalPairs, heightPairsEnd] = mropeSection ? mropeBounds(mropeSection) : [half, half];
-  const streams = { streamStride: mropeSection ? tokens : 0, temporalPairs, heightPairsEnd };
+  const streams = streamUniforms(tokens, half, mropeSection, mropeInterleaved);
   k.runtime.dispatch(kernel, ranges, { tokens, halfRotary: half, ...streams }, Math.ceil((tokens * half) / plan.workgroupSize));
 }
 

@@ -30,10 +30,10 @@ export function placeWords(k: WebGpuKernels, t: GpuTensor, into: DeviceStorage, 
  */
 export function pagedAttention(k: WebGpuKernels, args: PagedAttentionChecked): { out: OwnedTensor; lse: OwnedTensor } {
   const op = 'pagedAttention';
-  const { N, Hq, H, D, S, B1, C } = args.dims;
+  const { N, Hq, H, D, Dv, S, B1, C } = args.dims;
   const B = B1 - 1;
   const q = k.own(args.q);
-  const out = args.out ? k.own(args.out) : k.allocateOverwritten(q.dtype, [N, Hq, D], op);
+  const out = args.out ? k.own(args.out) : k.allocateOverwritten(q.dtype, [N, Hq, Dv], op);
   const lse = k.allocateOverwritten('f32', [N, Hq], op);
   const kvSlotsRule = args.deviceChecks.findIndex((r) => r.arg === 'kvSlots');
   const { flags, call } = k.checks.reserve(args.deviceChecks, args.dims, {
@@ -76,14 +76,15 @@ export function pagedAttention(k: WebGpuKernels, args: PagedAttentionChecked): {
     poolType: kPool.dtype as PoolDType,
     layout: args.layout,
     headDim: D,
+    valueDim: Dv,
     qIndptrType: qIndptr.dtype as IndexDType,
     kvIndptrType: kvIndptr.dtype as IndexDType,
     slotType: kvSlots.dtype as IndexDType,
   };
-  const split = pagedSplit({ N, Hq, H, D, C, B }, k.runtime.maxBufferBytes);
+  const split = pagedSplit({ N, Hq, H, D, Dv, C, B }, k.runtime.maxBufferBytes);
   const partialBytes = Math.max(4, split.partialFloats * 4);
   const partial = k.scratch('paged attention partial', partialBytes).range(0, partialBytes);
-  const partialLseAt = split.pieces * split.splitQueries * Hq * D;
+  const partialLseAt = split.pieces * split.splitQueries * Hq * Dv;
   const indexRange = indices.range(0, Math.max(4, words * 4));
 
   const rowsPerRequest = (N / Math.max(B, 1)) * (Hq / H);
@@ -120,8 +121,12 @@ export function pagedAttention(k: WebGpuKernels, args: PagedAttentionChecked): {
     },
     split.pieces * H * passSlots,
   );
-  if (split.partialFloats === 0) return { out, lse };
   const mergePlan = planPagedAttentionMerge(k.runtime.caps, request);
+  if (split.partialFloats === 0) {
+    // prepare builds the merge as well: a later call over more cached tokens is split and needs it.
+    if (k.runtime.dryRun) k.runtime.kernel(mergePlan, () => pagedAttentionMergeShader(mergePlan));
+    return { out, lse };
+  }
   const merge = k.runtime.kernel(mergePlan, () => pagedAttentionMergeShader(mergePlan));
   k.runtime.dispatch(
     merge,

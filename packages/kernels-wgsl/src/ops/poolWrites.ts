@@ -8,6 +8,7 @@ import type { GpuTensor } from '../runtime/gpuTensor.js';
 import { copyStrided } from '../runtime/views.js';
 import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
 import type { PoolFormat } from '../shaders/kvPoolRows.wgsl.js';
+import { tuning } from '../shaders/plan.js';
 
 /** The uniforms every row kernel that writes pools takes (the kernels' declared poolWriteUniforms). */
 export type PoolWriteParams = Pick<RopeRowsParams, 'pageSize' | 'kScaleAt' | 'kScaleStep' | 'vScaleAt' | 'vScaleStep'>;
@@ -47,7 +48,7 @@ export function scaleWords(c: PoolCall): number {
 export function poolWrites(k: WebGpuKernels, c: PoolCall, into: DeviceStorage, at: number): { format: PoolFormat | undefined; params: PoolWriteParams } {
   const fp8 = isFp8(c.kPool.dtype) ? (c.kPool.dtype as Fp8DType) : undefined;
   const pageSize = c.layout === 'HND' ? c.dims.pageSize! : 1;
-  const format = c.layout === 'NHD' && !fp8 ? undefined : { layout: c.layout, ...(fp8 ? { fp8 } : {}) };
+  const format = c.layout === 'NHD' && !fp8 ? undefined : { layout: c.layout, ...(fp8 ? { fp8, fp8Exact: tuning.fp8Exact } : {}) };
   if (!fp8) return { format, params: { ...NO_POOL_WRITES, pageSize } };
   const [kScale, vScale] = [k.own(c.kScale!), k.own(c.vScale!)];
   const vAt = at + kScale.numel;

@@ -1,6 +1,6 @@
 import type { FloatDType, IndexDType } from '@kvkit/contracts';
 import type { OwnedTensor, RopePoolFusedChecked } from '@kvkit/contracts/backend';
-import { ropeAngles, ropeAngleTable } from '@kvkit/contracts/backend';
+import { ropeAngles, ropeAnglesKey, ropeAngleTable } from '@kvkit/contracts/backend';
 import type { RopeSpec } from '@kvkit/contracts/backend';
 import type { BufferRange, DeviceStorage } from '../runtime/gpuRuntime.js';
 import type { WebGpuKernels } from '../runtime/webGpuKernels.js';
@@ -20,7 +20,7 @@ export function angleTableRange(k: WebGpuKernels, spec: RopeSpec): BufferRange {
     bySpec = new Map();
     angleTables.set(k, bySpec);
   }
-  const key = JSON.stringify([spec.ropeBase, spec.rotaryDim, spec.ropeScaling ?? null, spec.angles ?? 'exact']);
+  const key = ropeAnglesKey(spec);
   let s = bySpec.get(key);
   if (!s) {
     const table = ropeAngleTable(ropeAngles(spec));
@@ -84,7 +84,7 @@ export function ropePoolFused(k: WebGpuKernels, args: RopePoolFusedChecked) {
     const slots = k.own(args.slots);
     const scratch = k.scratch('ropePoolFused cos/sin', (N * R + scaleWords(args)) * 4);
     const table = scratch.range(0, N * R * 4);
-    launchRopeTable(k, positions.dtype as IndexDType, { positions: positions.range, angleTable: angleTableRange(k, { ropeBase: args.ropeBase, rotaryDim: R, ropeScaling: args.ropeScaling, angles: args.angles }), table }, N, R, args.mropeSection);
+    launchRopeTable(k, positions.dtype as IndexDType, { positions: positions.range, angleTable: angleTableRange(k, { ropeBase: args.ropeBase, rotaryDim: R, ropeScaling: args.ropeScaling, angles: args.angles }), table }, N, R, args.mropeSection, args.mropeInterleaved);
     const rope = { dtype, D, R, style: args.ropeStyle, slotType: slots.dtype as IndexDType };
     const inputs = stridedInputs(k, args, dtype);
     if (!rowKernelsWrite(args.kPool.dtype, D)) {

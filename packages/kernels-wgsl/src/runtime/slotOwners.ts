@@ -26,8 +26,10 @@ export class SlotOwners {
    * Enqueues the ownership pass for `slots` into a pool of `slotBelow` slots;
    * returns the slot list the scatter binds instead, in which every token but
    * the rule's one of each shared slot is skipped. One token contests nothing.
+   * A token whose entry of `skipIf` is negative (a copy's source slot) is
+   * skipped and claims nothing.
    */
-  resolve(slots: GpuTensor, tokens: number, slotBelow: number, rule: DuplicateRule, op: string): BufferRange {
+  resolve(slots: GpuTensor, tokens: number, slotBelow: number, rule: DuplicateRule, op: string, skipIf?: GpuTensor): BufferRange {
     if (tokens <= 1 || slotBelow === 0) return slots.range;
     const k = this.#k;
     const table = this.#tableFor(slotBelow, op).range(0, slotBelow * 4);
@@ -36,9 +38,10 @@ export class SlotOwners {
     const owned = k.scratch('slot owners', ownedBytes).range(0, ownedBytes);
     const params = { tokens, slotBelow };
     for (const stage of ['claim', 'resolve'] as const) {
-      const plan = planSlotOwners(k.runtime.caps, stage, rule, slotType);
+      const plan = planSlotOwners(k.runtime.caps, stage, rule, slotType, skipIf?.dtype as IndexDType | undefined);
       const kernel = k.runtime.kernel(plan, () => slotOwnersShader(plan));
-      k.runtime.dispatch(kernel, { slots: slots.range, owners: table, owned }, params, Math.ceil(tokens / plan.workgroupSize));
+      const ranges = { slots: slots.range, owners: table, owned, ...(skipIf ? { skipIf: skipIf.range } : {}) };
+      k.runtime.dispatch(kernel, ranges, params, Math.ceil(tokens / plan.workgroupSize));
     }
     return owned;
   }

@@ -1,5 +1,5 @@
 import type { DType, Shape, TensorData } from '@kvkit/contracts';
-import type { BackendKernels, CopySlotsChecked, CreateKvMaterializerChecked, DequantizeKvChecked, FusedNormRopeStackedChecked, MaterializerKernels, OwnedTensor, PagedAttentionChecked, PreparableOp, PreparedCall, ReadForm, RopePoolFusedChecked, StorageLayout, TensorLimit, ViewLayout } from '@kvkit/contracts/backend';
+import type { BackendKernels, CopySlotsChecked, CreateKvMaterializerChecked, DequantizeKvChecked, FusedNormRopeStackedChecked, MaterializerKernels, MlaPoolFusedChecked, OwnedTensor, PagedAttentionChecked, PreparableOp, PreparedCall, ReadForm, RopePoolFusedChecked, StorageLayout, TensorLimit, ViewLayout } from '@kvkit/contracts/backend';
 import { encodeTensorData, isContiguous, landChunk, layoutOf, resultBytes, STORED_BYTES, storageView, Workspace, writtenInPlace } from '@kvkit/contracts/backend';
 import { ContractError } from '@kvkit/contracts';
 import { fusedNormRopeStacked } from '../ops/fusedNormRopeStacked.js';
@@ -8,6 +8,7 @@ import { copySlots } from '../ops/copySlots.js';
 import { dequantizeKv } from '../ops/kvPools.js';
 import { pagedAttention } from '../ops/pagedAttention.js';
 import { readsStrided, ropePoolFused } from '../ops/ropePoolFused.js';
+import { mlaPoolFused, mlaReadsStrided } from '../ops/mlaPoolFused.js';
 import type { F16Conversion } from '../shaders/common.wgsl.js';
 import { RecycledBuffers } from './recycledBuffers.js';
 import { allKernels } from './registry.js';
@@ -315,6 +316,12 @@ export class WebGpuKernels implements BackendKernels {
     return this.runtime.scoped(() => withBindableViews(this, op, args, writtenInPlace[op]!, (a) => ropePoolFused(this, a), (name, t) => readsStrided(this, args, name, t)));
   }
 
+  mlaPoolFused(args: MlaPoolFusedChecked): { qRot?: OwnedTensor } {
+    this.assertLive('mlaPoolFused');
+    const op = 'mlaPoolFused';
+    return this.runtime.scoped(() => withBindableViews(this, op, args, writtenInPlace[op]!, (a) => mlaPoolFused(this, a), (name, t) => mlaReadsStrided(this, name, t)));
+  }
+
   pagedAttention(args: PagedAttentionChecked): { out: OwnedTensor; lse: OwnedTensor } {
     this.assertLive('pagedAttention');
     const op = 'pagedAttention';
@@ -360,6 +367,13 @@ export class WebGpuKernels implements BackendKernels {
       case 'dequantizeKv':
         this.dequantizeKv(args as DequantizeKvChecked);
         return undefined;
+      case 'pagedAttention':
+        return this.pagedAttention(args as PagedAttentionChecked);
+      case 'copySlots':
+        this.copySlots(args as CopySlotsChecked);
+        return undefined;
+      case 'mlaPoolFused':
+        return this.mlaPoolFused(args as MlaPoolFusedChecked) as Readonly<Record<string, OwnedTensor>>;
     }
   }
 

@@ -106,11 +106,61 @@ fn inverseScale(s: u32) -> f32 {
   return 1.0 / bitcast<f32>(s & 0x7fffffffu);
 }
 
-// The codes of four f32 bits b over the scale of f32 bits s, lowest element in the lowest byte: one word of an fp8 row.
-fn fp8WordOf(b: vec4<u32>, s: u32, fraction: u32, minExponent: i32, maxCode: u32, nan: u32) -> u32 {
-  let inverse = inverseScale(s);
-  var word = 0u;
-  for (var i = 0u; i < 4u; i = i + 1u) { word = word | (fp8OfQuotient(b[i], s, inverse, fraction, minExponent, maxCode, nan) << (8u * i)); }
+// The fast path's constants of a row whose scale has f32 bits s, made once per row: 1 / s, and whether its codes all take the
+// exact division (s negative, or outside [2^-100, 2^126], where x * (1 / s) may lose the sign, flush or overflow). With s in that
+// range a quotient of an f32 subnormal x (flushed to zero or not) is below 2^-26, so its code is the signed zero either way.
+struct Fp8Scale { inverse: f32, exact: bool }
+fn fp8ScaleOf(s: u32) -> Fp8Scale {
+  return Fp8Scale(1.0 / bitcast<f32>(s), s < 0x0d800000u || s > 0x7e800000u);
+}
+
+// The codes of four f32 bits b over a row's scale (fp8ScaleOf), lowest element in the lowest byte, from the product q = |x| * (1 / s):
+// one integer rounding for every binade, and near[i] where element i's product lies within QUOTIENT_SLACK units of a rounding
+// boundary (its code is then fp8ExactCode's, not this one's). Below fp8's smallest normal value N the steps are those of N's binade,
+// so q + N (within one unit of exact, and q there is within 3.5 units of N's binade of the f32 quotient) is rounded there instead.
+struct Fp8Word { word: u32, near: vec4<bool> }
+fn fp8FastWord(b: vec4<u32>, k: Fp8Scale, fraction: u32, minExponent: i32, maxCode: u32, nan: u32) -> Fp8Word {
+  let shift = 23u - fraction;
+  let half = 1u << (shift - 1u);
+  let smallest = u32(127 + minExponent) << 23u;
+  let ax = b & vec4(0x7fffffffu);
+  let q = bitcast<vec4<u32>>(bitcast<vec4<f32>>(ax) * k.inverse);
+  let low = q < vec4(smallest);
+  let r = bitcast<vec4<u32>>(bitcast<vec4<f32>>(q) + select(vec4(0.0), vec4(bitcast<f32>(smallest)), low));
+  let steps = r - select(vec4(smallest - 0x800000u), vec4(smallest), low);
+  let magnitude = min((steps + vec4(half - 1u) + ((steps >> vec4(shift)) & vec4(1u))) >> vec4(shift), vec4(maxCode));
+  let code = select(magnitude | ((b >> vec4(24u)) & vec4(0x80u)), vec4(nan), ax > vec4(0x7f800000u));
+  let near = (r & vec4((1u << shift) - 1u)) - vec4(half - QUOTIENT_SLACK) <= vec4(2u * QUOTIENT_SLACK);
+  return Fp8Word(code.x | (code.y << 8u) | (code.z << 16u) | (code.w << 24u), near);
+}
+
+// The code of x / s by the exact division: what fp8OfQuotient gives where its product is too close to call.
+fn fp8ExactCode(x: u32, s: u32, fraction: u32, minExponent: i32, maxCode: u32, nan: u32) -> u32 {
+  return fp8OfBits(quotientBits(x, s), fraction, minExponent, maxCode, nan);
+}
+
+// Bit i set where near[i] is: the elements of a word that take the exact division.
+fn fp8NearBits(near: vec4<bool>) -> u32 {
+  let bits = select(vec4(0u), vec4(1u, 2u, 4u, 8u), near);
+  return bits.x | bits.y | bits.z | bits.w;
+}
+
+// Word w with byte i set to code.
+fn fp8WithCode(w: u32, i: u32, code: u32) -> u32 {
+  return (w & ~(0xffu << (8u * i))) | (code << (8u * i));
+}
+
+// Word w of fp8FastWord with the codes of the elements in mask redone by the exact division: a loop over the set bits, so the
+// division is compiled once per call, not once per element.
+fn fp8FixWord(w: u32, b: vec4<u32>, s: u32, mask: u32, fraction: u32, minExponent: i32, maxCode: u32, nan: u32) -> u32 {
+  var word = w;
+  var m = mask;
+  loop {
+    if (m == 0u) { break; }
+    let i = firstTrailingBit(m);
+    m = m & (m - 1u);
+    word = fp8WithCode(word, i, fp8ExactCode(b[i], s, fraction, minExponent, maxCode, nan));
+  }
   return word;
 }
 
@@ -145,10 +195,48 @@ export function fp8Quotient(dtype: Fp8DType, x: string, s: string): string {
   return `fp8OfQuotient(${x}, ${s}, inverseScale(${s}), ${f.fraction}u, ${f.minExponent}, ${f.maxCode}u, ${f.nan}u)`;
 }
 
-/** WGSL expression: the word of the fp8 codes in `dtype` of four f32 bits (`bits`, a vec4<u32>) over the scale whose f32 bits are `scale`. */
-export function fp8Word(dtype: Fp8DType, bits: string, scale: string): string {
+/** The format constants the fp8 functions take after their operands, as WGSL arguments. */
+export function fp8FormatArgs(dtype: Fp8DType): string {
   const f = FORMAT[dtype];
-  return `fp8WordOf(${bits}, ${scale}, ${f.fraction}u, ${f.minExponent}, ${f.maxCode}u, ${f.nan}u)`;
+  return `${f.fraction}u, ${f.minExponent}, ${f.maxCode}u, ${f.nan}u`;
+}
+
+/** WGSL expression (an Fp8Word): the fast codes of four f32 bits `bits` (a vec4<u32>) over the row constants `scale` (an Fp8Scale). */
+export function fp8FastWordOf(dtype: Fp8DType, bits: string, scale: string): string {
+  return `fp8FastWord(${bits}, ${scale}, ${fp8FormatArgs(dtype)})`;
+}
+
+/** WGSL expression: the exact code of x / s, both f32 bits. */
+export function fp8ExactCodeOf(dtype: Fp8DType, x: string, s: string): string {
+  return `fp8ExactCode(${x}, ${s}, ${fp8FormatArgs(dtype)})`;
+}
+
+/** WGSL expression: word `word` of fp8FastWord over f32 bits `bits` and scale bits `s`, the elements of `mask` redone exactly. */
+export function fp8FixWordOf(dtype: Fp8DType, word: string, bits: string, s: string, mask: string): string {
+  return `fp8FixWord(${word}, ${bits}, ${s}, ${mask}, ${fp8FormatArgs(dtype)})`;
+}
+
+/**
+ * WGSL function `fp8Value(c: u32) -> u32`: the f32 bits of fp8 code c (its
+ * low 8 bits) in `dtype`, as bitsOfFp8 gives them, in a few integer steps:
+ * a normal code's bits shifted into place and rebiased, a subnormal one's
+ * mantissa times the step (both exact), NaN canonical, e5m2's infinities signed.
+ */
+export function fp8ValueWgsl(dtype: Fp8DType): string {
+  const f = FORMAT[dtype];
+  const shift = 23 - f.fraction;
+  const rebias = `0x${((127 + f.minExponent - 1) << 23).toString(16)}u`;
+  const step = 2 ** (f.minExponent - f.fraction);
+  const value = `select((m << ${shift}u) + ${rebias}, bitcast<u32>(f32(m) * ${step}), m < ${1 << f.fraction}u)`;
+  const body =
+    dtype === 'fp8e5m2'
+      ? `let signed = ((c & 0x80u) << 24u) | select(${value}, 0x7f800000u, m == 0x7cu);
+  return select(signed, 0x7fc00000u, m > 0x7cu);`
+      : `return select(((c & 0x80u) << 24u) | ${value}, 0x7fc00000u, m == 0x7fu);`;
+  return `fn fp8Value(c: u32) -> u32 {
+  let m = c & 0x7fu;
+  ${body}
+}`;
 }
 
 /** WGSL expression: the f32 bits of fp8 code `code` in `dtype`. */

@@ -20,6 +20,7 @@ import { FP8_WGSL } from './fp8.wgsl.js';
 import { poolRowWgsl, poolVectorType, scaleBitsWgsl, storeRowVector } from './kvPoolRows.wgsl.js';
 import type { NormRopePlan } from './plan.js';
 import { halfStorer, laneSumCode, packVector, rotateVector, rowElementReader, storeElement, vectorType, vectorValues } from './rowCode.js';
+import { MROPE_STREAM_WGSL } from './ropeTable.wgsl.js';
 import { kernelSource } from './source.js';
 import type { KernelSource } from './source.js';
 
@@ -62,7 +63,7 @@ export function normRopeShader(plan: NormRopePlan): KernelSource<NormRopeParams,
   const reduce = laneSumCode(plan.reduction, G, 'sumSquares');
   // mRoPE over a cache: pair j reads the row of its stream's position (a per-token table already holds it).
   const streamRows = plan.streams && plan.ropeSource === 'cache';
-  const cacheRowOf = (j: string) => (streamRows ? `select(select(csBase2, csBase1, ${j} < params.heightPairsEnd), csBase, ${j} < params.temporalPairs)` : 'csBase');
+  const cacheRowOf = (j: string) => (streamRows ? `select(select(csBase2, csBase1, mropeStream(${j}) == 1u), csBase, mropeStream(${j}) == 0u)` : 'csBase');
   const streamsOk = plan.streams ? ' && streamsOk' : '';
 
   const writes = vecs
@@ -104,6 +105,7 @@ ${bindings.wgsl}
 ${poolRowWgsl(plan.pool?.layout ?? 'NHD')}
 ${elementReader('weightAt', 'weights', plan.weightType)}
 ${elementReader('cosSinAt', 'cosSin', plan.cacheType)}
+${streamRows ? MROPE_STREAM_WGSL : ''}
 ${indexReader('positionAt', 'positions', plan.positionType)}
 ${scatter ? indexReader('slotAt', 'slots', plan.slotType!) : ''}
 ${rowElementReader('kvAt', 'kv', kvType, layout)}

@@ -52,9 +52,12 @@ export interface PagedAttentionPlan {
   readonly poolType: PoolDType;
   readonly layout: 'NHD' | 'HND';
   readonly headDim: number;
+  /** Values of each V row read (vHeadDim): its first valueDim, headDim where V rows are whole. */
+  readonly valueDim: number;
   readonly qIndptrType: IndexDType;
   readonly kvIndptrType: IndexDType;
   readonly slotType: IndexDType;
+  /** How K and V rows are read; `perRow` counts a K row (and is the step between rows), V rows take valueDim / elements of them. */
   readonly units: PoolRowUnits;
   /** Invocations per workgroup, and tokens per tile (one each in the logit phase). */
   readonly workgroupSize: number;
@@ -63,6 +66,8 @@ export interface PagedAttentionPlan {
   /** Lanes that share one V row in the accumulation (each owns `unitsPerLane` units of it). */
   readonly lanes: number;
   readonly unitsPerLane: number;
+  /** Units of a K row each of `lanes` lanes reads where K is read by lanes. */
+  readonly keyUnitsPerLane: number;
   /** 16-bit rows of odd D share words with the next row: stored with atomics. */
   readonly atomicOut: boolean;
   /** The tile's maximum of each row: within subgroups first (one workgroup atomic a subgroup), or one atomic an invocation. */
@@ -99,13 +104,12 @@ function bytesOf(dtype: PoolDType): 1 | 2 | 4 {
   return isFp8(dtype) ? 1 : dtype === 'f32' ? 4 : 2;
 }
 
-/** The widest unit a row of `D` elements of `dtype` is read in: 16 bytes where rows allow, at most 8 elements (so a lane's registers stay few). */
-export function poolRowUnits(dtype: PoolDType, D: number): PoolRowUnits {
+/** The widest unit a row of `D` elements of `dtype` is read in (and its first `Dv`, where V is a prefix): 16 bytes where rows allow, at most 8 elements (so a lane's registers stay few). */
+export function poolRowUnits(dtype: PoolDType, D: number, Dv = D): PoolRowUnits {
   const b = bytesOf(dtype);
-  const rowBytes = D * b;
   for (const words of [4, 2, 1] as const) {
     const elements = (words * 4) / b;
-    if (rowBytes % (words * 4) === 0 && elements <= 8) return { words, elements, perRow: D / elements };
+    if ((D * b) % (words * 4) === 0 && (Dv * b) % (words * 4) === 0 && elements <= 8) return { words, elements, perRow: D / elements };
   }
   return { words: 0, elements: 1, perRow: D };
 }
@@ -171,8 +175,10 @@ function outStores(qType: FloatDType, D: number, atomicOut: boolean, first: stri
 }
 
 export function pagedAttentionShader(plan: PagedAttentionPlan): KernelSource<PagedAttentionParams, PagedAttentionRanges> {
-  const { headDim: D, units, workgroupSize: T, rowsPerPass: R, lanes: L, unitsPerLane: UPL } = plan;
+  const { headDim: D, valueDim: Dv, units, workgroupSize: T, rowsPerPass: R, lanes: L, unitsPerLane: UPL, keyUnitsPerLane: KUPL } = plan;
   const E = units.elements;
+  // V rows: the first Dv values of rows D apart.
+  const valueUnits = Dv / E;
   const laneValues = UPL * E;
   const groupsOfLanes = T / L;
   const fp8 = isFp8(plan.poolType);
@@ -223,7 +229,7 @@ export function pagedAttentionShader(plan: PagedAttentionPlan): KernelSource<Pag
         let row = tileSlots[t];
         var dots: array<f32, ${R}>;
         for (var r = 0u; r < ${R}u; r = r + 1u) { dots[r] = 0.0; }
-        for (var s = 0u; s < ${UPL}u; s = s + 1u) {
+        for (var s = 0u; s < ${KUPL}u; s = s + 1u) {
           let u = column + s * ${L}u;
           if (live && u < ${units.perRow}u) {
             let kv = unitValues_k(row, u, kScale);
@@ -395,7 +401,7 @@ fn main(${ENTRY_BUILTINS}${subgroups ? ', @builtin(subgroup_invocation_id) subgr
         let row = tileSlots[t];
         for (var s = 0u; s < ${UPL}u; s = s + 1u) {
           let u = column + s * ${L}u;
-          if (u < ${units.perRow}u) {
+          if (u < ${valueUnits}u) {
             let v = unitValues_v(row, u, vScale);
             for (var r = 0u; r < ${R}u; r = r + 1u) {
               let p = tile[r * ${T}u + t];
@@ -412,7 +418,7 @@ fn main(${ENTRY_BUILTINS}${subgroups ? ', @builtin(subgroup_invocation_id) subgr
       if (laneShare == g) {
         for (var s = 0u; s < ${UPL}u; s = s + 1u) {
           let u = column + s * ${L}u;
-          if (u < ${units.perRow}u) {
+          if (u < ${valueUnits}u) {
             for (var r = 0u; r < ${R}u; r = r + 1u) {
               for (var x = 0u; x < ${E}u; x = x + 1u) {
                 let at = r * ${D}u + u * ${E}u + x;
@@ -437,12 +443,12 @@ fn main(${ENTRY_BUILTINS}${subgroups ? ', @builtin(subgroup_invocation_id) subgr
       let rowLse = select(rowMax[r] + log(total), ${NEG}, total == 0.0);
       if (split) {
         let slotRow = ((piece * params.splitQueries + i) * params.queryHeads + hq);
-        for (var d = lane; d < ${D}u; d = d + ${T}u) { partial[slotRow * ${D}u + d] = ${qAt(`r * ${D}u + d`)} * norm; }
+        for (var d = lane; d < ${Dv}u; d = d + ${T}u) { partial[slotRow * ${Dv}u + d] = ${qAt(`r * ${D}u + d`)} * norm; }
         if (lane == 0u) { partial[params.partialLseAt + slotRow] = rowLse; }
       } else {
         let n = qStart + i;
-        let first = (n * params.queryHeads + hq) * ${D}u;
-        ${outStores(plan.qType, D, plan.atomicOut, 'first', (d) => `${qAt(`r * ${D}u + ${d}`)} * norm`, 'lane', T)}
+        let first = (n * params.queryHeads + hq) * ${Dv}u;
+        ${outStores(plan.qType, Dv, plan.atomicOut, 'first', (d) => `${qAt(`r * ${D}u + ${d}`)} * norm`, 'lane', T)}
         if (lane == 0u) { lse[n * params.queryHeads + hq] = rowLse; }
       }
     }

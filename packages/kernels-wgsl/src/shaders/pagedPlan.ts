@@ -40,8 +40,8 @@ function nextPowerOfTwo(n: number): number {
   return p;
 }
 
-/** What a call fixes of its attention plan: the dtypes, the layout and the head dim. */
-export type PagedAttentionRequest = Pick<PagedAttentionPlan, 'qType' | 'poolType' | 'layout' | 'headDim' | 'qIndptrType' | 'kvIndptrType' | 'slotType'>;
+/** What a call fixes of its attention plan: the dtypes, the layout and the head dims (valueDim: headDim where absent). */
+export type PagedAttentionRequest = Pick<PagedAttentionPlan, 'qType' | 'poolType' | 'layout' | 'headDim' | 'qIndptrType' | 'kvIndptrType' | 'slotType'> & { readonly valueDim?: number };
 
 /**
  * `rowsPerRequest`: a request's query rows on average, N / B · Hq / H (the
@@ -50,19 +50,27 @@ export type PagedAttentionRequest = Pick<PagedAttentionPlan, 'qType' | 'poolType
  * work spent on empty ones.
  */
 export function planPagedAttention(caps: DeviceCaps, r: PagedAttentionRequest, rowsPerRequest: number): PagedAttentionPlan {
-  const units = poolRowUnits(r.poolType, r.headDim);
+  const valueDim = r.valueDim ?? r.headDim;
+  const units = poolRowUnits(r.poolType, r.headDim, valueDim);
+  const valueUnits = valueDim / units.elements;
   const workgroupSize = Math.min(pagedTuning.workgroupSize, caps.maxInvocationsPerWorkgroup);
-  const lanes = Math.min(workgroupSize, nextPowerOfTwo(units.perRow));
+  const lanes = Math.min(workgroupSize, nextPowerOfTwo(valueUnits));
+  // The pass's q rows and tile in workgroup memory: wide heads (MLA's 576) carry fewer rows.
+  let rowsPerPass = Math.min(pagedTuning.rowsPerPass, nextPowerOfTwo(Math.max(1, Math.ceil(rowsPerRequest))));
+  const workgroupBytes = (rows: number) => 4 * (rows * r.headDim + rows * workgroupSize + workgroupSize + 4 * rows) + 48;
+  while (rowsPerPass > 1 && workgroupBytes(rowsPerPass) > caps.maxWorkgroupStorageBytes) rowsPerPass /= 2;
   return {
     kernel: 'pagedAttention',
     f16: caps.f16,
     ...r,
+    valueDim,
     units,
     workgroupSize,
-    rowsPerPass: Math.min(pagedTuning.rowsPerPass, nextPowerOfTwo(Math.max(1, Math.ceil(rowsPerRequest)))),
+    rowsPerPass,
     lanes,
-    unitsPerLane: Math.ceil(units.perRow / lanes),
-    atomicOut: r.qType !== 'f32' && r.headDim % 2 === 1,
+    unitsPerLane: Math.ceil(valueUnits / lanes),
+    keyUnitsPerLane: Math.ceil(units.perRow / lanes),
+    atomicOut: r.qType !== 'f32' && valueDim % 2 === 1,
     tileMax: caps.subgroups ? 'subgroup' : 'atomic',
     // Lanes need a row's lanes in one subgroup.
     kRead: pagedTuning.kRead === 'lanes' && caps.subgroups && lanes > 1 && lanes <= caps.subgroupMinSize ? 'lanes' : 'row',
@@ -84,10 +92,11 @@ export function planPagedAttentionMerge(caps: DeviceCaps, r: PagedAttentionReque
     kernel: 'pagedAttentionMerge',
     f16: caps.f16,
     qType: r.qType,
-    headDim: r.headDim,
+    // The merge writes rows of the output: V's width.
+    headDim: r.valueDim ?? r.headDim,
     qIndptrType: r.qIndptrType,
     kvIndptrType: r.kvIndptrType,
-    atomicOut: r.qType !== 'f32' && r.headDim % 2 === 1,
+    atomicOut: r.qType !== 'f32' && (r.valueDim ?? r.headDim) % 2 === 1,
     workgroupSize: Math.min(64, caps.maxInvocationsPerWorkgroup),
   };
 }
@@ -105,8 +114,10 @@ export interface PagedSplit {
   readonly partialFloats: number;
 }
 
-export function pagedSplit(dims: { readonly N: number; readonly Hq: number; readonly H: number; readonly D: number; readonly C: number; readonly B: number }, maxBytes: number): PagedSplit {
-  const { N, Hq, H, D, C, B } = dims;
+export function pagedSplit(dims: { readonly N: number; readonly Hq: number; readonly H: number; readonly D: number; readonly C: number; readonly B: number; readonly Dv?: number }, maxBytes: number): PagedSplit {
+  const { N, Hq, H, C, B } = dims;
+  // Partial rows hold outputs: V's width.
+  const D = dims.Dv ?? dims.D;
   const whole = { tokensPerSplit: Math.max(C, 1), pieces: B + 1, splitQueries: 0, partialFloats: 0 };
   if (C === 0 || N === 0 || B * H >= pagedTuning.targetWorkgroups) return whole;
   // Whole tiles a piece, where pieces are at least a tile long.

@@ -9,10 +9,11 @@ import type { DuplicateRule } from '@kvkit/contracts/backend';
 import { ROPE_ROWS } from '../generated/params.js';
 import { elementBytes } from './common.wgsl.js';
 import type { F16Conversion } from './common.wgsl.js';
-import type { PoolFormat } from './kvPoolRows.wgsl.js';
+import type { Fp8ExactPath, PoolFormat } from './kvPoolRows.wgsl.js';
 import type { CopySlotsPlan } from './copySlots.wgsl.js';
 import type { CheckSegmentsPlan, PagedAttentionMergePlan, PagedAttentionPlan } from './pagedAttention.wgsl.js';
 import type { PoolReadPlan, PoolStorePlan } from './poolStore.wgsl.js';
+import type { MlaRowsPlan } from './mlaPoolFused.wgsl.js';
 
 /** What the device offers that changes how kernels are built. */
 export interface DeviceCaps {
@@ -87,6 +88,20 @@ export const tuning = {
   gemmTileK: 8,
   /** Q/K-norm rows with neox over the whole row: a lane holds a vector and its rotation partner (see RopeNormRowsPlan.pairedLanes). */
   pairedNormLanes: true,
+  /** fp8 codes the row kernels' fast path cannot tell: redone by the exact division in one loop per store of row vectors, per word, or per element (Fp8ExactPath). */
+  fp8Exact: 'row' as Fp8ExactPath,
+  /** RoPE into fp8 pools: V rows on lanes of their own ('split', RopeRowsPlan.valueLanes), or a row's K and V codes on one lane ('pair'). */
+  fp8KvLanes: 'split' as 'pair' | 'split',
+  /**
+   * dequantizeKv: units (16-byte vectors of rows where D allows) an invocation has in flight per step of its grid-stride loop.
+   * On the H200 (bf16 rows, N = 32768, H = 8, D = 128) 2 units and 4224 workgroups beat 4 and 1024: bf16 NHD 46.9 → 45.9 µs,
+   * fp8e4m3 NHD 49.0 → 46.0 µs, fp8e4m3 HND 50.9 → 48.1 µs.
+   */
+  poolReadUnits: 2,
+  /** dequantizeKv: workgroups at most (32 an SM of a 132-SM GPU; fp8 tables are filled once per workgroup). */
+  poolReadWorkgroups: 4224,
+  /** dequantizeKv of fp8: codes looked up in a workgroup table of each code's row bits ('table'), or decoded and scaled one by one ('bits'). */
+  poolReadFp8: 'table' as 'table' | 'bits',
 };
 
 /** Where the cos/sin values of a token come from: the cache row at its position, or a per-token table row. */
@@ -159,6 +174,11 @@ export interface RopeRowsPlan extends RopeRowsRequest {
   readonly partner: PartnerMode;
   /** One invocation per rotation pair of vectors (neox, whole vectors apart) instead of one per vector. */
   readonly pairs: boolean;
+  /**
+   * fp8 pools: each token's V rows follow its K rows as rows of their own, on lanes that store only V's
+   * codes, so a key lane encodes only its rotated vectors (the dispatch has N × H rows more).
+   */
+  readonly valueLanes: boolean;
   readonly workgroupSize: number;
 }
 
@@ -174,7 +194,8 @@ export const ROPE_ALL_BINDINGS = ROPE_ROWS.bindings({ queries: true, keys: true,
 export function planRopeRows(caps: DeviceCaps, r: RopeRowsRequest): RopeRowsPlan {
   const layout = rowLayout(r.dtype, r.D);
   const partner = partnerMode(r.style, r.R, layout);
-  return { ...r, kernel: 'ropeRows', f16: caps.f16, layout, partner, pairs: partner === 'chunk', workgroupSize: Math.min(tuning.rowWorkgroup, caps.maxInvocationsPerWorkgroup) };
+  const valueLanes = tuning.fp8KvLanes === 'split' && r.kind !== 'q' && r.pool?.fp8 !== undefined && layout.access === 'vector';
+  return { ...r, kernel: 'ropeRows', f16: caps.f16, layout, partner, pairs: partner === 'chunk', valueLanes, workgroupSize: Math.min(tuning.rowWorkgroup, caps.maxInvocationsPerWorkgroup) };
 }
 
 /** Which rows a Q/K-norm dispatch handles: every part in one, or q, k and v apart where bindings are few. */
@@ -260,11 +281,14 @@ export interface SlotOwnersPlan {
   readonly stage: 'claim' | 'resolve';
   readonly rule: DuplicateRule;
   readonly slotType: IndexDType;
+  /** The claim of a copy: the dtype of the source slots, a negative one of which skips its pair (it claims nothing). */
+  readonly skipType?: IndexDType;
   readonly workgroupSize: number;
 }
 
-export function planSlotOwners(caps: DeviceCaps, stage: SlotOwnersPlan['stage'], rule: DuplicateRule, slotType: IndexDType): SlotOwnersPlan {
-  return { kernel: 'slotOwners', stage, rule, slotType, workgroupSize: Math.min(tuning.rowWorkgroup, caps.maxInvocationsPerWorkgroup) };
+export function planSlotOwners(caps: DeviceCaps, stage: SlotOwnersPlan['stage'], rule: DuplicateRule, slotType: IndexDType, skipType?: IndexDType): SlotOwnersPlan {
+  const skips = stage === 'claim' && skipType !== undefined ? { skipType } : {};
+  return { kernel: 'slotOwners', stage, rule, slotType, ...skips, workgroupSize: Math.min(tuning.rowWorkgroup, caps.maxInvocationsPerWorkgroup) };
 }
 
 export interface GemmPlan {
@@ -351,7 +375,7 @@ export function planStridedCopy(caps: DeviceCaps, lanes: 1 | 2 | 4): StridedCopy
   return { kernel: 'stridedCopy', lanes, workgroupSize: Math.min(tuning.rowWorkgroup, caps.maxInvocationsPerWorkgroup) };
 }
 
-export type KernelPlan = CheckValuesPlan | NormRopePlan | RopeRowsPlan | RopeNormRowsPlan | RopeTablePlan | SlotOwnersPlan | PoolStorePlan | PoolReadPlan | GemmPlan | GemmReducePlan | CopyPlan | FmaPlan | StridedCopyPlan | PagedAttentionPlan | PagedAttentionMergePlan | CheckSegmentsPlan | CopySlotsPlan;
+export type KernelPlan = CheckValuesPlan | NormRopePlan | RopeRowsPlan | RopeNormRowsPlan | RopeTablePlan | SlotOwnersPlan | PoolStorePlan | PoolReadPlan | GemmPlan | GemmReducePlan | CopyPlan | FmaPlan | StridedCopyPlan | PagedAttentionPlan | PagedAttentionMergePlan | CheckSegmentsPlan | CopySlotsPlan | MlaRowsPlan;
 
 /** The pipeline cache key of a plan: every field that shapes the generated WGSL. */
 export function planKey(plan: KernelPlan): string {

@@ -11,13 +11,16 @@
  * row n for token n.
  *
  * Kind 'all' runs both parts in one dispatch (10 storage bindings, where the
- * device allows them); 'q' and 'kv' split them over two dispatches.
+ * device allows them); 'q' and 'kv' split them over two dispatches. With
+ * valueLanes (fp8 pools) each token's V rows follow its K rows as rows of
+ * their own, so a key lane encodes only K's codes and a value lane V's.
  */
 import { ROPE_ROWS } from '../generated/params.js';
 import type { RopeRowsParams, RopeRowsRanges } from '../generated/params.js';
 import { CALL_REJECTED, ENTRY_BUILTINS, halfFloatWgsl, INDEX_RANGE_WGSL, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js';
 import { FP8_WGSL } from './fp8.wgsl.js';
-import { poolRowWgsl, poolVectorType, scaleBitsWgsl, storeRowVector } from './kvPoolRows.wgsl.js';
+import { poolRowWgsl, poolVectorType, scaleBitsWgsl, storeRowVectors } from './kvPoolRows.wgsl.js';
+import { tuning } from './plan.js';
 import type { RopeRowsPlan } from './plan.js';
 import { halfStorer, packVector, rotateVector, rowElementReader, storeElement, vectorType, vectorValues } from './rowCode.js';
 import { kernelSource } from './source.js';
@@ -33,20 +36,26 @@ export function ropeRowsShader(plan: RopeRowsPlan): KernelSource<RopeRowsParams,
   const dstType = halves ? 'atomic<u32>' : rowType;
   const fp8 = plan.pool?.fp8;
   const bindings = ROPE_ROWS.bindings({ queries: withQ, keys: withK, Row: rowType, Dst: dstType, Pool: poolVectorType(layout, dstType, fp8) });
-  /** The statement storing row vector `vector` (the model dtype's words) into a pool: as it is, or as its fp8 codes. */
-  const toPool = (pool: 'kPool' | 'vPool', index: string, vector: string): string => storeRowVector(fp8, dtype, layout, `${pool}[${index}]`, vector, `${pool[0]}ScaleBits`);
-  /** The key part's slot: the token's check, and where its head row starts in the pools (and the fp8 scales of its head). */
-  const slotLines = (first: string): string[] => [
+  const valueLanes = plan.valueLanes;
+  const exact = plan.pool?.fp8Exact ?? tuning.fp8Exact;
+  /** The statement storing row vectors (the model dtype's words) into the pools at the slot, if it is one: as they are, or as their fp8 codes (one store, so the exact fallback is compiled once for all of them). */
+  const toPools = (stores: readonly (readonly ['kPool' | 'vPool', string, string])[]): string =>
+    `if (slotOk) { ${storeRowVectors(fp8, dtype, layout, stores.map(([pool, index, vector]) => ({ target: `${pool}[${index}]`, vector, scale: `${pool[0]}ScaleBits` })), exact)} }`;
+  /** The V vector at `index` of this lane's row, where this lane stores V: every key lane, unless V rows have lanes of their own. */
+  const withValue = (index: string): (readonly ['vPool', string, string])[] => (valueLanes ? [] : [['vPool', `poolBase + ${index}`, `v[vBase + ${index}]`]]);
+  /** The slot of a key (or value) row: the token's check, and where its head row starts in the pools (and the fp8 scales of its head). */
+  const slotLines = (parts: readonly ('k' | 'v')[]): string[] => [
     'let slot = slotAt(n);',
     'let slotOk = indexBelow(slot, params.slotBelow);',
     'let poolBase = poolRow(select(0u, slot.x, slotOk), h, params.keyHeads, params.pageSize) * ROW_VECS;',
-    ...(fp8 ? [scaleBitsWgsl(['k', 'v'], 'h', (i) => `bitcast<u32>(cosSin[${i}])`)] : []),
+    ...(fp8 ? [scaleBitsWgsl(parts, 'h', (i) => `bitcast<u32>(cosSin[${i}])`)] : []),
   ];
+  const keyParts = valueLanes ? (['k'] as const) : (['k', 'v'] as const);
 
   /** Where this invocation's head row starts in each input it reads, in row vectors: inputs may be views (strides as uniforms). */
   const inputBases = (src: 'q' | 'k', isKey: boolean): string[] => [
     `let srcBase = params.${src}Offset + n * params.${src}TokenStride + h * params.${src}HeadStride;`,
-    ...(isKey ? ['let vBase = params.vOffset + n * params.vTokenStride + h * params.vHeadStride;'] : []),
+    ...(isKey && !valueLanes ? ['let vBase = params.vOffset + n * params.vTokenStride + h * params.vHeadStride;'] : []),
   ];
 
   /** The statements of one part: rotate this invocation's vector of `src` into `dst` (and the pools for keys). */
@@ -74,7 +83,7 @@ export function ropeRowsShader(plan: RopeRowsPlan): KernelSource<RopeRowsParams,
       ...xs.map((x, k) => `let ${p}y${k} = ${x};`),
       rotation.code,
     ];
-    if (isKey) lines.push(...slotLines('c'));
+    if (isKey) lines.push(...slotLines(keyParts));
     if (element) {
       lines.push(storeElement(dtype, dst, `store_${dst}`, 'base + c', rotation.out[0]!));
       if (isKey) {
@@ -88,7 +97,7 @@ export function ropeRowsShader(plan: RopeRowsPlan): KernelSource<RopeRowsParams,
       }
     } else {
       lines.push(`let packed = ${packVector(dtype, layout, rotation.out)};`, `${dst}[base + c] = packed;`);
-      if (isKey) lines.push('if (slotOk) {', `  ${toPool('kPool', 'poolBase + c', 'packed')}`, `  ${toPool('vPool', 'poolBase + c', 'v[vBase + c]')}`, '}');
+      if (isKey) lines.push(toPools([['kPool', 'poolBase + c', 'packed'], ...withValue('c')]));
     }
     return lines.join('\n    ');
   };
@@ -111,7 +120,7 @@ export function ropeRowsShader(plan: RopeRowsPlan): KernelSource<RopeRowsParams,
       `let c = select(${R / E}u + u - ${halfVecs}u, u, paired);`,
       `let x = ${src}[srcBase + c];`,
     ];
-    if (isKey) lines.push(...slotLines('u'));
+    if (isKey) lines.push(...slotLines(keyParts));
     const rotate = [
       `let pc = c + ${halfVecs}u;`,
       `let xp = ${src}[srcBase + pc];`,
@@ -121,31 +130,63 @@ export function ropeRowsShader(plan: RopeRowsPlan): KernelSource<RopeRowsParams,
       `let hi = ${packVector(dtype, layout, xs.map((x, k) => `${ps[k]} * cs${k} + ${x} * sn${k}`))};`,
       `${dst}[base + c] = lo;`,
       `${dst}[base + pc] = hi;`,
-      ...(isKey
-        ? ['if (slotOk) {', ...[toPool('kPool', 'poolBase + c', 'lo'), toPool('kPool', 'poolBase + pc', 'hi'), toPool('vPool', 'poolBase + c', 'v[vBase + c]'), toPool('vPool', 'poolBase + pc', 'v[vBase + pc]')].map((x) => `  ${x}`), '}']
-        : []),
+      ...(isKey ? [toPools([['kPool', 'poolBase + c', 'lo'], ['kPool', 'poolBase + pc', 'hi'], ...withValue('c'), ...withValue('pc')])] : []),
     ];
-    const copy = [`${dst}[base + c] = x;`, ...(isKey ? ['if (slotOk) {', `  ${toPool('kPool', 'poolBase + c', 'x')}`, `  ${toPool('vPool', 'poolBase + c', 'v[vBase + c]')}`, '}'] : [])];
-    lines.push(`if (paired) {\n      ${rotate.join('\n      ')}\n    } else {\n      ${copy.join('\n      ')}\n    }`);
+    const copy = [`${dst}[base + c] = x;`, ...(isKey ? [toPools([['kPool', 'poolBase + c', 'x'], ...withValue('c')])] : [])];
+    // R = D: every lane holds a pair (u < R/2/E always), so no copy branch is built.
+    lines.push(R === plan.D ? `{\n      ${rotate.join('\n      ')}\n    }` : `if (paired) {\n      ${rotate.join('\n      ')}\n    } else {\n      ${copy.join('\n      ')}\n    }`);
+    return lines.join('\n    ');
+  };
+  /**
+   * A V row on lanes of its own (valueLanes): the lane's V vectors into vPool,
+   * the pair layout's two (a vector and the one R/2 elements on) or one.
+   */
+  const valuePart = (): string => {
+    const lines = ['let vBase = params.vOffset + n * params.vTokenStride + h * params.vHeadStride;', ...slotLines(['v'])];
+    if (!plan.pairs) return [...lines, toPools([['vPool', 'poolBase + c', 'v[vBase + c]']])].join('\n    ');
+    const halfVecs = R / 2 / layout.elements;
+    lines.push(
+      `let paired = u < ${halfVecs}u;`,
+      `let c = select(${R / layout.elements}u + u - ${halfVecs}u, u, paired);`,
+      `let pc = c + ${halfVecs}u;`,
+      R === plan.D
+        ? toPools([['vPool', 'poolBase + c', 'v[vBase + c]'], ['vPool', 'poolBase + pc', 'v[vBase + pc]']])
+        : `if (paired) {
+      ${toPools([['vPool', 'poolBase + c', 'v[vBase + c]'], ['vPool', 'poolBase + pc', 'v[vBase + pc]']])}
+    } else {
+      ${toPools([['vPool', 'poolBase + c', 'v[vBase + c]']])}
+    }`,
+    );
     return lines.join('\n    ');
   };
   const body = plan.pairs ? pairPart : part;
   const units = plan.pairs ? R / 2 / layout.elements + (plan.D - R) / layout.elements : layout.rowVecs;
+  // Rows of a token: its query heads (kind 'all'), key heads, and (valueLanes) value heads.
+  const keyRows = valueLanes ? '2u * params.keyHeads' : 'params.keyHeads';
+  const keyOrValue = valueLanes
+    ? (unit: string) => `if (${unit} < params.keyHeads) {
+    let h = ${unit};
+    ${body('k', 'kRot', 'params.keyHeads')}
+  } else {
+    let h = ${unit} - params.keyHeads;
+    ${valuePart()}
+  }`
+    : (unit: string) => `{
+    let h = ${unit};
+    ${body('k', 'kRot', 'params.keyHeads')}
+  }`;
 
   const storers = halves ? [...(withQ ? ['qRot'] : []), ...(withK ? ['kRot', 'kPool', 'vPool'] : [])].map((a) => halfStorer(`store_${a}`, a)) : [];
   const dispatch =
     plan.kind === 'all'
-      ? `let unitsPerToken = params.queryHeads + params.keyHeads;
+      ? `let unitsPerToken = params.queryHeads + ${keyRows};
   let n = row / unitsPerToken;
   let csBase = n * ${R}u;
   let unit = row % unitsPerToken;
   if (unit < params.queryHeads) {
     let h = unit;
     ${body('q', 'qRot', 'params.queryHeads')}
-  } else {
-    let h = unit - params.queryHeads;
-    ${body('k', 'kRot', 'params.keyHeads')}
-  }`
+  } else ${keyOrValue('(unit - params.queryHeads)')}`
       : plan.kind === 'q'
         ? `let n = row / params.queryHeads;
   let csBase = n * ${R}u;
@@ -153,12 +194,10 @@ export function ropeRowsShader(plan: RopeRowsPlan): KernelSource<RopeRowsParams,
   {
     ${body('q', 'qRot', 'params.queryHeads')}
   }`
-        : `let n = row / params.keyHeads;
+        : `let n = row / (${keyRows});
   let csBase = n * ${R}u;
-  let h = row % params.keyHeads;
-  {
-    ${body('k', 'kRot', 'params.keyHeads')}
-  }`;
+  let unit = row % (${keyRows});
+  ${keyOrValue('unit')}`;
 
   const code = `${halfFloatWgsl(plan.f16)}
 ${INDEX_RANGE_WGSL}

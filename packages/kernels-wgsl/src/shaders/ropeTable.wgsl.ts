@@ -10,7 +10,8 @@
  * way sin and cos then run on a quarter turn or less, from the reduced angle
  * in two f32 parts, so the result is within an ulp or so of cos/sin of the
  * true angle, whatever the device's own sin and cos do with large arguments.
- * With mRoPE's [3, T] positions, pair j takes the position of its stream.
+ * With mRoPE's [3, T] positions, pair j takes the position of its stream
+ * (contiguous sections, or Qwen3-VL's interleaved layout).
  */
 import { ANGLE_TABLE_HEADER_WORDS, FLOAT32_REDUCTION_EXPONENTS } from '@kvkit/contracts/backend';
 import { ROPE_TABLE } from '../generated/params.js';
@@ -19,6 +20,22 @@ import { ENTRY_BUILTINS, indexReader, LINEAR_WORKGROUP } from './common.wgsl.js'
 import type { RopeTablePlan } from './plan.js';
 import { kernelSource } from './source.js';
 import type { KernelSource } from './source.js';
+
+/**
+ * mRoPE's stream of pair j (0 temporal, 1 height, 2 width) from the uniforms
+ * temporalPairs, heightPairsEnd and interleaved: contiguous runs ending there,
+ * or (interleaved, Qwen3-VL) height at j % 3 == 1 below the first, width at
+ * j % 3 == 2 below the second, temporal elsewhere.
+ */
+export const MROPE_STREAM_WGSL = /* wgsl */ `
+fn mropeStream(j: u32) -> u32 {
+  if (params.interleaved != 0u) {
+    let r = j % 3u;
+    return select(select(0u, 2u, r == 2u && j < params.heightPairsEnd), 1u, r == 1u && j < params.temporalPairs);
+  }
+  return select(select(2u, 1u, j < params.heightPairsEnd), 0u, j < params.temporalPairs);
+}
+`;
 
 /** 2π as a 12-bit f32 (so a 12-bit factor times it is exact) plus the f32 rest. */
 const TWO_PI_HI = Math.fround(Math.round(2 * Math.PI * 2 ** 9) / 2 ** 9);
@@ -131,6 +148,7 @@ export function ropeTableShader(plan: RopeTablePlan): KernelSource<RopeTablePara
 ${bindings.wgsl}
 ${indexReader('positionAt', 'positions', plan.positionType)}
 ${ROPE_ANGLE_WGSL}
+${MROPE_STREAM_WGSL}
 
 @compute @workgroup_size(${plan.workgroupSize})
 fn main(${ENTRY_BUILTINS}) {
@@ -140,7 +158,7 @@ fn main(${ENTRY_BUILTINS}) {
   if (t >= params.tokens) { return; }
   let j = id % params.halfRotary;
   // mRoPE: pair j's stream (0 temporal, 1 height, 2 width); streamStride 0 leaves one stream.
-  let stream = select(select(2u, 1u, j < params.heightPairsEnd), 0u, j < params.temporalPairs);
+  let stream = mropeStream(j);
   let cs = ropeCosSin(positionAt(stream * params.streamStride + t), j);
   let rowBase = t * 2u * params.halfRotary;
   table[rowBase + j] = cs.x;

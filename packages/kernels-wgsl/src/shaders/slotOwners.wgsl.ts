@@ -13,7 +13,9 @@
  *           without a pass over its S entries.
  *
  * Slots outside the pool and negative slots are copied as they are, so the
- * scatter records and skips them as before.
+ * scatter records and skips them as before. A copy's claim also reads its
+ * source slots: a pair skipped there claims nothing, so the last pair that
+ * is not skipped owns its destination (resolve then gives the skipped one -1).
  */
 import { SLOT_OWNERS } from '../generated/params.js';
 import type { SlotOwnersParams, SlotOwnersRanges } from '../generated/params.js';
@@ -24,11 +26,12 @@ import type { KernelSource } from './source.js';
 
 export function slotOwnersShader(plan: SlotOwnersPlan): KernelSource<SlotOwnersParams, SlotOwnersRanges> {
   const i64 = plan.slotType === 'i64';
-  const bindings = SLOT_OWNERS.bindings({ resolve: plan.stage === 'resolve' });
+  const skips = plan.skipType !== undefined;
+  const bindings = SLOT_OWNERS.bindings({ resolve: plan.stage === 'resolve', skips });
   const mark = ownerMark(plan.rule);
   const body =
     plan.stage === 'claim'
-      ? `if (inPool) { atomicMax(&owners[slot.x], ${mark}); }`
+      ? `if (inPool${skips ? ' && !indexIsNegative(skipAt(n))' : ''}) { atomicMax(&owners[slot.x], ${mark}); }`
       : `var owned_ = slot;
   if (inPool) {
     if (atomicLoad(&owners[slot.x]) == ${mark}) {
@@ -42,6 +45,7 @@ export function slotOwnersShader(plan: SlotOwnersPlan): KernelSource<SlotOwnersP
 ${SLOT_OWNERS.uniformsWgsl}
 ${bindings.wgsl}
 ${indexReader('slotAt', 'slots', plan.slotType)}
+${skips ? indexReader('skipAt', 'skipIf', plan.skipType!) : ''}
 
 @compute @workgroup_size(${plan.workgroupSize})
 fn main(${ENTRY_BUILTINS}) {

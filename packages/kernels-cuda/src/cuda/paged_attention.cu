@@ -1,0 +1,856 @@
+// pagedAttention (ops/pagedAttention.ts): split-KV attention of each request's queries over the K/V rows its
+// slots name in a pool of either layout, the model dtype or fp8, and the merge of split requests by their
+// log-sum-exp. The call's offsets rules are check_segments.cu's, its slot rule check_values.cu's.
+#include <stdint.h>
+
+#include <type_traits>
+
+#include "bad_values.cuh"
+#include "fp8.cuh"
+#include "generated/params.cuh"
+#include "grid_order.cuh"
+#include "kv_pool.cuh"
+#include "storage.cuh"
+
+namespace kvkit {
+namespace paged {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+constexpr unsigned kAllLanes = 0xffffffffu;
+// Every attention launch is four warps.
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+
+template <typename P>
+__device__ __forceinline__ long long qIndptrAt(const P& p, long long b) {
+  return loadIndex(p.qIndptr, p.indptrAreI64 & 1, b);
+}
+
+template <typename P>
+__device__ __forceinline__ long long kvIndptrAt(const P& p, long long b) {
+  return loadIndex(p.kvIndptr, (p.indptrAreI64 >> 1) & 1, b);
+}
+
+// Request b's first piece: kvIndptr[b] / T + b, so its ceil(kvLen / T) pieces end before the next request's first.
+template <typename P>
+__device__ __forceinline__ long long firstPiece(const P& p, long long b) {
+  return kvIndptrAt(p, b) / p.tokensPerSplit + b;
+}
+
+/** What one block (piece, pass slot) of one KV head works on: its request, its tokens and its passes of rows. */
+struct Work {
+  long long qStart, qLen, kvStart, kvLen;
+  // The piece's tokens, counted from the request's first.
+  long long j0, j1;
+  long long piece;
+  long long passFirst, passStep;
+  // Partial rows for the merge (the request has several pieces and few queries), or out and lse.
+  bool split;
+};
+
+// Same answer in every thread of the block (the offsets are valid: a call whose check failed never gets here).
+__device__ __forceinline__ bool findWork(const PagedAttentionParams& p, long long piece, long long slot, Work& w) {
+  const long long B = p.numRequests, T = p.tokensPerSplit;
+  if (B <= 0) return false;
+  // The request of the piece: the last b whose first piece is at or before it.
+  long long lo = 0, hi = B;
+  while (hi - lo > 1) {
+    const long long mid = (lo + hi) >> 1;
+    if (firstPiece(p, mid) <= piece) lo = mid;
+    else hi = mid;
+  }
+  w.kvStart = kvIndptrAt(p, lo);
+  w.kvLen = kvIndptrAt(p, lo + 1) - w.kvStart;
+  w.qStart = qIndptrAt(p, lo);
+  w.qLen = qIndptrAt(p, lo + 1) - w.qStart;
+  if (w.qLen <= 0 || w.kvLen <= 0) return false;
+  const long long pieces = (w.kvLen + T - 1) / T;
+  const long long k = piece - (w.kvStart / T + lo);
+  if (k < 0 || k >= pieces) return false;
+  w.piece = piece;
+  w.split = pieces > 1 && w.qLen <= p.splitQueries;
+  if (w.split) {
+    w.j0 = k * T;
+    w.j1 = min(w.kvLen, w.j0 + T);
+    w.passFirst = slot;
+    w.passStep = p.passSlots;
+  } else {
+    // Long requests read all their tokens in each pass; their pieces share out the passes instead.
+    w.j0 = 0;
+    w.j1 = w.kvLen;
+    w.passFirst = k * p.passSlots + slot;
+    w.passStep = pieces * p.passSlots;
+  }
+  return true;
+}
+
+/** A block's piece, KV head and pass slot: block (piece · H + head) · passSlots + slot. */
+struct BlockOf {
+  long long piece, slot;
+  int head;
+};
+
+__device__ __forceinline__ BlockOf blockOf(const PagedAttentionParams& p) {
+  const long long x = blockIdx.x, rest = x / p.passSlots, piece = rest / p.numKvHeads;
+  return BlockOf{piece, x - rest * p.passSlots, static_cast<int>(rest - piece * p.numKvHeads)};
+}
+
+/** Rows [rowBase, rowBase + rows) of the request's qLen · group (query-major), and the tokens any of them sees. */
+struct Pass {
+  long long rowBase;
+  int rows;
+  long long tokenFrom, tokenTo;
+};
+
+__device__ __forceinline__ Pass passOf(const PagedAttentionParams& p, const Work& w, long long pass, int rowsPerPass, long long group) {
+  Pass s;
+  s.rowBase = pass * rowsPerPass;
+  s.rows = static_cast<int>(min(static_cast<long long>(rowsPerPass), w.qLen * group - s.rowBase));
+  // Rows rise with their query's position, so the first row sees the earliest token and the last the latest.
+  const long long firstPosition = w.kvLen - w.qLen + s.rowBase / group;
+  const long long lastPosition = w.kvLen - w.qLen + (s.rowBase + s.rows - 1) / group;
+  long long from = w.j0, to = w.j1;
+  if (p.slidingWindow > 0) from = max(from, firstPosition - p.slidingWindow + 1);
+  if (p.causal) to = min(to, lastPosition + 1);
+  s.tokenFrom = from;
+  s.tokenTo = max(to, from);
+  return s;
+}
+
+// Whether the query at `position` sees token j (counted from its request's first).
+__device__ __forceinline__ bool sees(const PagedAttentionParams& p, long long position, long long j) {
+  return (p.causal == 0 || j <= position) && (p.slidingWindow == 0 || j + p.slidingWindow > position);
+}
+
+/** q·k to the logit in log2 units: scaled (fp8: by the K scale too), then capped. */
+struct Logit {
+  float scale;
+  float cap;
+  __device__ __forceinline__ float operator()(float dot) const {
+    if (cap == 0.0f) return dot * scale;
+    return cap * tanhf(dot * scale / cap) * kLog2e;
+  }
+};
+
+__device__ __forceinline__ Logit logitOf(const PagedAttentionParams& p, float kScale) {
+  const float scale = static_cast<float>(p.scale) * kScale;
+  const float cap = static_cast<float>(p.logitSoftcap);
+  return Logit{cap == 0.0f ? scale * kLog2e : scale, cap};
+}
+
+__device__ __forceinline__ float headScale(const float* scale, long long perHead, long long h) {
+  return scale == nullptr ? 1.0f : __ldg(scale + (perHead ? h : 0));
+}
+
+// Where head h of `slot` starts in the pools (elements), or -1 for a slot outside them (the call is rejected then).
+__device__ __forceinline__ long long rowOffset(const PagedAttentionParams& p, long long slot, long long h) {
+  if (slot < 0 || slot >= p.slotBelow) return -1;
+  return poolElement(p.poolHeadMajor != 0, slot, h, p.numKvHeads, p.headDim, p.poolPageSize);
+}
+
+// The output row of pass row r: out/lse row (n · Hq + hq), or the partial row of the piece.
+__device__ __forceinline__ long long outputRow(const PagedAttentionParams& p, const Work& w, long long requestRow, long long group, long long h) {
+  const long long i = requestRow / group;
+  const long long hq = h * group + (requestRow - i * group);
+  return w.split ? (w.piece * p.splitQueries + i) * p.numQoHeads + hq : (w.qStart + i) * p.numQoHeads + hq;
+}
+
+// Tensor-core and async-copy primitives (sm_80 and later).
+__device__ __forceinline__ unsigned sharedAddress(const void* at) { return static_cast<unsigned>(__cvta_generic_to_shared(at)); }
+
+__device__ __forceinline__ void loadMatrices(uint32_t (&r)[4], unsigned at) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(at) : "memory");
+}
+
+__device__ __forceinline__ void loadMatricesTransposed(uint32_t (&r)[4], unsigned at) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(at) : "memory");
+}
+
+// c += a · b for one m16n8k16 tile, f32 accumulators.
+template <typename S>
+__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same<S, F16>::value) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+// Two values rounded once to S, `low` in the low half (the lower column of an mma fragment).
+template <typename S>
+__device__ __forceinline__ uint32_t packPair(float low, float high) {
+  return static_cast<uint32_t>(S::fromFloat(low)) | (static_cast<uint32_t>(S::fromFloat(high)) << 16);
+}
+
+// `bytes` (16, 8 or 4) from global memory into shared memory, in flight until waited for; zeros where !live.
+__device__ __forceinline__ void copyAsync(unsigned to, const void* from, int bytes, bool live) {
+  const int given = live ? bytes : 0;
+  if (bytes == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to), "l"(from), "r"(given) : "memory");
+  else if (bytes == 8) asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(to), "l"(from), "r"(given) : "memory");
+  else asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(to), "l"(from), "r"(given) : "memory");
+}
+
+__device__ __forceinline__ void closeCopies() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+
+template <int inFlight>
+__device__ __forceinline__ void waitCopies() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(inFlight) : "memory");
+}
+
+__device__ __forceinline__ void waitAllCopies() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
+// Element e of row r in a tile of 16-bit rows of DP elements: 16-byte chunks XOR-swizzled by the row, so the
+// eight rows an ldmatrix reads at one column sit in eight different bank groups.
+template <int DP>
+__device__ __forceinline__ int swizzled(int r, int e) {
+  return r * DP + ((((e >> 3) ^ (r & 7)) << 3) | (e & 7));
+}
+
+/**
+ * Shared-memory layout of a tiles launch (the host sizes it the same way, ops/pagedAttention.ts
+ * attentionSharedBytes): the stages (P · (K tile, V tile), rows of DP 16-bit elements, or of DP bytes for
+ * fp8 codes), for fp8 the two tiles they are decoded into, and q (queryInShared), all overlapped after the
+ * last tile by the warps' partial results; then each stage's row offsets, and fp8's decode table.
+ */
+template <typename L>
+struct TilesLayout {
+  static constexpr int kDP = L::kHeadDim, kTN = L::kTileTokens, kP = L::kStages;
+  static constexpr int kTile16Bytes = kTN * kDP * 2;
+  static constexpr int kOutStride = kDP + 8;  // floats between a warp's partial rows: conflict-free float2 stores
+  static constexpr int kMergeBytes = kWarps * 16 * kOutStride * 4 + 2 * kWarps * 16 * 4;
+  static constexpr int kQueryBytes = L::kQueryInShared ? L::kRowsPerPass * kDP * 2 : 0;
+  int stageTileBytes, stagesBytes, convBytes, bigBytes;
+  __device__ __forceinline__ explicit TilesLayout(bool fp8) {
+    stageTileBytes = fp8 ? kTN * kDP : kTile16Bytes;
+    stagesBytes = kP * 2 * stageTileBytes;
+    convBytes = fp8 ? 2 * kTile16Bytes : 0;
+    bigBytes = max(stagesBytes + convBytes + kQueryBytes, kMergeBytes);
+  }
+};
+
+/** The request a block works on, kept in shared memory: read where a pass starts and ends, held in no register between. */
+struct RequestState {
+  long long qStart, qLen, kvStart, kvLen, j0, j1, piece;
+  long long tokenFrom, tokenTo;  // the current pass's
+  int split;
+};
+
+/**
+ * One block: a piece, a KV head and a pass slot (blockOf). Per pass of up to 64 rows (query, head of the
+ * group), the rows make rowTiles m16 tiles (1, 2 or 4) and each tile's rows are held by 4 / rowTiles warps that
+ * share out every K/V tile's tokens, 16 at a time: S = q·kᵀ on tensor cores, scale, cap and mask, the online
+ * softmax per row in f32 (log2 units), then O += p·v. The tiles come through shared memory, P stages deep
+ * (cp.async, 16-byte chunks where rows allow); fp8 codes are decoded there (exactly, to S) before the
+ * tile is read, and their scales applied to the logits and the output. After the last tile the warps' (m, l,
+ * O) are merged in shared memory and each row written once: out/lse, or the piece's partial row.
+ */
+template <typename S, typename L>
+__device__ __forceinline__ void attendTiles(const PagedAttentionParams& p) {
+  constexpr int DP = L::kHeadDim, TN = L::kTileTokens, P = L::kStages, RP = L::kRowsPerPass;
+  constexpr bool QS = L::kQueryInShared;
+  constexpr int KC = DP / 16;
+  using Layout = TilesLayout<L>;
+  using Bits = typename S::Bits;
+  static_assert(L::kThreads == kThreads && RP == 16 * kWarps && TN % 16 == 0 && TN <= kThreads && P >= 2, "tiles launch shape");
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ RequestState state;
+  __shared__ long long positions[RP];
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+  const int D = static_cast<int>(p.headDim);
+  const int chunks16 = (D + 15) >> 4;
+  const bool fp8 = p.poolDType != kPoolModelDType;
+  const BlockOf at = blockOf(p);
+  const int h = at.head;
+  const int group = static_cast<int>(p.numQoHeads / p.numKvHeads);
+  int passFirst, passStep, passes;
+  {
+    Work w;
+    if (!findWork(p, at.piece, at.slot, w)) return;
+    passes = static_cast<int>((w.qLen * group + RP - 1) / RP);
+    passFirst = static_cast<int>(w.passFirst);
+    passStep = static_cast<int>(w.passStep);
+    if (tid == 0) {
+      state.qStart = w.qStart;
+      state.qLen = w.qLen;
+      state.kvStart = w.kvStart;
+      state.kvLen = w.kvLen;
+      state.j0 = w.j0;
+      state.j1 = w.j1;
+      state.piece = w.piece;
+      state.split = w.split ? 1 : 0;
+    }
+  }
+
+  const Layout layout(fp8);
+  const unsigned smemAt = sharedAddress(smem);
+  Bits* conv = reinterpret_cast<Bits*>(smem + layout.stagesBytes);
+  Bits* qTile = reinterpret_cast<Bits*>(smem + layout.stagesBytes + layout.convBytes);
+  long long* rowAt = reinterpret_cast<long long*>(smem + layout.bigBytes);
+  Bits* table = reinterpret_cast<Bits*>(rowAt + P * TN);
+
+  // Row geometry: every row starts a multiple of its bytes from the pool's start, so one alignment holds for all.
+  const int elementBytes = fp8 ? 1 : 2;
+  const int rowBytes = D * elementBytes;
+  const unsigned long long bases = reinterpret_cast<unsigned long long>(p.kPool) | reinterpret_cast<unsigned long long>(p.vPool);
+  const int chunk = (rowBytes % 16 == 0 && bases % 16 == 0) ? 16 : (rowBytes % 8 == 0 && bases % 8 == 0) ? 8 : (rowBytes % 4 == 0 && bases % 4 == 0) ? 4 : 0;
+  const int chunksPerRow = chunk ? rowBytes / chunk : 0;
+  const int rawStride = (D + 15) & ~15;
+
+  if (fp8) {
+    const bool e4m3 = p.poolDType == kPoolE4m3;
+    for (int c = tid; c < 256; c += kThreads) table[c] = S::fromFloat(fp8ToFloat(static_cast<uint32_t>(c), e4m3));
+  }
+  const float vScale = fp8 ? headScale(p.vScale, p.vScalePerHead, h) : 1.0f;
+  const Logit logit = logitOf(p, fp8 ? headScale(p.kScale, p.kScalePerHead, h) : 1.0f);
+  __syncthreads();
+
+  for (int pass = passFirst; pass < passes; pass += passStep) {
+    // The pass's rows and the tokens any of them sees (rows rise with their query's position).
+    const long long qStart = state.qStart, qLen = state.qLen, kvLen = state.kvLen, kvStart = state.kvStart;
+    const long long rowBase = static_cast<long long>(pass) * RP;
+    const int rows = static_cast<int>(min(static_cast<long long>(RP), qLen * group - rowBase));
+    long long tokenFrom = state.j0, tokenTo = state.j1;
+    if (p.slidingWindow > 0) tokenFrom = max(tokenFrom, kvLen - qLen + rowBase / group - p.slidingWindow + 1);
+    if (p.causal) tokenTo = min(tokenTo, kvLen - qLen + (rowBase + rows - 1) / group + 1);
+    tokenTo = max(tokenTo, tokenFrom);
+    const int tiles = static_cast<int>((tokenTo - tokenFrom + TN - 1) / TN);
+    const int rowTiles = rows > 32 ? 4 : rows > 16 ? 2 : 1;
+    const int shares = kWarps / rowTiles;
+    const int mt = warp % rowTiles, share = warp / rowTiles;
+    const bool active = mt * 16 < rows;
+
+    // q rows of the pass (zeros past its rows and past D), query-major: row r is query r / group, head r % group.
+    auto qRow = [&](int r) -> const Bits* {
+      const long long row = rowBase + r;
+      const long long i = row / group;
+      const long long hq = static_cast<long long>(h) * group + (row - i * group);
+      return static_cast<const Bits*>(p.q) + (qStart + i) * p.qTokenStride + hq * p.qHeadStride;
+    };
+    uint32_t qa[QS ? 1 : KC][4];
+    if constexpr (QS) {
+      for (int e = tid; e < 16 * rowTiles * DP; e += kThreads) {
+        const int r = e / DP, d = e - r * DP;
+        qTile[swizzled<DP>(r, d)] = r < rows && d < D ? qRow(r)[d] : Bits(0);
+      }
+    } else {
+      const int r0 = mt * 16 + g;
+      const Bits* q0 = qRow(r0);
+      const Bits* q1 = qRow(r0 + 8);
+      const bool live0 = active && r0 < rows, live1 = active && r0 + 8 < rows;
+      auto pair = [&](const Bits* q, bool live, int d) -> uint32_t {
+        const uint32_t low = live && d < D ? q[d] : 0u;
+        const uint32_t high = live && d + 1 < D ? q[d + 1] : 0u;
+        return low | (high << 16);
+      };
+#pragma unroll
+      for (int kc = 0; kc < KC; kc++) {
+        const int d = kc * 16 + 2 * t4;
+        const bool used = kc < chunks16;
+        qa[kc][0] = used ? pair(q0, live0, d) : 0u;
+        qa[kc][1] = used ? pair(q1, live1, d) : 0u;
+        qa[kc][2] = used ? pair(q0, live0, d + 8) : 0u;
+        qa[kc][3] = used ? pair(q1, live1, d + 8) : 0u;
+      }
+    }
+
+    // Zeros where no copy writes (each pass: the merge overwrites them): the columns past D, so padded dot
+    // products add nothing, and fp8's row ends. Rows of DP elements have neither.
+    if (D != DP) {
+      for (int i = tid; i < (layout.stagesBytes + layout.convBytes) / 16; i += kThreads) reinterpret_cast<uint4*>(smem)[i] = make_uint4(0, 0, 0, 0);
+    }
+    if (tid == 0) {
+      state.tokenFrom = tokenFrom;
+      state.tokenTo = tokenTo;
+    }
+    if (tid < RP) positions[tid] = kvLen - qLen + (rowBase + tid) / group;
+    if (tid < TN) {
+#pragma unroll
+      for (int st = 0; st < P; st++) {
+        const long long j = tokenFrom + st * TN + tid;
+        rowAt[st * TN + tid] = j < tokenTo ? rowOffset(p, loadIndex(p.kvSlots, p.slotsAreI64, kvStart + j), h) : -1;
+      }
+    }
+    __syncthreads();
+
+    // Tile `tile`'s K and V rows into stage `stage` (issued, not waited for); rows without a token are zeros.
+    // A thread's chunks are i = tid + 128·k: (row, chunk) advance by a fixed step, with a carry, no division.
+    const int rowStep = chunk ? kThreads / chunksPerRow : 0, chunkStep = chunk ? kThreads - rowStep * chunksPerRow : 0;
+    const int firstRow = chunk ? tid / chunksPerRow : 0, firstChunk = chunk ? tid - firstRow * chunksPerRow : 0;
+    auto issue = [&](int stage) {
+      const long long* rowsAt = rowAt + stage * TN;
+#pragma unroll
+      for (int kv = 0; kv < 2; kv++) {
+        const char* pool = static_cast<const char*>(kv ? p.vPool : p.kPool);
+        const unsigned to = smemAt + static_cast<unsigned>((stage * 2 + kv) * layout.stageTileBytes);
+        if (chunk != 0) {
+          for (int r = firstRow, c = firstChunk; r < TN;) {
+            const long long at = rowsAt[r];
+            const int offset = fp8 ? r * rawStride + c * chunk : 2 * swizzled<DP>(r, c * (chunk >> 1));
+            copyAsync(to + offset, pool + (at >= 0 ? at * elementBytes + c * chunk : 0), chunk, at >= 0);
+            r += rowStep;
+            c += chunkStep;
+            if (c >= chunksPerRow) {
+              c -= chunksPerRow;
+              r += 1;
+            }
+          }
+        } else {
+          // Rows off 4 bytes: element by element, stored at once.
+          unsigned char* into = smem + (stage * 2 + kv) * layout.stageTileBytes;
+          for (int i = tid; i < TN * D; i += kThreads) {
+            const int r = i / D, e = i - r * D;
+            const long long at = rowsAt[r];
+            if (fp8) into[r * rawStride + e] = at >= 0 ? reinterpret_cast<const uint8_t*>(pool)[at + e] : 0;
+            else reinterpret_cast<Bits*>(into)[swizzled<DP>(r, e)] = at >= 0 ? reinterpret_cast<const Bits*>(pool)[at + e] : Bits(0);
+          }
+        }
+      }
+    };
+    // fp8: stage `stage`'s codes into the decoded tiles, 16 codes a thread at a time.
+    auto decode = [&](int stage) {
+      const int perRow = rawStride >> 4;
+#pragma unroll
+      for (int kv = 0; kv < 2; kv++) {
+        const unsigned char* raw = smem + (stage * 2 + kv) * layout.stageTileBytes;
+        Bits* into = conv + kv * TN * DP;
+        for (int i = tid; i < TN * perRow; i += kThreads) {
+          const int r = i / perRow, c = i - r * perRow;
+          const uint4 codes = *reinterpret_cast<const uint4*>(raw + r * rawStride + c * 16);
+          uint32_t out[8];
+#pragma unroll
+          for (int k = 0; k < 4; k++) {
+            const uint32_t x = word(codes, k);
+            out[2 * k] = static_cast<uint32_t>(table[x & 0xffu]) | (static_cast<uint32_t>(table[(x >> 8) & 0xffu]) << 16);
+            out[2 * k + 1] = static_cast<uint32_t>(table[(x >> 16) & 0xffu]) | (static_cast<uint32_t>(table[x >> 24]) << 16);
+          }
+          *reinterpret_cast<uint4*>(into + swizzled<DP>(r, 16 * c)) = make_uint4(out[0], out[1], out[2], out[3]);
+          *reinterpret_cast<uint4*>(into + swizzled<DP>(r, 16 * c + 8)) = make_uint4(out[4], out[5], out[6], out[7]);
+        }
+      }
+    };
+
+#pragma unroll
+    for (int st = 0; st < P - 1; st++) {
+      if (st < tiles) issue(st);
+      closeCopies();
+    }
+
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    float o[2 * KC][4];
+#pragma unroll
+    for (int nt = 0; nt < 2 * KC; nt++) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
+    // Per lane, the ldmatrix row (bytes into a 16-token step) and chunk of K (b operands: tokens × columns), V
+    // (transposed) and q (a operand); every such row is 8·i + (lane & 7), so the swizzle is by lane & 7.
+    // Chunk 2·kc + x of a row swizzled is (2·kc) ^ (x ^ (lane & 7)), x being 0 or 1.
+    const unsigned kLane = static_cast<unsigned>(((lane & 7) + ((lane >> 4) << 3)) * DP * 2), kSwizzle = (((lane >> 3) & 1) ^ (lane & 7)) << 4;
+    const unsigned vLane = static_cast<unsigned>(((lane & 7) + (((lane >> 3) & 1) << 3)) * DP * 2), vSwizzle = ((lane >> 4) ^ (lane & 7)) << 4;
+
+    for (int tile = 0; tile < tiles; tile++) {
+      const int stage = tile % P;
+      if (tile + P - 1 < tiles) issue((tile + P - 1) % P);
+      closeCopies();
+      // The slot of row tid of the tile P ahead, loaded now and made a row offset after this tile's work.
+      const long long ahead = tid < TN && state.tokenFrom + (tile + P) * static_cast<long long>(TN) + tid < state.tokenTo
+                                  ? loadIndex(p.kvSlots, p.slotsAreI64, state.kvStart + state.tokenFrom + (tile + P) * static_cast<long long>(TN) + tid)
+                                  : -1;
+      waitCopies<P - 1>();
+      if (fp8) {
+        __syncthreads();
+        decode(stage);
+      }
+      __syncthreads();
+
+      const unsigned kAt = fp8 ? sharedAddress(conv) : smemAt + static_cast<unsigned>(stage * 2 * layout.stageTileBytes);
+      const unsigned vAt = fp8 ? kAt + TN * DP * 2 : kAt + static_cast<unsigned>(layout.stageTileBytes);
+      const long long tile0 = state.tokenFrom + static_cast<long long>(tile) * TN;
+      const int count = static_cast<int>(min(static_cast<long long>(TN), state.tokenTo - tile0));
+      // The tile's tokens each of this lane's two rows sees: [from, to), counted from the tile's first.
+      auto seenFrom = [&](long long position) { return p.slidingWindow > 0 ? static_cast<int>(min(max(position - p.slidingWindow + 1 - tile0, 0ll), static_cast<long long>(TN))) : 0; };
+      auto seenTo = [&](long long position) { return p.causal ? static_cast<int>(min(max(position + 1 - tile0, 0ll), static_cast<long long>(count))) : count; };
+      const long long position0 = positions[mt * 16 + g], position1 = positions[mt * 16 + g + 8];
+      const int from0 = seenFrom(position0), to0 = seenTo(position0), from1 = seenFrom(position1), to1 = seenTo(position1);
+      if (active) {
+        for (int step = share; step * 16 < count; step += shares) {
+          const int tok0 = step * 16;
+          const unsigned stepBytes = static_cast<unsigned>(tok0 * DP * 2);
+          float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+          for (int kc = 0; kc < KC; kc++) {
+            if (kc < chunks16) {
+              uint32_t b[4];
+              loadMatrices(b, kAt + stepBytes + kLane + ((32u * kc) ^ kSwizzle));
+              if constexpr (QS) {
+                uint32_t a[4];
+                loadMatrices(a, sharedAddress(qTile) + static_cast<unsigned>(mt * 16 * DP * 2) + vLane + ((32u * kc) ^ vSwizzle));
+                mma<S>(acc[0], a, b[0], b[1]);
+                mma<S>(acc[1], a, b[2], b[3]);
+              } else {
+                mma<S>(acc[0], qa[kc], b[0], b[1]);
+                mma<S>(acc[1], qa[kc], b[2], b[3]);
+              }
+            }
+          }
+          // acc[nt][e]: row g (e < 2) or g + 8, token tok0 + 8·nt + 2·t4 + (e & 1) of the tile.
+#pragma unroll
+          for (int nt = 0; nt < 2; nt++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+              const int j = tok0 + 8 * nt + 2 * t4 + (e & 1);
+              const bool seen = e < 2 ? j >= from0 && j < to0 : j >= from1 && j < to1;
+              acc[nt][e] = seen ? logit(acc[nt][e]) : -INFINITY;
+            }
+          }
+          float top0 = fmaxf(fmaxf(acc[0][0], acc[0][1]), fmaxf(acc[1][0], acc[1][1]));
+          float top1 = fmaxf(fmaxf(acc[0][2], acc[0][3]), fmaxf(acc[1][2], acc[1][3]));
+          top0 = fmaxf(top0, __shfl_xor_sync(kAllLanes, top0, 1));
+          top0 = fmaxf(top0, __shfl_xor_sync(kAllLanes, top0, 2));
+          top1 = fmaxf(top1, __shfl_xor_sync(kAllLanes, top1, 1));
+          top1 = fmaxf(top1, __shfl_xor_sync(kAllLanes, top1, 2));
+          const float next0 = fmaxf(m0, top0), next1 = fmaxf(m1, top1);
+          // A row that has seen nothing yet keeps -inf: subtract 0 then, so no inf - inf.
+          const float base0 = next0 == -INFINITY ? 0.0f : next0, base1 = next1 == -INFINITY ? 0.0f : next1;
+          const float rescale0 = exp2f(m0 - base0), rescale1 = exp2f(m1 - base1);
+          m0 = next0;
+          m1 = next1;
+#pragma unroll
+          for (int nt = 0; nt < 2; nt++) {
+            acc[nt][0] = exp2f(acc[nt][0] - base0);
+            acc[nt][1] = exp2f(acc[nt][1] - base0);
+            acc[nt][2] = exp2f(acc[nt][2] - base1);
+            acc[nt][3] = exp2f(acc[nt][3] - base1);
+          }
+          l0 = l0 * rescale0 + ((acc[0][0] + acc[0][1]) + (acc[1][0] + acc[1][1]));
+          l1 = l1 * rescale1 + ((acc[0][2] + acc[0][3]) + (acc[1][2] + acc[1][3]));
+          if (__any_sync(kAllLanes, rescale0 != 1.0f || rescale1 != 1.0f)) {
+#pragma unroll
+            for (int nt = 0; nt < 2 * KC; nt++) {
+              o[nt][0] *= rescale0;
+              o[nt][1] *= rescale0;
+              o[nt][2] *= rescale1;
+              o[nt][3] *= rescale1;
+            }
+          }
+          // The accumulator of q·kᵀ is, element for element, the a operand of p·v (tokens as its k).
+          const uint32_t pa[4] = {packPair<S>(acc[0][0], acc[0][1]), packPair<S>(acc[0][2], acc[0][3]), packPair<S>(acc[1][0], acc[1][1]), packPair<S>(acc[1][2], acc[1][3])};
+#pragma unroll
+          for (int c = 0; c < KC; c++) {
+            if (c < chunks16) {
+              uint32_t b[4];
+              loadMatricesTransposed(b, vAt + stepBytes + vLane + ((32u * c) ^ vSwizzle));
+              mma<S>(o[2 * c], pa, b[0], b[1]);
+              mma<S>(o[2 * c + 1], pa, b[2], b[3]);
+            }
+          }
+        }
+      }
+      if (tid < TN) rowAt[stage * TN + tid] = rowOffset(p, ahead, h);
+      __syncthreads();
+    }
+    waitAllCopies();
+    __syncthreads();
+
+    // The warps' (m, l, O) per row, then each row merged over the warps that share it.
+    float* outs = reinterpret_cast<float*>(smem);
+    float* tops = outs + kWarps * 16 * Layout::kOutStride;
+    float* sums = tops + kWarps * 16;
+    if (active) {
+      l0 += __shfl_xor_sync(kAllLanes, l0, 1);
+      l0 += __shfl_xor_sync(kAllLanes, l0, 2);
+      l1 += __shfl_xor_sync(kAllLanes, l1, 1);
+      l1 += __shfl_xor_sync(kAllLanes, l1, 2);
+      if (t4 == 0) {
+        tops[warp * 16 + g] = m0;
+        tops[warp * 16 + g + 8] = m1;
+        sums[warp * 16 + g] = l0;
+        sums[warp * 16 + g + 8] = l1;
+      }
+      float* mine = outs + warp * 16 * Layout::kOutStride;
+#pragma unroll
+      for (int nt = 0; nt < 2 * KC; nt++) {
+        if (nt < 2 * chunks16) {
+          const int col = nt * 8 + 2 * t4;
+          *reinterpret_cast<float2*>(mine + g * Layout::kOutStride + col) = make_float2(o[nt][0], o[nt][1]);
+          *reinterpret_cast<float2*>(mine + (g + 8) * Layout::kOutStride + col) = make_float2(o[nt][2], o[nt][3]);
+        }
+      }
+    }
+    __syncthreads();
+    const bool split = state.split != 0;
+    const long long outFirst = split ? state.piece * p.splitQueries : state.qStart;
+    const long long Hq = p.numQoHeads;
+    for (int i = tid; i < rows * D; i += kThreads) {
+      const int r = i / D, d = i - r * D;
+      const int tileRow = r >> 4, inTile = r & 15;
+      float top = -INFINITY;
+      for (int sh = 0; sh < shares; sh++) top = fmaxf(top, tops[(tileRow + sh * rowTiles) * 16 + inTile]);
+      float total = 0.0f, value = 0.0f;
+      if (top != -INFINITY) {
+        for (int sh = 0; sh < shares; sh++) {
+          const int from = (tileRow + sh * rowTiles) * 16 + inTile;
+          const float weight = exp2f(tops[from] - top);
+          total += weight * sums[from];
+          value += weight * outs[from * Layout::kOutStride + d];
+        }
+      }
+      const float x = total > 0.0f ? value / total * vScale : 0.0f;
+      // Row r is query (rowBase + r) / group of the request, head h · group + (rowBase + r) % group.
+      const long long requestRow = rowBase + r;
+      const long long qi = requestRow / group;
+      const long long row = (outFirst + qi) * Hq + static_cast<long long>(h) * group + (requestRow - qi * group);
+      if (split) p.partialOut[row * D + d] = x;
+      else static_cast<Bits*>(p.out)[row * D + d] = S::fromFloat(x);
+      if (d == 0) {
+        const float rowLse = total > 0.0f ? top * kLn2 + logf(total) : -INFINITY;
+        if (split) p.partialLse[row] = rowLse;
+        else p.lse[row] = rowLse;
+      }
+    }
+    __syncthreads();
+  }
+}
+
+/**
+ * f32 queries (any pool dtype) on CUDA cores: each warp takes every fourth step of U tokens of the piece, its
+ * lanes holding elements lane, lane + 32, ... of a row; R rows a pass, each lane their q elements; the U K and
+ * V rows of a step are loaded together, the R · U dot products reduced across the warp, then the online
+ * softmax (the same in every lane) and acc += p · v. The four warps' states are merged in shared memory.
+ */
+template <typename L>
+__device__ __forceinline__ void attendLanes(const PagedAttentionParams& p) {
+  constexpr int DP = L::kHeadDim, R = L::kRowsPerPass, U = L::kTokensPerStep, KD = DP / 32;
+  static_assert(L::kThreads == kThreads, "lanes launch shape");
+  extern __shared__ __align__(16) unsigned char smem[];
+  float* accs = reinterpret_cast<float*>(smem);
+  float* tops = accs + kWarps * R * DP;
+  float* sums = tops + kWarps * R;
+  float* table = sums + kWarps * R;
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int D = static_cast<int>(p.headDim);
+  const bool fp8 = p.poolDType != kPoolModelDType;
+  const long long H = p.numKvHeads, Hq = p.numQoHeads, group = Hq / H;
+  const BlockOf at = blockOf(p);
+  const long long h = at.head;
+  Work w;
+  if (!findWork(p, at.piece, at.slot, w)) return;
+  if (fp8) {
+    for (int c = tid; c < 256; c += kThreads) table[c] = fp8ToFloat(static_cast<uint32_t>(c), p.poolDType == kPoolE4m3);
+    __syncthreads();
+  }
+  const float vScale = fp8 ? headScale(p.vScale, p.vScalePerHead, h) : 1.0f;
+  const Logit logit = logitOf(p, fp8 ? headScale(p.kScale, p.kScalePerHead, h) : 1.0f);
+  auto poolValue = [&](const void* pool, long long at) -> float {
+    return fp8 ? table[static_cast<const uint8_t*>(pool)[at]] : static_cast<const float*>(pool)[at];
+  };
+  const long long passes = (w.qLen * group + R - 1) / R;
+
+  for (long long pass = w.passFirst; pass < passes; pass += w.passStep) {
+    const Pass s = passOf(p, w, pass, R, group);
+    float q[R][KD], acc[R][KD], m[R], l[R];
+    long long position[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+      const long long row = s.rowBase + r;
+      const long long i = row / group;
+      const long long hq = h * group + (row - i * group);
+      position[r] = w.kvLen - w.qLen + i;
+      const float* qRow = static_cast<const float*>(p.q) + (w.qStart + i) * p.qTokenStride + hq * p.qHeadStride;
+#pragma unroll
+      for (int k = 0; k < KD; k++) {
+        const int d = lane + 32 * k;
+        q[r][k] = r < s.rows && d < D ? qRow[d] : 0.0f;
+        acc[r][k] = 0.0f;
+      }
+      m[r] = -INFINITY;
+      l[r] = 0.0f;
+    }
+    for (long long j = s.tokenFrom + warp * U; j < s.tokenTo; j += kWarps * U) {
+      float kx[U][KD], vx[U][KD];
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        const long long at = j + u < s.tokenTo ? rowOffset(p, loadIndex(p.kvSlots, p.slotsAreI64, w.kvStart + j + u), h) : -1;
+#pragma unroll
+        for (int k = 0; k < KD; k++) {
+          const int d = lane + 32 * k;
+          const bool here = at >= 0 && d < D;
+          kx[u][k] = here ? poolValue(p.kPool, at + d) : 0.0f;
+          vx[u][k] = here ? poolValue(p.vPool, at + d) : 0.0f;
+        }
+      }
+      float dot[R][U];
+#pragma unroll
+      for (int r = 0; r < R; r++) {
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+          float x = 0.0f;
+#pragma unroll
+          for (int k = 0; k < KD; k++) x = fmaf(q[r][k], kx[u][k], x);
+          dot[r][u] = x;
+        }
+      }
+#pragma unroll
+      for (int step = 16; step >= 1; step >>= 1) {
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+          for (int u = 0; u < U; u++) dot[r][u] += __shfl_xor_sync(kAllLanes, dot[r][u], step);
+      }
+#pragma unroll
+      for (int r = 0; r < R; r++) {
+        float top = -INFINITY;
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+          dot[r][u] = j + u < s.tokenTo && sees(p, position[r], j + u) ? logit(dot[r][u]) : -INFINITY;
+          top = fmaxf(top, dot[r][u]);
+        }
+        const float next = fmaxf(m[r], top);
+        const float base = next == -INFINITY ? 0.0f : next;
+        const float rescale = exp2f(m[r] - base);
+        m[r] = next;
+        float sum = 0.0f;
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+          dot[r][u] = exp2f(dot[r][u] - base);
+          sum += dot[r][u];
+        }
+        l[r] = l[r] * rescale + sum;
+#pragma unroll
+        for (int k = 0; k < KD; k++) {
+          float x = acc[r][k] * rescale;
+#pragma unroll
+          for (int u = 0; u < U; u++) x = fmaf(dot[r][u], vx[u][k], x);
+          acc[r][k] = x;
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+#pragma unroll
+      for (int k = 0; k < KD; k++) accs[(warp * R + r) * DP + lane + 32 * k] = acc[r][k];
+      if (lane == 0) {
+        tops[warp * R + r] = m[r];
+        sums[warp * R + r] = l[r];
+      }
+    }
+    __syncthreads();
+    for (int i = tid; i < s.rows * D; i += kThreads) {
+      const int r = i / D, d = i - r * D;
+      float top = -INFINITY;
+      for (int v = 0; v < kWarps; v++) top = fmaxf(top, tops[v * R + r]);
+      float total = 0.0f, value = 0.0f;
+      if (top != -INFINITY) {
+        for (int v = 0; v < kWarps; v++) {
+          const float weight = exp2f(tops[v * R + r] - top);
+          total += weight * sums[v * R + r];
+          value += weight * accs[(v * R + r) * DP + d];
+        }
+      }
+      const float x = total > 0.0f ? value / total * vScale : 0.0f;
+      const long long row = outputRow(p, w, s.rowBase + r, group, h);
+      if (w.split) p.partialOut[row * D + d] = x;
+      else static_cast<float*>(p.out)[row * D + d] = x;
+      if (d == 0) {
+        const float rowLse = total > 0.0f ? top * kLn2 + logf(total) : -INFINITY;
+        if (w.split) p.partialLse[row] = rowLse;
+        else p.lse[row] = rowLse;
+      }
+    }
+    __syncthreads();
+  }
+}
+
+/** A warp per (query, query head) of a split request: its pieces' partial rows merged by their log-sum-exp. */
+template <typename S>
+__device__ __forceinline__ void mergeSplits(const PagedAttentionMergeParams& p) {
+  const int lane = threadIdx.x & 31;
+  const long long Hq = p.numQoHeads, D = p.headDim, T = p.tokensPerSplit, Q = p.splitQueries;
+  const long long row = static_cast<long long>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (row >= p.numTokens * Hq || p.numRequests <= 0) return;
+  const long long n = row / Hq, hq = row - n * Hq;
+  // The request of query n: the last b with qIndptr[b] <= n (requests without queries share their offset with the next).
+  long long lo = 0, hi = p.numRequests;
+  while (hi - lo > 1) {
+    const long long mid = (lo + hi) >> 1;
+    if (qIndptrAt(p, mid) <= n) lo = mid;
+    else hi = mid;
+  }
+  const long long qStart = qIndptrAt(p, lo), qLen = qIndptrAt(p, lo + 1) - qStart;
+  const long long kvStart = kvIndptrAt(p, lo), kvLen = kvIndptrAt(p, lo + 1) - kvStart;
+  const long long pieces = kvLen > 0 ? (kvLen + T - 1) / T : 0;
+  if (pieces <= 1 || qLen > Q) return;
+  const long long first = kvStart / T + lo, i = n - qStart;
+  auto partialRow = [&](long long k) { return ((first + k) * Q + i) * Hq + hq; };
+  float top = -INFINITY;
+  for (long long k = lane; k < pieces; k += 32) top = fmaxf(top, p.partialLse[partialRow(k)]);
+#pragma unroll
+  for (int step = 16; step >= 1; step >>= 1) top = fmaxf(top, __shfl_xor_sync(kAllLanes, top, step));
+  float total = 0.0f;
+  if (top != -INFINITY) {
+    for (long long k = lane; k < pieces; k += 32) total += expf(p.partialLse[partialRow(k)] - top);
+  }
+#pragma unroll
+  for (int step = 16; step >= 1; step >>= 1) total += __shfl_xor_sync(kAllLanes, total, step);
+  for (long long d = lane; d < D; d += 32) {
+    float x = 0.0f;
+    if (total > 0.0f) {
+      for (long long k = 0; k < pieces; k++) {
+        const long long at = partialRow(k);
+        x = fmaf(expf(p.partialLse[at] - top), p.partialOut[at * D + d], x);
+      }
+      x /= total;
+    }
+    static_cast<typename S::Bits*>(p.out)[row * D + d] = S::fromFloat(x);
+  }
+  if (lane == 0) p.lse[row] = total > 0.0f ? top + logf(total) : -INFINITY;
+}
+
+}  // namespace paged
+}  // namespace kvkit
+
+using kvkit::PagedAttentionMergeParams;
+using kvkit::PagedAttentionParams;
+
+// Launched behind check_segments (which waits for the call's value check): each block waits for it, lets the
+// merge (or the next op) launch, and reads the verdict before anything else.
+#define KVKIT_PAGED_TILES(name, S, L)                                                                                         \
+  extern "C" __global__ void __launch_bounds__(L::kThreads, L::kMinBlocksPerSM) paged_attention_##name(const PagedAttentionParams p) { \
+    kvkit::waitForPreviousGrid();                                                                                             \
+    kvkit::letNextGridLaunch();                                                                                               \
+    if (kvkit::callRejected(p.badValue, p.call)) return;                                                                      \
+    kvkit::paged::attendTiles<S, L>(p);                                                                                       \
+  }
+#define KVKIT_PAGED_LANES(name, L)                                                                                            \
+  extern "C" __global__ void __launch_bounds__(L::kThreads, L::kMinBlocksPerSM) paged_attention_##name(const PagedAttentionParams p) { \
+    kvkit::waitForPreviousGrid();                                                                                             \
+    kvkit::letNextGridLaunch();                                                                                               \
+    if (kvkit::callRejected(p.badValue, p.call)) return;                                                                      \
+    kvkit::paged::attendLanes<L>(p);                                                                                          \
+  }
+
+KVKIT_PAGED_TILES(f16_d64, kvkit::F16, kvkit::PagedAttentionTiles64Launch)
+KVKIT_PAGED_TILES(f16_d128, kvkit::F16, kvkit::PagedAttentionTiles128Launch)
+KVKIT_PAGED_TILES(f16_d256, kvkit::F16, kvkit::PagedAttentionTiles256Launch)
+KVKIT_PAGED_TILES(bf16_d64, kvkit::Bf16, kvkit::PagedAttentionTiles64Launch)
+KVKIT_PAGED_TILES(bf16_d128, kvkit::Bf16, kvkit::PagedAttentionTiles128Launch)
+KVKIT_PAGED_TILES(bf16_d256, kvkit::Bf16, kvkit::PagedAttentionTiles256Launch)
+KVKIT_PAGED_LANES(f32_d64, kvkit::PagedAttentionLanes64Launch)
+KVKIT_PAGED_LANES(f32_d128, kvkit::PagedAttentionLanes128Launch)
+KVKIT_PAGED_LANES(f32_d256, kvkit::PagedAttentionLanes256Launch)
+
+#define KVKIT_PAGED_MERGE(name, S)                                                                                                 \
+  extern "C" __global__ void __launch_bounds__(kvkit::PagedAttentionMergeLaunch::kThreads) paged_attention_merge_##name(const PagedAttentionMergeParams p) { \
+    kvkit::waitForPreviousGrid();                                                                                                  \
+    kvkit::letNextGridLaunch();                                                                                                    \
+    if (kvkit::callRejected(p.badValue, p.call)) return;                                                                           \
+    kvkit::paged::mergeSplits<S>(p);                                                                                               \
+  }
+
+KVKIT_PAGED_MERGE(f32, kvkit::F32)
+KVKIT_PAGED_MERGE(f16, kvkit::F16)
+KVKIT_PAGED_MERGE(bf16, kvkit::Bf16)

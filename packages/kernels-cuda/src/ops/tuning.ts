@@ -1,0 +1,30 @@
+/** How the materializer orders its projection and its norm + RoPE (README, "KvMaterializer": the schedules). */
+export type MaterializerSchedule = 'batched' | 'overlapped';
+
+/** Every schedule `tuning.materializerSchedule` takes, so a benchmark can time each in one run. */
+export const MATERIALIZER_SCHEDULES: readonly MaterializerSchedule[] = ['batched', 'overlapped'];
+
+/**
+ * Internal scheduling choices, read at every call, in one object so a
+ * benchmark can time each variant in one run (`@kvkit/kernels-cuda/profiling`
+ * re-exports it). Not part of the API: defaults change as measurements say.
+ */
+export const tuning: { materializerSchedule: MaterializerSchedule; overlapLayersPerStage: number; overlapMinTokens: number; overlapNormMultiprocessors: number } = {
+  /**
+   * 'batched': all L layers' projection as one strided-batched GEMM, then one norm + RoPE launch over every layer.
+   * 'overlapped': the layers in stages (a GEMM each on the main stream), each stage's norm + RoPE on a second
+   * stream once its GEMM is done, so it runs beside the next stage's GEMM; the main stream waits for the last one.
+   */
+  materializerSchedule: 'batched',
+  /** Layers per stage of the overlapped schedule: the last stage's norm is what stays exposed (fewer layers, less of it). */
+  overlapLayersPerStage: 1,
+  /** Calls of fewer tokens stay batched: a short GEMM hides little, and each stage adds a GEMM launch and two events (not measured yet). */
+  overlapMinTokens: 2048,
+  /**
+   * 0: each norm + RoPE launch is sized for the whole device, and the GEMMs beside them for every multiprocessor.
+   * k > 0: the GEMMs that run beside a norm take cuBLASLt's algorithms for all but k multiprocessors (its SM count
+   * target) and those norms a grid for k, so the norm has multiprocessors of its own (the last stage's norm, with no
+   * GEMM beside it, still takes the whole device).
+   */
+  overlapNormMultiprocessors: 0,
+};
