@@ -161,15 +161,17 @@ __device__ __forceinline__ void fusedNormRopeUnits(const FusedNormRopeParams& p)
       }
       float x[NV][VEC];
       float sumSquares = 0.0f;
+      // Paired: each vector's sum, then the pair's (as the lane per vector's first shuffle adds them); else one running sum.
       float vectorSums[NV];
 #pragma unroll
       for (int s = 0; s < NV; s++) {
         unpack16<S>(current.k[i][s], x[s]);
         vectorSums[s] = 0.0f;
 #pragma unroll
-        for (int u = 0; u < VEC; u++) vectorSums[s] += x[s][u] * x[s][u];
-        // Paired: each vector's sum, then the pair's (as the lane per vector's first shuffle adds them); else one running sum.
-        sumSquares = PAIRED ? sumSquares : sumSquares + vectorSums[s];
+        for (int u = 0; u < VEC; u++) {
+          if (PAIRED) vectorSums[s] += x[s][u] * x[s][u];
+          else sumSquares += x[s][u] * x[s][u];
+        }
       }
       if (PAIRED) sumSquares = vectorSums[0] + vectorSums[NV - 1];
       sumSquares = sumOverLanes(sumSquares, lanes);
