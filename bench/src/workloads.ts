@@ -12,6 +12,18 @@ export interface Workload {
   readonly dispose: () => void;
 }
 
+/** The tensors a workload makes (`keep` notes each and hands it back), disposed with it. */
+function madeTensors(): { made: Tensor[]; keep: <T extends Tensor>(t: T) => T } {
+  const made: Tensor[] = [];
+  return {
+    made,
+    keep: (t) => {
+      made.push(t);
+      return t;
+    },
+  };
+}
+
 /** Copies of the inputs are rotated so that small problems are not served from the 60 MB L2. */
 const L2_BYTES = 60e6;
 
@@ -164,11 +176,7 @@ export const LONG_CONTEXT = 131072;
  * kOut and vOut. `shared`: kv and the cos/sin cache from there (the same data for either R and either form).
  */
 export function normRopeWorkload(backend: Backend, s: NormRopeShape, copies: number, dtype: FloatDType = 'bf16', options: { readonly opMadeOutputs?: boolean; readonly shared?: SharedInputs } = {}): Workload {
-  const made: Tensor[] = [];
-  const keep = <T extends Tensor>(t: T): T => {
-    made.push(t);
-    return t;
-  };
+  const { made, keep } = madeTensors();
   const inputs = inputsFrom(backend, keep, options.shared);
   const cache = inputs.get(`cos-sin ${CACHE_ROWS}x${s.R}`, () => backend.tensor('f32', [CACHE_ROWS, s.R], cosSinCache(CACHE_ROWS, s.R)));
   const kNormWeight = keep(backend.tensor(dtype, [s.L, s.D], randomFloats(s.L * s.D, 7)));
@@ -243,11 +251,7 @@ function scatteredSlots(n: number): Int32Array {
 
 /** `shared`: q, k and v from there, the same data for every R, variant and RoPE config of a token count. */
 export function ropePoolWorkload(backend: Backend, s: RopePoolShape, copies: number, dtype: FloatDType = 'bf16', variant: RopePoolVariant = {}, shared?: SharedInputs): Workload {
-  const made: Tensor[] = [];
-  const keep = <T extends Tensor>(t: T): T => {
-    made.push(t);
-    return t;
-  };
+  const { made, keep } = madeTensors();
   const inputs = inputsFrom(backend, keep, shared);
   const rope = variant.rope ?? PLAIN_ROPE;
   const options = poolOptions(backend, keep, s.H, variant);
@@ -296,11 +300,7 @@ export function ropePoolWorkload(backend: Backend, s: RopePoolShape, copies: num
  * scale), and the query heads rotated into new outputs (disposed each call).
  */
 export function mlaPoolWorkload(backend: Backend, s: MlaShape, copies: number, dtype: FloatDType = 'bf16', variant: PoolVariant = {}, shared?: SharedInputs): Workload {
-  const made: Tensor[] = [];
-  const keep = <T extends Tensor>(t: T): T => {
-    made.push(t);
-    return t;
-  };
+  const { made, keep } = madeTensors();
   const inputs = inputsFrom(backend, keep, shared);
   const W = s.C + s.R;
   const kvNormWeight = keep(backend.tensor(dtype, [s.C], randomFloats(s.C, 29)));
@@ -337,11 +337,7 @@ export function mlaPoolWorkload(backend: Backend, s: MlaShape, copies: number, d
  * slots into caller rows of `dtype`: the read side of a pool that ropePoolFused writes.
  */
 export function dequantizeKvWorkload(backend: Backend, s: RopePoolShape, copies: number, dtype: FloatDType = 'bf16', variant: PoolVariant = {}): Workload {
-  const made: Tensor[] = [];
-  const keep = <T extends Tensor>(t: T): T => {
-    made.push(t);
-    return t;
-  };
+  const { made, keep } = madeTensors();
   const { kScale: scale, layout } = poolOptions(backend, keep, s.H, variant);
   const poolShape = variant.layout === 'HND' ? [Math.ceil(s.N / PAGE_SIZE), s.H, PAGE_SIZE, s.D] : [s.N, s.H, s.D];
   const sets = Array.from({ length: copies }, (_, i) => ({
@@ -376,11 +372,7 @@ function draftMaterializer(backend: Backend, s: MaterializeShape, keep: <T exten
 
 /** `shared`: the model and the hidden states from there, the same for the materializeInto rows of this T. */
 export function materializeWorkload(backend: Backend, s: MaterializeShape, copies: number, shared?: SharedInputs): Workload {
-  const made: Tensor[] = [];
-  const keep = <T extends Tensor>(t: T): T => {
-    made.push(t);
-    return t;
-  };
+  const { made, keep } = madeTensors();
   const m = draftMaterializer(backend, s, keep, shared);
   const inputs = inputsFrom(backend, keep, shared);
   const sets = Array.from({ length: copies }, (_, i) => ({
@@ -412,11 +404,7 @@ export function materializeWorkload(backend: Backend, s: MaterializeShape, copie
 
 /** materializeInto on the materialize workload's model and data: every layer's K and V into [L, ...] pools at scattered slots. */
 export function materializeIntoWorkload(backend: Backend, s: MaterializeShape, copies: number, variant: PoolVariant = {}, shared?: SharedInputs): Workload {
-  const made: Tensor[] = [];
-  const keep = <T extends Tensor>(t: T): T => {
-    made.push(t);
-    return t;
-  };
+  const { made, keep } = madeTensors();
   const m = draftMaterializer(backend, s, keep, shared);
   const inputs = inputsFrom(backend, keep, shared);
   const options = poolOptions(backend, keep, s.H, variant);
@@ -495,11 +483,7 @@ function pagedPools(backend: Backend, inputs: ReturnType<typeof inputsFrom>, kee
  * The output goes to caller tensors; the lse each call makes is disposed.
  */
 export function pagedAttentionWorkload(backend: Backend, s: PagedShape, copies: number, variant: PagedVariant = {}, options: { readonly poolSlots?: number; readonly shared?: SharedInputs } = {}): Workload {
-  const made: Tensor[] = [];
-  const keep = <T extends Tensor>(t: T): T => {
-    made.push(t);
-    return t;
-  };
+  const { made, keep } = madeTensors();
   const dtype: FloatDType = 'bf16';
   const inputs = inputsFrom(backend, keep, options.shared);
   const qLen = variant.qLen ?? 1;
@@ -537,11 +521,7 @@ export function pagedAttentionWorkload(backend: Backend, s: PagedShape, copies: 
  * at scattered slots; each input copy its own source slots and destination pools.
  */
 export function copySlotsWorkload(backend: Backend, s: CopySlotsShape, copies: number, variant: { readonly dstPoolDtype?: 'fp8e4m3' | 'fp8e5m2' } = {}, options: { readonly poolSlots?: number; readonly shared?: SharedInputs } = {}): Workload {
-  const made: Tensor[] = [];
-  const keep = <T extends Tensor>(t: T): T => {
-    made.push(t);
-    return t;
-  };
+  const { made, keep } = madeTensors();
   const dtype: FloatDType = 'bf16';
   const inputs = inputsFrom(backend, keep, options.shared);
   const slots = options.poolSlots ?? Math.ceil((2 * s.M) / PAGE_SIZE) * PAGE_SIZE;
