@@ -56,6 +56,7 @@ export { breaksValueRule, valueBounds, valueRuleError } from './valueRules.js';
 export { firstLongerSegment, firstOffsetsBreak, offsetsRuleError, segmentsWithinError } from './segmentRules.js';
 export type { OffsetsBounds, OffsetsBreak, SegmentBounds, SegmentsWithinBounds } from './segmentRules.js';
 export type { ValueBounds } from './valueRules.js';
+export { attentionScale } from './attention.js';
 export { DroppedTensors } from './droppedTensors.js';
 export { grownCapacity, Workspace } from './workspace.js';
 export type { WorkspaceMemory } from './workspace.js';

@@ -1,3 +1,4 @@
+import { attentionScale } from '@kvkit/contracts/backend';
 import type { PagedAttentionChecked } from '@kvkit/contracts/backend';
 import type { CpuKernels } from '../runtime/cpuKernels.js';
 import { floatAccess, indexAt } from '../runtime/floatAccess.js';
@@ -16,7 +17,7 @@ export function pagedAttention(backend: CpuKernels, args: PagedAttentionChecked)
   const lse = backend.allocate('f32', [N, Hq]);
   if (N === 0) return { out, lse };
   const group = Hq / H;
-  const scale = args.scale ?? 1 / Math.sqrt(D);
+  const scale = attentionScale(args.scale, D);
   const cap = args.logitSoftcap;
   const window = args.slidingWindow;
   const readK = poolRowReader(poolTarget(backend, args.kPool, args.kScale, args.layout, args.dims));

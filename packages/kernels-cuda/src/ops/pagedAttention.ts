@@ -1,3 +1,4 @@
+import { attentionScale } from '@kvkit/contracts/backend';
 import type { FloatDType, PoolDType } from '@kvkit/contracts';
 import { isFp8 } from '@kvkit/contracts';
 import type { DeviceSegmentCheck, PagedAttentionChecked } from '@kvkit/contracts/backend';
@@ -205,7 +206,7 @@ export function pagedAttention(kernels: CudaKernels, args: PagedAttentionChecked
     slotBelow: S,
     causal: args.causal ? 1 : 0,
     slidingWindow: args.slidingWindow ?? 0,
-    scale: args.scale ?? 1 / Math.sqrt(D),
+    scale: attentionScale(args.scale, D),
     logitSoftcap: args.logitSoftcap ?? 0,
     tokensPerSplit: plan.tokensPerSplit,
     splitQueries: plan.splitQueries,

@@ -1,3 +1,4 @@
+import { attentionScale } from '@kvkit/contracts/backend';
 import type { FloatDType, IndexDType, PoolDType } from '@kvkit/contracts';
 import { isFp8 } from '@kvkit/contracts';
 import type { OwnedTensor, PagedAttentionChecked } from '@kvkit/contracts/backend';
@@ -110,7 +111,7 @@ export function pagedAttention(k: WebGpuKernels, args: PagedAttentionChecked): {
       vScaleStep: vScale && vScale.numel > 1 ? 1 : 0,
       causal: args.causal ? 1 : 0,
       slidingWindow: args.slidingWindow ?? 0,
-      scale: args.scale ?? 1 / Math.sqrt(D),
+      scale: attentionScale(args.scale, D),
       logitSoftcap: args.logitSoftcap ?? 0,
       tokensPerSplit: split.tokensPerSplit,
       splitQueries: split.splitQueries,
