@@ -5,6 +5,7 @@
  *   pnpm bench [--backends cuda,webgpu] [--dtypes bf16,f16,f32] [--only regex] [--peers peers.json] [--out dir] [--host-io-elements N]
  *              [--wgsl-tuning '{"pairedNormLanes":false}']   (WebGPU kernel-shape choices other than the defaults, to compare them)
  *              [--cuda-tuning '{"overlapLayersPerStage":2}']   (CUDA scheduling choices other than the defaults: src/ops/tuning.ts)
+ *              [--paged-tuning '{"pieceCost":0}']   (CUDA pagedAttention split rules other than the defaults: src/ops/pagedAttention.ts)
  * Every row is timed three times; host I/O (tensor() and read() per dtype) is
  * measured on each backend after its rows. Writes
  * bench/results/<date>-<gpu>.json and .md (and the same into --out).
@@ -16,7 +17,7 @@ import { parseArgs } from 'node:util';
 import { probeCuda } from '@kvkit/kernels-cuda';
 import { probeWebGpu } from '@kvkit/kernels-wgsl';
 import { tuning as wgslTuning } from '@kvkit/kernels-wgsl/profiling';
-import { tuning as cudaTuning } from '@kvkit/kernels-cuda/profiling';
+import { pagedTuning, tuning as cudaTuning } from '@kvkit/kernels-cuda/profiling';
 import type { FloatDType } from '@kvkit/contracts';
 import { FLOAT_DTYPES } from '@kvkit/contracts';
 import { measureBackendIo, measureCodec } from './hostIo.js';
@@ -38,10 +39,12 @@ const { values } = parseArgs({
     'host-io-elements': { type: 'string', default: String(16 * 1024 * 1024) },
     'wgsl-tuning': { type: 'string' },
     'cuda-tuning': { type: 'string' },
+    'paged-tuning': { type: 'string' },
   },
 });
 if (values['wgsl-tuning']) Object.assign(wgslTuning, JSON.parse(values['wgsl-tuning']));
 if (values['cuda-tuning']) Object.assign(cudaTuning, JSON.parse(values['cuda-tuning']));
+if (values['paged-tuning']) Object.assign(pagedTuning, JSON.parse(values['paged-tuning']));
 const dtypes = (values.dtypes ?? '').split(',').filter(Boolean) as FloatDType[];
 for (const d of dtypes) if (!FLOAT_DTYPES.includes(d)) throw new Error(`--dtypes: ${d} is not one of ${FLOAT_DTYPES.join(', ')}`);
 const hostIoElements = Number(values['host-io-elements']);

@@ -16,6 +16,8 @@ import { cudaKernelsOf } from './runtime/registry.js';
 /** The materializer's schedule choices (ops/tuning.ts): a benchmark may change them between calls, to time each. */
 export { MATERIALIZER_SCHEDULES, tuning } from './ops/tuning.js';
 export type { MaterializerSchedule } from './ops/tuning.js';
+/** pagedAttention's split rules (ops/pagedAttention.ts), likewise open to a benchmark. */
+export { pagedTuning } from './ops/pagedAttention.js';
 
 /** Device time per call of what an `enqueue` callback enqueued: the median and every sample, timed with CUDA events. */
 export interface DeviceTiming {

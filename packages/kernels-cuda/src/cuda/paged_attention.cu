@@ -195,6 +195,10 @@ __device__ __forceinline__ void copyAsync(unsigned to, const void* from, int byt
   else asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(to), "l"(from), "r"(given) : "memory");
 }
 
+__device__ __forceinline__ void copyAsync16(unsigned to, const void* from, bool live) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to), "l"(from), "r"(live ? 16 : 0) : "memory");
+}
+
 __device__ __forceinline__ void closeCopies() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 
 template <int inFlight>
@@ -388,7 +392,20 @@ __device__ __forceinline__ void attendTiles(const PagedAttentionParams& p) {
       for (int kv = 0; kv < 2; kv++) {
         const char* pool = static_cast<const char*>(kv ? p.vPool : p.kPool);
         const unsigned to = smemAt + static_cast<unsigned>((stage * 2 + kv) * layout.stageTileBytes);
-        if (chunk != 0) {
+        if (chunk == 16 && chunkStep == 0) {
+          // Rows of 16-byte chunks the block's threads share out evenly: a thread keeps its chunk and steps
+          // rows, so each copy is a row offset from shared memory, one address and the copy.
+          const int chunkBytes = firstChunk * 16;
+          const int rowBytesInTile = fp8 ? rawStride : DP * 2;
+          // Rows stepped by a multiple of 8 keep their swizzle (r & 7), so the chunk's place in a row is fixed.
+          const int swizzledChunk = fp8 ? chunkBytes : 2 * (swizzled<DP>(firstRow, firstChunk * 8) - firstRow * DP);
+          const bool fixedSwizzle = fp8 || (rowStep & 7) == 0;
+          for (int r = firstRow; r < TN; r += rowStep) {
+            const long long at = rowsAt[r];
+            const int offset = fixedSwizzle ? r * rowBytesInTile + swizzledChunk : 2 * swizzled<DP>(r, firstChunk * 8);
+            copyAsync16(to + offset, pool + (at >= 0 ? at * elementBytes + chunkBytes : 0), at >= 0);
+          }
+        } else if (chunk != 0) {
           for (int r = firstRow, c = firstChunk; r < TN;) {
             const long long at = rowsAt[r];
             const int offset = fp8 ? r * rawStride + c * chunk : 2 * swizzled<DP>(r, c * (chunk >> 1));
