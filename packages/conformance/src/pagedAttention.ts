@@ -9,7 +9,7 @@
  * backend that does not run one of the ops yet (`backend.ops`) reports its
  * cases as skipped, saying why.
  */
-import { isContractError, isFp8 } from '@kvkit/contracts';
+import { isFp8 } from '@kvkit/contracts';
 import type { Backend, FloatDType, IndexDType, PoolDType, Tensor } from '@kvkit/contracts';
 import { decodeFp8, encodeFp8 } from '@kvkit/contracts/backend';
 import { describe, it } from 'vitest';
@@ -93,7 +93,9 @@ export const ATTENTION_CASES: readonly AttentionCase[] = [
   { name: 'MLA decode: one latent head of 512 + 64 as K, its first 512 as V, 16 query heads', Hq: 16, H: 1, D: 576, vHeadDim: 512, latent: true, scale: 0.1, requests: [[1, 40], [1, 3], [1, 300]] },
   { name: 'MLA verification in an fp8e4m3 HND latent pool, pages of 16', Hq: 8, H: 1, D: 576, vHeadDim: 512, latent: true, pool: 'fp8e4m3', layout: 'HND', pageSize: 16, scale: 0.1, requests: [[4, 37], [2, 2]], spare: 20 },
   { name: 'MLA, small latent (32 + 8), fp8e5m2 NHD, prefill chunk', Hq: 4, H: 1, D: 40, vHeadDim: 32, latent: true, pool: 'fp8e5m2', requests: [[9, 12], [1, 5]] },
+  { name: 'MLA decode of one long request, split over the device and merged', Hq: 16, H: 1, D: 576, vHeadDim: 512, latent: true, scale: 0.1, requests: [[1, 1800]] },
   { name: 'vHeadDim 40 of 64 from separate pools, GQA 2:1', Hq: 4, H: 2, D: 64, vHeadDim: 40, requests: [[2, 20], [1, 9]] },
+  { name: 'vHeadDim 40 of 64, one long request split and merged', Hq: 4, H: 2, D: 64, vHeadDim: 40, requests: [[1, 1500]] },
   { name: 'vHeadDim 3 of 8 (odd)', Hq: 2, H: 1, D: 8, vHeadDim: 3, requests: [[1, 6], [2, 4]], out: true },
   { name: 'head dim 320 (above 256)', Hq: 2, H: 1, D: 320, requests: [[1, 33], [3, 8]] },
 ];
@@ -370,14 +372,7 @@ export function describePagedReads(backendOf: () => Backend, dtypes: readonly Fl
       for (const dtype of dtypes) {
         it(label(c, dtype), async (ctx) => {
           skipUnlessRuns(ctx, backendOf(), 'pagedAttention');
-          try {
-            await runAttentionCase(backendOf(), c, dtype);
-          } catch (e) {
-            // A form of the op this backend does not run yet (KV098: MLA's vHeadDim, head dims past its kernel's) is skipped, saying why.
-            if (!isContractError(e) || e.code !== 'KV098') throw e;
-            console.log(`skipped: ${e.message}`);
-            ctx.skip(true, e.message);
-          }
+          await runAttentionCase(backendOf(), c, dtype);
         }, timeout);
       }
     }

@@ -17,7 +17,7 @@ describe('catalog examples: where each runs', () => {
     const onGpu = live.filter((e) => exampleBackendOf(e) !== 'cpu').map((e) => e.code);
     expect(live.length - onGpu.length).toBeGreaterThan(40);
     // Codes of a GPU runtime are declared with the calls that raise them, never through a validator; an op's code
-    // that only a GPU backend raises (KV098: a form it does not run yet) is declared as raised by that op's runtime.
+    // that only a GPU backend raises is declared as raised by that op's runtime.
     for (const code of onGpu) expect(live.find((e) => e.code === code)?.op === '*' || allErrors[code]?.raisedBy !== undefined, code).toBe(true);
   });
 });

@@ -1,7 +1,6 @@
 /**
- * The catalog examples of the CUDA start-up and driver codes, and of the forms
- * the CUDA kernels do not run yet. KV052's needs a machine without a CUDA
- * device (CI); KV053's and KV098's need one with a device.
+ * The catalog examples of the CUDA start-up and driver codes. KV052's needs a
+ * machine without a CUDA device (CI); KV053's needs one with a device.
  */
 import { defineCatalogExamples } from '@kvkit/conformance/catalog-examples';
 import { createCpuBackend } from '@kvkit/kernels-cpu';
@@ -18,11 +17,6 @@ defineCatalogExamples('cuda', {
 });
 defineCatalogExamples('cuda', {
   codes: ['KV053'],
-  scope,
-  ...(hasDevice ? {} : { skipReason: `no CUDA device here (${probe.ok ? 'the driver lists none' : probe.reason})` }),
-});
-defineCatalogExamples('cuda', {
-  codes: ['KV098'],
   scope,
   ...(hasDevice ? {} : { skipReason: `no CUDA device here (${probe.ok ? 'the driver lists none' : probe.reason})` }),
 });

@@ -54,7 +54,7 @@ const calls = fc.record({
   lengths: fc.array(fc.tuple(fc.integer({ min: 0, max: 40 }), fc.integer({ min: 0, max: 20_000 })), { minLength: 1, maxLength: 40 }),
   group: fc.constantFrom(1, 2, 4, 8),
   H: fc.integer({ min: 1, max: 8 }),
-  D: fc.constantFrom(8, 64, 80, 128, 256),
+  D: fc.constantFrom(8, 64, 80, 128, 256, 576),
   dtype: fc.constantFrom('f32' as const, 'bf16' as const),
   slots: fc.integer({ min: 1, max: 1200 }),
 });
@@ -67,17 +67,20 @@ describe('pagedAttention launch plans', () => {
     expect(SUPPORTED_GPUS.every((g) => g.sharedBytesPerMultiprocessor >= SMALLEST_BLOCK_OPT_IN + 1024)).toBe(true);
   });
 
-  it('takes the smallest tuned head dim that holds D, tensor-core tiles for f16/bf16 and lanes for f32', () => {
+  it('takes the smallest tuned head dim that holds D, tensor-core tiles for f16/bf16 and lanes for f32 and for rows past 256', () => {
     expect(attentionLaunch('bf16', 128)).toEqual({ launch: 'tiles128', kernel: 'paged_attention_bf16_d128' });
     expect(attentionLaunch('f16', 80)).toEqual({ launch: 'tiles128', kernel: 'paged_attention_f16_d128' });
     expect(attentionLaunch('bf16', 8)).toEqual({ launch: 'tiles64', kernel: 'paged_attention_bf16_d64' });
     expect(attentionLaunch('f32', 256)).toEqual({ launch: 'lanes256', kernel: 'paged_attention_f32_d256' });
     expect(attentionLaunch('f32', 129)).toEqual({ launch: 'lanes256', kernel: 'paged_attention_f32_d256' });
+    expect(attentionLaunch('bf16', 576)).toEqual({ launch: 'lanes576', kernel: 'paged_attention_bf16_d576' });
+    expect(attentionLaunch('f16', 257)).toEqual({ launch: 'lanes576', kernel: 'paged_attention_f16_d576' });
+    expect(attentionLaunch('f32', 576)).toEqual({ launch: 'lanes576', kernel: 'paged_attention_f32_d576' });
   });
 
   it('splits one long request over every multiprocessor of an H200, and leaves 64 requests of 4096 tokens whole', () => {
     const slots = H200.multiprocessors * 2;
-    const shape = { H: 8, Hq: 32, D: 128, rowsPerPass: 64, tileTokens: 64, slots };
+    const shape = { H: 8, Hq: 32, D: 128, Dv: 128, rowsPerPass: 64, tileTokens: 64, slots };
     const long = planPagedAttention({ ...shape, B: 1, N: 1, C: 131072 });
     const blocks = Math.ceil(131072 / long.tokensPerSplit) * 8;
     expect(blocks).toBeGreaterThanOrEqual(0.9 * slots);
@@ -107,10 +110,10 @@ describe('pagedAttention launch plans', () => {
           const C = kvIndptr.at(-1)!;
           const { launch } = attentionLaunch(c.dtype, c.D);
           const l = LAUNCHES.pagedAttention[launch];
-          const shape: PagedShape = { B, N, C, H: c.H, Hq: c.H * c.group, D: c.D, rowsPerPass: l.rowsPerPass, tileTokens: 'tileTokens' in l ? l.tileTokens : 64, slots: c.slots };
+          const shape: PagedShape = { B, N, C, H: c.H, Hq: c.H * c.group, D: c.D, Dv: c.D > 256 ? 512 : c.D, rowsPerPass: l.rowsPerPass, tileTokens: 'tileTokens' in l ? l.tileTokens : 64, slots: c.slots };
           const plan = planPagedAttention(shape);
           expect(plan.tokensPerSplit).toBeGreaterThanOrEqual(1);
-          expect(plan.partialRows * (c.D + 1) * 4).toBeLessThanOrEqual(pagedTuning.maxPartialBytes);
+          expect(plan.partialRows * (shape.Dv + 1) * 4).toBeLessThanOrEqual(pagedTuning.maxPartialBytes);
           const rowsOf = (b: number) => (qIndptr[b + 1]! - qIndptr[b]!) * c.group;
           // seen[b][pass]: the token ranges the blocks of that pass of request b read.
           const seen = new Map<string, [number, number][]>();

@@ -27,8 +27,10 @@ const poolReadFields = {
  * tiles of `tileTokens` K/V rows in shared memory (cp.async, `stages` deep), rows of up to
  * `headDim` elements (any smaller D padded with zeros), and runs q·k and p·v on tensor cores,
  * up to `rowsPerPass` query rows a pass (q's fragments in registers, or with
- * `queryInShared` read from shared memory at each use). `lanes*` (f32 q): each warp's lanes hold a row's
- * elements, `rowsPerPass` query rows a pass, `tokensPerStep` K/V rows in flight a warp.
+ * `queryInShared` read from shared memory at each use); where vHeadDim < D they compute V's
+ * whole rows and store the first vHeadDim. `lanes*` (f32 q, and every dtype past 256, MLA's latent rows):
+ * each warp's lanes hold a row's elements, `rowsPerPass` query rows a pass, `tokensPerStep` K/V rows in
+ * flight a warp.
  */
 const attentionLaunches = {
   tiles64: { threads: 128, minBlocksPerSM: 3, constants: { headDim: 64, tileTokens: 64, stages: 3, rowsPerPass: 64, queryInShared: false }, doc: 'f16/bf16, D <= 64' },
@@ -37,11 +39,13 @@ const attentionLaunches = {
   lanes64: { threads: 128, minBlocksPerSM: 2, constants: { headDim: 64, rowsPerPass: 8, tokensPerStep: 4 }, doc: 'f32, D <= 64' },
   lanes128: { threads: 128, minBlocksPerSM: 2, constants: { headDim: 128, rowsPerPass: 8, tokensPerStep: 4 }, doc: 'f32, 64 < D <= 128' },
   lanes256: { threads: 128, minBlocksPerSM: 2, constants: { headDim: 256, rowsPerPass: 4, tokensPerStep: 2 }, doc: 'f32, 128 < D <= 256' },
+  lanes576: { threads: 128, minBlocksPerSM: 2, constants: { headDim: 576, rowsPerPass: 2, tokensPerStep: 2 }, doc: 'every dtype, 256 < D <= 576 (MLA latent rows: D = 576, vHeadDim = 512)' },
 };
 
 const attentionEntries = [
   ...(['f16', 'bf16'] as const).flatMap((dtype) => ([64, 128, 256] as const).map((d) => ({ name: `paged_attention_${dtype}_d${d}`, launch: `tiles${d}`, dtype }))),
   ...([64, 128, 256] as const).map((d) => ({ name: `paged_attention_f32_d${d}`, launch: `lanes${d}`, dtype: 'f32' as const })),
+  ...FLOAT_DTYPES.map((dtype) => ({ name: `paged_attention_${dtype}_d576`, launch: 'lanes576', dtype })),
 ];
 
 export const pagedAttentionCuda = cudaKernel({
@@ -60,9 +64,9 @@ export const pagedAttentionCuda = cudaKernel({
     kvSlots: input('void', '[C]: the pool slot of each cached token, in position order per request'),
     indptrAreI64: i64('bit 0: qIndptr is i64, bit 1: kvIndptr is i64 (0: i32)'),
     slotsAreI64: i64('1: kvSlots is i64, 0: i32'),
-    out: output('void', "[N, Hq, D] contiguous, q's dtype; rows of split requests are the merge's to write"),
+    out: output('void', "[N, Hq, Dv] contiguous, q's dtype; rows of split requests are the merge's to write"),
     lse: output('float', "[N, Hq] natural log-sum-exp; rows of split requests are the merge's to write"),
-    partialOut: output('float', "[pieces, splitQueries, Hq, D] f32: row (piece, i, hq) is query i of the piece's request, normalised by the piece's sum; or null (no request split)"),
+    partialOut: output('float', "[pieces, splitQueries, Hq, Dv] f32: row (piece, i, hq) is query i of the piece's request, normalised by the piece's sum; or null (no request split)"),
     partialLse: output('float', '[pieces, splitQueries, Hq] f32: the log-sum-exp of each partial row (-inf where the piece sees no token), or null'),
     badValue: input('BadValueRecord', "where the call's value checks left their verdict (check_values, check_segments)"),
     call: i64("this call's number (0: no value check): BadValueRecord.rejectedCall equal to it, and the kernel writes nothing"),
@@ -70,7 +74,8 @@ export const pagedAttentionCuda = cudaKernel({
     numRequests: i64('B'),
     numQoHeads: i64('Hq'),
     numKvHeads: i64('H'),
-    headDim: i64('D'),
+    headDim: i64('D: the values of q and of each K row that q·k reads'),
+    vHeadDim: i64('Dv <= D: the first Dv values of each V row (MLA: kv_lora_rank), the width of out'),
     slotBelow: i64('S: a slot at or past it (or negative) is read as zeros (the call is rejected anyway)'),
     causal: i64('1: query i of a request sees tokens 0 .. kvLen - qLen + i; 0: all kvLen'),
     slidingWindow: i64('0: none; w: query i sees only tokens after kvLen - qLen + i - w'),
@@ -89,23 +94,23 @@ export const pagedAttentionMergeCuda = cudaKernel({
   struct: 'PagedAttentionMergeParams',
   doc: "pagedAttention, split requests: merges each query's partial rows by their log-sum-exp, out = Σ_k exp(lse_k - lse) · out_k with lse = log Σ_k exp(lse_k) (paged_attention.cu).",
   params: {
-    partialOut: input('float', '[pieces, splitQueries, Hq, D], as the attention launch wrote it'),
+    partialOut: input('float', '[pieces, splitQueries, Hq, Dv], as the attention launch wrote it'),
     partialLse: input('float', '[pieces, splitQueries, Hq]'),
     qIndptr: input('void', '[B + 1]'),
     kvIndptr: input('void', '[B + 1]: the pieces of a request follow from its offsets'),
     indptrAreI64: i64('bit 0: qIndptr is i64, bit 1: kvIndptr is i64'),
-    out: output('void', "[N, Hq, D], q's dtype"),
+    out: output('void', "[N, Hq, Dv], q's dtype"),
     lse: output('float', '[N, Hq]'),
     badValue: input('BadValueRecord', "the call's verdict"),
     call: i64("this call's number (0: no value check)"),
     numTokens: i64('N'),
     numRequests: i64('B'),
     numQoHeads: i64('Hq'),
-    headDim: i64('D'),
+    vHeadDim: i64('Dv: the width of out and of the partial rows'),
     tokensPerSplit: i64('as the attention launch had it'),
     splitQueries: i64('as the attention launch had it'),
   },
-  launches: { default: { threads: 128, doc: 'a warp per (token, query head), D elements across its lanes' } },
+  launches: { default: { threads: 128, doc: 'a warp per (token, query head), Dv elements across its lanes' } },
   entries: FLOAT_DTYPES.map((dtype) => ({ name: `paged_attention_merge_${dtype}`, launch: 'default', dtype })),
 });
 

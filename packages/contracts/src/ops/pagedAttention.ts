@@ -80,11 +80,12 @@ export const pagedAttentionErrors = errors({
   KV098: {
     title: 'This backend does not run that form of the op yet',
     message: '{backend} does not run {arg} = {actual} yet: {reason}',
-    raisedBy: ['pagedAttention'],
+    // Every backend runs every form of pagedAttention the contract allows; the code stays so that old messages still resolve.
+    retired: true,
     fixes: [
-      'Run the call on a backend that takes it: the CPU reference and WebGPU run every form of pagedAttention the contract allows.',
-      'For multi-head latent attention on CUDA, read the latent pool back per request and attend on the host, or keep decode on WebGPU, until the CUDA kernel takes `vHeadDim` and head dims above 256.',
-      'Check `backend.label` where the backend is chosen: the message names the backend and the argument it does not take.',
+      'Nothing to change: every backend runs every form of pagedAttention, MLA latent pools (`headDim: 576, vHeadDim: 512`) included.',
+      'Where an older kvkit still raises it, upgrade @kvkit/kernels-cuda.',
+      'Check `backend.label` where the backend is chosen if a form seems refused: no backend refuses a form the contract allows.',
     ],
   },
   KV082: {

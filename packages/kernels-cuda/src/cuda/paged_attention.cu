@@ -266,8 +266,9 @@ __device__ __forceinline__ void attendTiles(const PagedAttentionParams& p) {
   __shared__ long long positions[RP];
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
-  const int D = static_cast<int>(p.headDim);
-  const int chunks16 = (D + 15) >> 4;
+  const int D = static_cast<int>(p.headDim), Dv = static_cast<int>(p.vHeadDim);
+  // V rows are staged whole; only their first Dv columns are multiplied and stored.
+  const int chunks16 = (D + 15) >> 4, vChunks16 = (Dv + 15) >> 4;
   const bool fp8 = p.poolDType != kPoolModelDType;
   const BlockOf at = blockOf(p);
   const int h = at.head;
@@ -557,7 +558,7 @@ __device__ __forceinline__ void attendTiles(const PagedAttentionParams& p) {
           const uint32_t pa[4] = {packPair<S>(acc[0][0], acc[0][1]), packPair<S>(acc[0][2], acc[0][3]), packPair<S>(acc[1][0], acc[1][1]), packPair<S>(acc[1][2], acc[1][3])};
 #pragma unroll
           for (int c = 0; c < KC; c++) {
-            if (c < chunks16) {
+            if (c < vChunks16) {
               uint32_t b[4];
               loadMatricesTransposed(b, vAt + stepBytes + vLane + ((32u * c) ^ vSwizzle));
               mma<S>(o[2 * c], pa, b[0], b[1]);
@@ -590,7 +591,7 @@ __device__ __forceinline__ void attendTiles(const PagedAttentionParams& p) {
       float* mine = outs + warp * 16 * Layout::kOutStride;
 #pragma unroll
       for (int nt = 0; nt < 2 * KC; nt++) {
-        if (nt < 2 * chunks16) {
+        if (nt < 2 * vChunks16) {
           const int col = nt * 8 + 2 * t4;
           *reinterpret_cast<float2*>(mine + g * Layout::kOutStride + col) = make_float2(o[nt][0], o[nt][1]);
           *reinterpret_cast<float2*>(mine + (g + 8) * Layout::kOutStride + col) = make_float2(o[nt][2], o[nt][3]);
@@ -601,8 +602,8 @@ __device__ __forceinline__ void attendTiles(const PagedAttentionParams& p) {
     const bool split = state.split != 0;
     const long long outFirst = split ? state.piece * p.splitQueries : state.qStart;
     const long long Hq = p.numQoHeads;
-    for (int i = tid; i < rows * D; i += kThreads) {
-      const int r = i / D, d = i - r * D;
+    for (int i = tid; i < rows * Dv; i += kThreads) {
+      const int r = i / Dv, d = i - r * Dv;
       const int tileRow = r >> 4, inTile = r & 15;
       float top = -INFINITY;
       for (int sh = 0; sh < shares; sh++) top = fmaxf(top, tops[(tileRow + sh * rowTiles) * 16 + inTile]);
@@ -620,8 +621,8 @@ __device__ __forceinline__ void attendTiles(const PagedAttentionParams& p) {
       const long long requestRow = rowBase + r;
       const long long qi = requestRow / group;
       const long long row = (outFirst + qi) * Hq + static_cast<long long>(h) * group + (requestRow - qi * group);
-      if (split) p.partialOut[row * D + d] = x;
-      else static_cast<Bits*>(p.out)[row * D + d] = S::fromFloat(x);
+      if (split) p.partialOut[row * Dv + d] = x;
+      else static_cast<Bits*>(p.out)[row * Dv + d] = S::fromFloat(x);
       if (d == 0) {
         const float rowLse = total > 0.0f ? top * kLn2 + logf(total) : -INFINITY;
         if (split) p.partialLse[row] = rowLse;
@@ -633,13 +634,15 @@ __device__ __forceinline__ void attendTiles(const PagedAttentionParams& p) {
 }
 
 /**
- * f32 queries (any pool dtype) on CUDA cores: each warp takes every fourth step of U tokens of the piece, its
- * lanes holding elements lane, lane + 32, ... of a row; R rows a pass, each lane their q elements; the U K and
- * V rows of a step are loaded together, the R · U dot products reduced across the warp, then the online
- * softmax (the same in every lane) and acc += p · v. The four warps' states are merged in shared memory.
+ * On CUDA cores (f32 queries, and rows past the tiles' 256, MLA's latent rows), any pool dtype: each warp
+ * takes every fourth step of U tokens of the piece, its lanes holding elements lane, lane + 32, ... of a row
+ * in f32; R rows a pass, each lane their q elements; the U K rows and the first Dv values of the U V rows of
+ * a step are loaded together, the R · U dot products reduced across the warp, then the online softmax (the
+ * same in every lane) and acc += p · v. The four warps' states are merged in shared memory.
  */
-template <typename L>
+template <typename S, typename L>
 __device__ __forceinline__ void attendLanes(const PagedAttentionParams& p) {
+  using Bits = typename S::Bits;
   constexpr int DP = L::kHeadDim, R = L::kRowsPerPass, U = L::kTokensPerStep, KD = DP / 32;
   static_assert(L::kThreads == kThreads, "lanes launch shape");
   extern __shared__ __align__(16) unsigned char smem[];
@@ -649,7 +652,7 @@ __device__ __forceinline__ void attendLanes(const PagedAttentionParams& p) {
   float* table = sums + kWarps * R;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int D = static_cast<int>(p.headDim);
+  const int D = static_cast<int>(p.headDim), Dv = static_cast<int>(p.vHeadDim);
   const bool fp8 = p.poolDType != kPoolModelDType;
   const long long H = p.numKvHeads, Hq = p.numQoHeads, group = Hq / H;
   const BlockOf at = blockOf(p);
@@ -663,7 +666,7 @@ __device__ __forceinline__ void attendLanes(const PagedAttentionParams& p) {
   const float vScale = fp8 ? headScale(p.vScale, p.vScalePerHead, h) : 1.0f;
   const Logit logit = logitOf(p, fp8 ? headScale(p.kScale, p.kScalePerHead, h) : 1.0f);
   auto poolValue = [&](const void* pool, long long at) -> float {
-    return fp8 ? table[static_cast<const uint8_t*>(pool)[at]] : static_cast<const float*>(pool)[at];
+    return fp8 ? table[static_cast<const uint8_t*>(pool)[at]] : S::toFloat(static_cast<const Bits*>(pool)[at]);
   };
   const long long passes = (w.qLen * group + R - 1) / R;
 
@@ -677,11 +680,11 @@ __device__ __forceinline__ void attendLanes(const PagedAttentionParams& p) {
       const long long i = row / group;
       const long long hq = h * group + (row - i * group);
       position[r] = w.kvLen - w.qLen + i;
-      const float* qRow = static_cast<const float*>(p.q) + (w.qStart + i) * p.qTokenStride + hq * p.qHeadStride;
+      const Bits* qRow = static_cast<const Bits*>(p.q) + (w.qStart + i) * p.qTokenStride + hq * p.qHeadStride;
 #pragma unroll
       for (int k = 0; k < KD; k++) {
         const int d = lane + 32 * k;
-        q[r][k] = r < s.rows && d < D ? qRow[d] : 0.0f;
+        q[r][k] = r < s.rows && d < D ? S::toFloat(qRow[d]) : 0.0f;
         acc[r][k] = 0.0f;
       }
       m[r] = -INFINITY;
@@ -695,9 +698,8 @@ __device__ __forceinline__ void attendLanes(const PagedAttentionParams& p) {
 #pragma unroll
         for (int k = 0; k < KD; k++) {
           const int d = lane + 32 * k;
-          const bool here = at >= 0 && d < D;
-          kx[u][k] = here ? poolValue(p.kPool, at + d) : 0.0f;
-          vx[u][k] = here ? poolValue(p.vPool, at + d) : 0.0f;
+          kx[u][k] = at >= 0 && d < D ? poolValue(p.kPool, at + d) : 0.0f;
+          vx[u][k] = at >= 0 && d < Dv ? poolValue(p.vPool, at + d) : 0.0f;
         }
       }
       float dot[R][U];
@@ -756,8 +758,8 @@ __device__ __forceinline__ void attendLanes(const PagedAttentionParams& p) {
       }
     }
     __syncthreads();
-    for (int i = tid; i < s.rows * D; i += kThreads) {
-      const int r = i / D, d = i - r * D;
+    for (int i = tid; i < s.rows * Dv; i += kThreads) {
+      const int r = i / Dv, d = i - r * Dv;
       float top = -INFINITY;
       for (int v = 0; v < kWarps; v++) top = fmaxf(top, tops[v * R + r]);
       float total = 0.0f, value = 0.0f;
@@ -770,8 +772,8 @@ __device__ __forceinline__ void attendLanes(const PagedAttentionParams& p) {
       }
       const float x = total > 0.0f ? value / total * vScale : 0.0f;
       const long long row = outputRow(p, w, s.rowBase + r, group, h);
-      if (w.split) p.partialOut[row * D + d] = x;
-      else static_cast<float*>(p.out)[row * D + d] = x;
+      if (w.split) p.partialOut[row * Dv + d] = x;
+      else static_cast<Bits*>(p.out)[row * Dv + d] = S::fromFloat(x);
       if (d == 0) {
         const float rowLse = total > 0.0f ? top * kLn2 + logf(total) : -INFINITY;
         if (w.split) p.partialLse[row] = rowLse;
@@ -786,7 +788,7 @@ __device__ __forceinline__ void attendLanes(const PagedAttentionParams& p) {
 template <typename S>
 __device__ __forceinline__ void mergeSplits(const PagedAttentionMergeParams& p) {
   const int lane = threadIdx.x & 31;
-  const long long Hq = p.numQoHeads, D = p.headDim, T = p.tokensPerSplit, Q = p.splitQueries;
+  const long long Hq = p.numQoHeads, D = p.vHeadDim, T = p.tokensPerSplit, Q = p.splitQueries;
   const long long row = static_cast<long long>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (row >= p.numTokens * Hq || p.numRequests <= 0) return;
   const long long n = row / Hq, hq = row - n * Hq;
@@ -842,12 +844,12 @@ using kvkit::PagedAttentionParams;
     if (kvkit::callRejected(p.badValue, p.call)) return;                                                                      \
     kvkit::paged::attendTiles<S, L>(p);                                                                                       \
   }
-#define KVKIT_PAGED_LANES(name, L)                                                                                            \
+#define KVKIT_PAGED_LANES(name, S, L)                                                                                          \
   extern "C" __global__ void __launch_bounds__(L::kThreads, L::kMinBlocksPerSM) paged_attention_##name(const PagedAttentionParams p) { \
     kvkit::waitForPreviousGrid();                                                                                             \
     kvkit::letNextGridLaunch();                                                                                               \
     if (kvkit::callRejected(p.badValue, p.call)) return;                                                                      \
-    kvkit::paged::attendLanes<L>(p);                                                                                          \
+    kvkit::paged::attendLanes<S, L>(p);                                                                                       \
   }
 
 KVKIT_PAGED_TILES(f16_d64, kvkit::F16, kvkit::PagedAttentionTiles64Launch)
@@ -856,9 +858,12 @@ KVKIT_PAGED_TILES(f16_d256, kvkit::F16, kvkit::PagedAttentionTiles256Launch)
 KVKIT_PAGED_TILES(bf16_d64, kvkit::Bf16, kvkit::PagedAttentionTiles64Launch)
 KVKIT_PAGED_TILES(bf16_d128, kvkit::Bf16, kvkit::PagedAttentionTiles128Launch)
 KVKIT_PAGED_TILES(bf16_d256, kvkit::Bf16, kvkit::PagedAttentionTiles256Launch)
-KVKIT_PAGED_LANES(f32_d64, kvkit::PagedAttentionLanes64Launch)
-KVKIT_PAGED_LANES(f32_d128, kvkit::PagedAttentionLanes128Launch)
-KVKIT_PAGED_LANES(f32_d256, kvkit::PagedAttentionLanes256Launch)
+KVKIT_PAGED_LANES(f32_d64, kvkit::F32, kvkit::PagedAttentionLanes64Launch)
+KVKIT_PAGED_LANES(f32_d128, kvkit::F32, kvkit::PagedAttentionLanes128Launch)
+KVKIT_PAGED_LANES(f32_d256, kvkit::F32, kvkit::PagedAttentionLanes256Launch)
+KVKIT_PAGED_LANES(f32_d576, kvkit::F32, kvkit::PagedAttentionLanes576Launch)
+KVKIT_PAGED_LANES(f16_d576, kvkit::F16, kvkit::PagedAttentionLanes576Launch)
+KVKIT_PAGED_LANES(bf16_d576, kvkit::Bf16, kvkit::PagedAttentionLanes576Launch)
 
 #define KVKIT_PAGED_MERGE(name, S)                                                                                                 \
   extern "C" __global__ void __launch_bounds__(kvkit::PagedAttentionMergeLaunch::kThreads) paged_attention_merge_##name(const PagedAttentionMergeParams p) { \

@@ -33,6 +33,8 @@ export interface PagedShape {
   readonly H: number;
   readonly Hq: number;
   readonly D: number;
+  /** Values of each output row (vHeadDim), the width of the partial rows. */
+  readonly Dv: number;
   readonly rowsPerPass: number;
   readonly tileTokens: number;
   /** Multiprocessors times the attention blocks each holds. */
@@ -66,7 +68,7 @@ export function planPagedAttention(s: PagedShape): PagedPlan {
   const average = s.C / s.B;
   const spanOf = (splits: number) => Math.ceil(Math.ceil(average / splits) / s.tileTokens) * s.tileTokens;
   const rowsOf = (span: number) => (Math.floor(s.C / span) + s.B) * splitQueries * s.Hq;
-  const fits = (span: number) => rowsOf(span) * (s.D + 1) * 4 <= pagedTuning.maxPartialBytes;
+  const fits = (span: number) => rowsOf(span) * (s.Dv + 1) * 4 <= pagedTuning.maxPartialBytes;
   const most = Math.max(1, Math.floor(average / pagedTuning.minTokensPerSplit));
   let best = { splits: 1, score: -Infinity };
   for (let splits = 1; splits <= most; splits++) {
@@ -82,8 +84,12 @@ export function planPagedAttention(s: PagedShape): PagedPlan {
   return { tokensPerSplit: span, splitQueries, passSlots, pieces: Math.floor(s.C / span) + s.B, partialRows: rowsOf(span) };
 }
 
-/** The attention launch of a call: tensor-core tiles for f16/bf16 q, CUDA-core lanes for f32; the smallest head dim of its kind that holds D. */
+/**
+ * The attention launch of a call: tensor-core tiles for f16/bf16 q, CUDA-core lanes for f32 and for rows
+ * past 256 (MLA's latent rows) in every dtype; the smallest head dim of its kind that holds D.
+ */
 export function attentionLaunch(dtype: FloatDType, D: number): { readonly launch: AttentionLaunch; readonly kernel: AttentionKernel } {
+  if (D > 256) return { launch: 'lanes576', kernel: `paged_attention_${dtype}_d576` };
   const width = D <= 64 ? 64 : D <= 128 ? 128 : 256;
   return { launch: `${dtype === 'f32' ? 'lanes' : 'tiles'}${width}`, kernel: `paged_attention_${dtype}_d${width}` };
 }
@@ -109,11 +115,11 @@ export function attentionSharedBytes(launch: AttentionLaunch, fp8: boolean): num
  */
 export function pagedAttention(kernels: CudaKernels, args: PagedAttentionChecked): { out: CudaTensor; lse: CudaTensor } {
   const op = 'pagedAttention';
-  const { N, Hq, H, D, S, B1, C } = args.dims;
+  const { N, Hq, H, D, Dv, S, B1, C } = args.dims;
   const B = B1 - 1;
   const q = kernels.own(args.q);
   const dtype = q.dtype as FloatDType;
-  const out = args.out ? kernels.own(args.out) : kernels.allocate(dtype, [N, Hq, D], op);
+  const out = args.out ? kernels.own(args.out) : kernels.allocate(dtype, [N, Hq, Dv], op);
   const lse = kernels.allocate('f32', [N, Hq], op);
   const cx = kernels.cx;
   cx.makeCurrent();
@@ -176,8 +182,8 @@ export function pagedAttention(kernels: CudaKernels, args: PagedAttentionChecked
   const sharedBytes = attentionSharedBytes(launch, fp8);
   cx.allowSharedBytes(kernel, sharedBytes, op);
   const resident = cx.residentBlocks(kernel, shape.threads, sharedBytes, op);
-  const plan = planPagedAttention({ B, N, C, H, Hq, D, rowsPerPass: shape.rowsPerPass, tileTokens: 'tileTokens' in shape ? shape.tileTokens : 64, slots: cx.multiprocessors * resident });
-  const partialLseAt = Math.ceil((plan.partialRows * D * 4) / 256) * 256;
+  const plan = planPagedAttention({ B, N, C, H, Hq, D, Dv, rowsPerPass: shape.rowsPerPass, tileTokens: 'tileTokens' in shape ? shape.tileTokens : 64, slots: cx.multiprocessors * resident });
+  const partialLseAt = Math.ceil((plan.partialRows * Dv * 4) / 256) * 256;
   const partial = plan.partialRows > 0 ? kernels.pagedPartials.take(partialLseAt + plan.partialRows * 4, op).ptr : 0;
   const p = kernels.params.pagedAttention;
   p.write({
@@ -203,6 +209,7 @@ export function pagedAttention(kernels: CudaKernels, args: PagedAttentionChecked
     numQoHeads: Hq,
     numKvHeads: H,
     headDim: D,
+    vHeadDim: Dv,
     slotBelow: S,
     causal: args.causal ? 1 : 0,
     slidingWindow: args.slidingWindow ?? 0,
@@ -230,7 +237,7 @@ export function pagedAttention(kernels: CudaKernels, args: PagedAttentionChecked
     numTokens: N,
     numRequests: B,
     numQoHeads: Hq,
-    headDim: D,
+    vHeadDim: Dv,
     tokensPerSplit: plan.tokensPerSplit,
     splitQueries: plan.splitQueries,
   });

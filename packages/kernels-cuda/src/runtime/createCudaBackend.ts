@@ -6,7 +6,6 @@ import type { CallerStream, StreamHandle } from './callerStream.js';
 import { CudaContext } from './context.js';
 import { CublasLt } from './cublasLt.js';
 import { CudaKernels } from './cudaKernels.js';
-import { guardAttentionForms } from './attentionForms.js';
 import { CudaDriver, describeDevice, LIBCUDA, loadDriverLibrary } from './driver.js';
 import { cudaUnavailable } from './errors.js';
 import { loadFatbin } from './fatbin.js';
@@ -73,7 +72,6 @@ export async function createCudaBackend(options: CudaBackendOptions = {}): Promi
   const wantsOwnGemm = (options.gemm ?? process.env.KVKIT_CUDA_GEMM ?? 'auto') === 'kvkit';
   const gemm = wantsOwnGemm ? { reason: 'the package GEMM was asked for' } : CublasLt.open();
   const kernels = new CudaKernels(cx, device, gemm);
-  guardAttentionForms(kernels);
   const backend = defineBackend(kernels);
   register(backend, kernels);
   return backend;
