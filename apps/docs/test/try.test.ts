@@ -27,6 +27,7 @@ function tolerance(op: string, output: string, dtype: FloatDType, maxPosition: n
       return RELATIVE_TOLERANCE[dtype];
     case 'ropePoolFused':
     case 'KvMaterializer.materializeInto':
+    case 'mlaPoolFused':
       return ropeBaseTolerance(dtype, maxPosition);
     case 'dequantizeKv':
       return 0; // decode(code) · scale in f32, rounded once: the same bits on every backend
@@ -44,6 +45,7 @@ const MISTAKES: Record<string, string> = {
   dequantizeKv: 'KV070',
   'KvMaterializer.materializeInto': 'KV023',
   pagedAttention: 'KV080',
+  mlaPoolFused: 'KV090',
 };
 
 interface CardReport {

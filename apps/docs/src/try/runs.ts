@@ -396,5 +396,65 @@ const pagedAttention: OpRun = {
   },
 };
 
+/** MLA's widths from the head dim: kv_lora_rank 4·D, qk_rope_head_dim D/2, query heads of D + D/2 (DeepSeek-V3's 512, 64 and 192 at D = 128). */
+const mlaWidths = (d: TryDims) => ({ C: 4 * d.headDim, R: d.headDim / 2, Dq: d.headDim + d.headDim / 2 });
+
+/** mlaPoolFused's inputs: each token's latent row [c_kv, k_pe] and query heads, its position and slot, and a one-head latent pool. */
+function mlaInputs(m: Made, d: TryDims, latentWidth?: number) {
+  const { tokens: N, numQoHeads: Hq, dtype } = d;
+  const { C, R, Dq } = mlaWidths(d);
+  const S = poolSlots(d);
+  return {
+    kvLatent: m.random(dtype, 'kvLatent', [N, latentWidth ?? C + R]),
+    kvNormWeight: m.random('f32', 'kvNormWeight', [C], 0.5, 1.5),
+    eps: EPS,
+    q: m.random(dtype, 'q', [N, Hq, Dq]),
+    positions: m.ints(positionsOf(d)),
+    slots: m.ints(shuffled(m.seed, 'slots', S).slice(0, Math.max(0, N))),
+    pool: m.random(dtype, 'pool', [S, 1, C + R]),
+    kvLoraRank: C,
+    qkRopeHeadDim: R,
+    ropeBase: ROPE_BASE,
+  };
+}
+
+const mlaPoolFused: OpRun = {
+  op: 'mlaPoolFused',
+  method: 'mlaPoolFused',
+  maxPosition: (d) => FIRST_POSITION + d.tokens - 1,
+  describe: (d) => {
+    const { C, R, Dq } = mlaWidths(d);
+    return `multi-head latent attention's cache write (DeepSeek-V3's widths at head dim 128): kvLatent [N, C + R] = [${d.tokens}, ${C} + ${R}] and q [N, Hq, ${Dq}] of ${d.dtype} values in [-1, 1), kv_a_layernorm weights in [0.5, 1.5), GPT-J pairs from ropeBase ${ROPE_BASE}, positions ${FIRST_POSITION}–${FIRST_POSITION + d.tokens - 1}, rows written at shuffled slots of a [S, 1, ${C + R}] pool with S = ${poolSlots(d)} (filled with random rows first).`;
+  },
+  prepare(b, d, seed) {
+    const m = new Made(b, seed);
+    const args = mlaInputs(m, d);
+    return {
+      async result() {
+        const { qRot } = b.mlaPoolFused(args as never) as { qRot: Tensor };
+        m.keep(qRot);
+        return readAll(b, { qRot, pool: args.pool });
+      },
+      enqueue() {
+        (b.mlaPoolFused(args as never) as { qRot: Tensor }).qRot.dispose();
+      },
+      dispose: () => m.dispose(),
+    };
+  },
+  mistake: {
+    label: 'a latent row one value short',
+    call(b, d, seed) {
+      const m = new Made(b, seed);
+      try {
+        const { C, R } = mlaWidths(d);
+        const { qRot } = b.mlaPoolFused(mlaInputs(m, d, C + R - 1) as never) as { qRot: Tensor };
+        m.keep(qRot);
+      } finally {
+        m.dispose();
+      }
+    },
+  },
+};
+
 /** Every op the page runs, in the order of the page. */
-export const opRuns: readonly OpRun[] = [fusedNormRopeStacked, ropePoolFused, dequantizeKv, materializeInto, pagedAttention];
+export const opRuns: readonly OpRun[] = [fusedNormRopeStacked, ropePoolFused, dequantizeKv, materializeInto, pagedAttention, mlaPoolFused];
