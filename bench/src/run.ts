@@ -20,7 +20,7 @@ import {
   ropePoolWorkload,
   SharedInputs,
 } from './workloads.js';
-import type { PagedVariant, PoolVariant, RopePoolVariant, Workload } from './workloads.js';
+import type { MlaVariant, PagedVariant, PoolVariant, RopePoolVariant, Workload } from './workloads.js';
 
 /** The plan's targets, as fractions of a ceiling of the same run, or device time. */
 interface Targets {
@@ -347,9 +347,11 @@ export async function runBackend(p: Profiler, log: (line: string) => void, opts:
   // mlaPoolFused, bf16 as served: into a bf16 and an fp8e4m3 latent pool, with the bandwidth target.
   if (plan.mlaPool && dtypes.includes('bf16')) {
     const dtype = 'bf16' as const;
-    const mlaRows: [string | undefined, PoolVariant][] = [
+    const mlaRows: [string | undefined, MlaVariant][] = [
       [undefined, {}],
       ['fp8e4m3 pool', { poolDtype: 'fp8e4m3' }],
+      // The latent rows alone: what the op's time is, less the query heads' copy and rotation.
+      ['latent rows only, no q', { withoutQuery: true }],
     ];
     for (const [name, variant] of mlaRows) {
       const check = checker(`mlaPoolFused${name ? ` (${name})` : ''}`, dtype, (b) => mlaPoolWorkload(b, { ...plan.mlaPool![0]!, N: 64 }, 1, dtype, variant));

@@ -81,10 +81,10 @@ export function copySlotsBytes(s: CopySlotsShape, dtype: FloatDType = 'bf16', va
   return rows * ELEMENT_BYTES[dtype] + rows * poolElementBytes(dtype, variant.dstPoolDtype) + (variant.dstPoolDtype ? 2 * s.H * F32 : 0) + 2 * s.M * INDEX;
 }
 
-/** An mlaPoolFused row: the latent rows read and written to the pool at its stored size (with an fp8 pool's scale), q read and qRot written, the norm weight, positions and slots. */
-export function mlaPoolBytes(s: MlaShape, dtype: FloatDType = 'bf16', variant: { readonly poolDtype?: string } = {}): number {
+/** An mlaPoolFused row: the latent rows read and written to the pool at its stored size (with an fp8 pool's scale), q read and qRot written (unless left out), the norm weight, positions and slots. */
+export function mlaPoolBytes(s: MlaShape, dtype: FloatDType = 'bf16', variant: { readonly poolDtype?: string; readonly withoutQuery?: boolean } = {}): number {
   const es = ELEMENT_BYTES[dtype];
   const rows = s.N * (s.C + s.R);
-  const q = s.N * s.Hq * s.Dq * es;
+  const q = variant.withoutQuery ? 0 : s.N * s.Hq * s.Dq * es;
   return rows * es + rows * poolElementBytes(dtype, variant.poolDtype) + (variant.poolDtype ? F32 : 0) + 2 * q + s.C * es + 2 * s.N * INDEX;
 }

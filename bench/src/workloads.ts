@@ -216,6 +216,11 @@ export interface PoolVariant {
   readonly layout?: 'NHD' | 'HND';
 }
 
+/** An mlaPoolFused row's pool, and whether it leaves q out (the latent rows alone, where an engine rotates q_pe elsewhere). */
+export interface MlaVariant extends PoolVariant {
+  readonly withoutQuery?: boolean;
+}
+
 /** What a ropePoolFused row runs beyond plain RoPE: the Q/K-norm before it (Qwen3, Gemma 3), other pools, scaled RoPE or mRoPE. */
 export interface RopePoolVariant extends PoolVariant {
   readonly qkNorm?: boolean;
@@ -299,7 +304,7 @@ export function ropePoolWorkload(backend: Backend, s: RopePoolShape, copies: num
  * over its 160k context: the latent rows into a one-head pool of N slots at scattered slots (bf16, or fp8 with a
  * scale), and the query heads rotated into new outputs (disposed each call).
  */
-export function mlaPoolWorkload(backend: Backend, s: MlaShape, copies: number, dtype: FloatDType = 'bf16', variant: PoolVariant = {}, shared?: SharedInputs): Workload {
+export function mlaPoolWorkload(backend: Backend, s: MlaShape, copies: number, dtype: FloatDType = 'bf16', variant: MlaVariant = {}, shared?: SharedInputs): Workload {
   const { made, keep } = madeTensors();
   const inputs = inputsFrom(backend, keep, shared);
   const W = s.C + s.R;
@@ -308,7 +313,7 @@ export function mlaPoolWorkload(backend: Backend, s: MlaShape, copies: number, d
   const poolShape = variant.layout === 'HND' ? [Math.ceil(s.N / PAGE_SIZE), 1, PAGE_SIZE, W] : [s.N, 1, W];
   const sets = Array.from({ length: copies }, (_, i) => ({
     kvLatent: inputs.random(dtype, [s.N, W], 121 + i),
-    q: inputs.random(dtype, [s.N, s.Hq, s.Dq], 141 + i),
+    ...(variant.withoutQuery ? {} : { q: inputs.random(dtype, [s.N, s.Hq, s.Dq], 141 + i) }),
     positions: keep(backend.tensor('i32', [s.N], randomPositions(s.N, 163840, 161 + i))),
     slots: keep(backend.tensor('i32', [s.N], scatteredSlots(s.N))),
     pool: keep(backend.empty(variant.poolDtype ?? dtype, poolShape)),
@@ -322,7 +327,7 @@ export function mlaPoolWorkload(backend: Backend, s: MlaShape, copies: number, d
     probe: async () => {
       const set = sets[0] as (typeof sets)[number];
       const { qRot } = call(set);
-      const out = [(await backend.read(qRot!)) as Float32Array, (await backend.read(set.pool)) as Float32Array];
+      const out = [...(qRot ? [(await backend.read(qRot)) as Float32Array] : []), (await backend.read(set.pool)) as Float32Array];
       qRot?.dispose();
       return out;
     },

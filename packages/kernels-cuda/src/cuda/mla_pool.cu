@@ -117,43 +117,53 @@ __device__ __forceinline__ void mlaPoolVectors(const MlaPoolParams& p) {
   }
 
   if (p.q == nullptr) return;
-  // 32-bit indices within the block (the host keeps a block's query vectors below 2^31).
+  // The block's query vectors u = (token t, head h, vector c), row-major; thread x takes u = x + k · blockDim.x.
+  // (t, h, c) advances by the fixed step with carries, so no vector pays an integer division.
   const unsigned Hq = static_cast<unsigned>(p.numQoHeads);
   const unsigned Dq = static_cast<unsigned>(p.qHeadDim);
   const unsigned headVecs = Dq / VEC;
   const unsigned nopeVecs = (Dq - R) / VEC;
-  const unsigned total = static_cast<unsigned>(tokens) * Hq * headVecs;
-  // Element offset of query vector u of the block in q (row u / headVecs, vector u % headVecs).
-  auto qElement = [&](unsigned u, unsigned& row, unsigned& c) -> long long {
-    row = u / headVecs;
-    c = u - row * headVecs;
-    const unsigned t = row / Hq;
-    return (first + t) * p.qTokenStride + static_cast<long long>(row - t * Hq) * p.qHeadStride + static_cast<long long>(c) * VEC;
+  const unsigned stepRows = blockDim.x / headVecs, stepC = blockDim.x - stepRows * headVecs;
+  const unsigned stepT = stepRows / Hq, stepH = stepRows - stepT * Hq;
+  unsigned c = threadIdx.x % headVecs, t = threadIdx.x / headVecs / Hq, h = threadIdx.x / headVecs - t * Hq;
+  auto advance = [&]() {
+    c += stepC;
+    const unsigned carry = c >= headVecs ? 1u : 0u;
+    c -= carry * headVecs;
+    h += stepH + carry;
+    t += stepT;
+    if (h >= Hq) {
+      h -= Hq;
+      t += 1;
+    }
   };
-  for (unsigned u0 = threadIdx.x; u0 < total; u0 += kMlaQueryBatch * blockDim.x) {
+  const char* q = static_cast<const char*>(p.q);
+  char* qRot = static_cast<char*>(p.qRot);
+  auto qElement = [&](unsigned t, unsigned h, unsigned c) { return (first + t) * p.qTokenStride + static_cast<long long>(h) * p.qHeadStride + static_cast<long long>(c) * VEC; };
+  while (t < static_cast<unsigned>(tokens)) {
     uint4 bits[kMlaQueryBatch];
+    unsigned tb[kMlaQueryBatch], hb[kMlaQueryBatch], cb[kMlaQueryBatch];
 #pragma unroll
     for (int b = 0; b < kMlaQueryBatch; b++) {
-      const unsigned u = u0 + b * blockDim.x;
-      unsigned row, c;
-      if (u < total) bits[b] = loadOnce16(static_cast<const char*>(p.q) + qElement(u, row, c) * EB);
+      tb[b] = t;
+      hb[b] = h;
+      cb[b] = c;
+      if (t < static_cast<unsigned>(tokens)) bits[b] = loadOnce16(q + qElement(t, h, c) * EB);
+      advance();
     }
 #pragma unroll
     for (int b = 0; b < kMlaQueryBatch; b++) {
-      const unsigned u = u0 + b * blockDim.x;
-      if (u >= total) break;
-      unsigned row, c;
-      const long long at = qElement(u, row, c);
-      if (c >= nopeVecs) {
-        const int e0 = static_cast<int>(c - nopeVecs) * VEC;
+      if (tb[b] >= static_cast<unsigned>(tokens)) break;
+      if (cb[b] >= nopeVecs) {
+        const int e0 = static_cast<int>(cb[b] - nopeVecs) * VEC;
         float x[VEC], partner[VEC];
         unpack16<S>(bits[b], x);
-        if (!gptj) unpack16<S>(load16(static_cast<const char*>(p.q) + (at + (e0 < half ? partnerVecs : -partnerVecs) * VEC) * EB), partner);
-        mlaRotate<VEC>(x, partner, e0, half, gptj, mlaAngles + (row / Hq) * half);
+        if (!gptj) unpack16<S>(load16(q + (qElement(tb[b], hb[b], cb[b]) + (e0 < half ? partnerVecs : -partnerVecs) * VEC) * EB), partner);
+        mlaRotate<VEC>(x, partner, e0, half, gptj, mlaAngles + tb[b] * half);
         bits[b] = pack16<S>(x);
       }
-      // qRot is contiguous: row first·Hq + row, vector c.
-      storeOnce16(static_cast<char*>(p.qRot) + ((first * Hq + row) * Dq + static_cast<long long>(c) * VEC) * EB, bits[b]);
+      // qRot is contiguous: row (first + t) · Hq + h, vector c.
+      storeOnce16(qRot + (((first + tb[b]) * Hq + hb[b]) * Dq + static_cast<long long>(cb[b]) * VEC) * EB, bits[b]);
     }
   }
 }

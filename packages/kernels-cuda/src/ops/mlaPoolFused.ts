@@ -8,9 +8,8 @@ import type { CudaTensor } from '../runtime/cudaTensor.js';
 import { ELEMENT_BYTES } from '../runtime/cudaTensor.js';
 import { aligned } from '../runtime/gatherStrided.js';
 import { boundsOf, deviceRules } from './normRope.js';
+import { tuning } from './tuning.js';
 
-/** Tokens a block of the vector path takes at most: their cos/sin fill its shared memory, R/2 pairs of f32 each. */
-const MAX_TOKENS_PER_BLOCK = 16;
 /** Blocks per multiprocessor the vector path's grid aims at before a block takes more tokens. */
 const BLOCKS_PER_SM = 8;
 /** Shared memory a block of the vector path takes at most, for its tokens' angles. */
@@ -62,13 +61,13 @@ export function mlaPoolFused(kernels: CudaKernels, args: MlaPoolFusedChecked): {
   const whole = (n: number) => n % vec === 0;
   const addresses = [latentAt.ptr, latentAt.token * es, pool.ptr, weightAt, ...(q ? [qAt.ptr, qAt.token * es, qAt.head * es, qRot!.ptr] : [])];
   // The kernel indexes a block's query vectors in 32 bits.
-  const fitsBlock = Hq * Dq * MAX_TOKENS_PER_BLOCK < 2 ** 31;
+  const fitsBlock = Hq * Dq * tuning.mlaTokensPerBlock < 2 ** 31;
   const vectors = whole(C) && whole(R) && (!q || whole(Dq)) && (args.ropeStyle === 'gptj' || whole(R / 2)) && fitsBlock && (R / 2) * 8 <= SHARED_BYTES && addresses.every((a) => a % 16 === 0);
   const kernel: KernelName = `mla_pool_${dtype}_${vectors ? 'vec' : 'any'}`;
   const threads = LAUNCHES.mlaPool[vectors ? 'vec' : 'any'].threads;
   const blocksWanted = cx.multiprocessors * BLOCKS_PER_SM;
   // A token's (cos, sin) pairs take R/2 · 8 bytes of the block's shared memory; blocks keep within 32 KiB of it.
-  const tokensPerBlock = vectors ? Math.max(1, Math.min(MAX_TOKENS_PER_BLOCK, Math.floor(N / blocksWanted), Math.floor(SHARED_BYTES / ((R / 2) * 8)))) : 1;
+  const tokensPerBlock = vectors ? Math.max(1, Math.min(tuning.mlaTokensPerBlock, Math.floor(N / blocksWanted), Math.floor(SHARED_BYTES / ((R / 2) * 8)))) : 1;
   const grid = vectors ? Math.ceil(N / tokensPerBlock) : Math.max(1, Math.min(Math.ceil((N * (1 + (q ? Hq : 0)) * 32) / threads), cx.multiprocessors * 16));
 
   const slotRule = boundsOf(args.deviceChecks, 'slots', { min: -Infinity, below: S });

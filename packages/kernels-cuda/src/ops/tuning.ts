@@ -9,7 +9,7 @@ export const MATERIALIZER_SCHEDULES: readonly MaterializerSchedule[] = ['batched
  * benchmark can time each variant in one run (`@kvkit/kernels-cuda/profiling`
  * re-exports it). Not part of the API: defaults change as measurements say.
  */
-export const tuning: { materializerSchedule: MaterializerSchedule; overlapLayersPerStage: number; overlapMinTokens: number; overlapNormMultiprocessors: number } = {
+export const tuning: { materializerSchedule: MaterializerSchedule; overlapLayersPerStage: number; overlapMinTokens: number; overlapNormMultiprocessors: number; mlaTokensPerBlock: number } = {
   /**
    * 'batched': all L layers' projection as one strided-batched GEMM, then one norm + RoPE launch over every layer.
    * 'overlapped': the layers in stages (a GEMM each on the main stream), each stage's norm + RoPE on a second
@@ -27,4 +27,6 @@ export const tuning: { materializerSchedule: MaterializerSchedule; overlapLayers
    * GEMM beside it, still takes the whole device).
    */
   overlapNormMultiprocessors: 0,
+  /** Tokens a block of mlaPoolFused's vector path takes at most (fewer where the grid would leave multiprocessors short of blocks). */
+  mlaTokensPerBlock: 16,
 };
