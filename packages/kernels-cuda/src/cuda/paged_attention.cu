@@ -187,16 +187,17 @@ __device__ __forceinline__ uint32_t packPair(float low, float high) {
   return static_cast<uint32_t>(S::fromFloat(low)) | (static_cast<uint32_t>(S::fromFloat(high)) << 16);
 }
 
-// `bytes` (16, 8 or 4) from global memory into shared memory, in flight until waited for; zeros where !live.
-__device__ __forceinline__ void copyAsync(unsigned to, const void* from, int bytes, bool live) {
-  const int given = live ? bytes : 0;
-  if (bytes == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to), "l"(from), "r"(given) : "memory");
-  else if (bytes == 8) asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(to), "l"(from), "r"(given) : "memory");
-  else asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(to), "l"(from), "r"(given) : "memory");
-}
-
+// 16 bytes from global memory into shared memory, in flight until waited for; zeros where !live.
 __device__ __forceinline__ void copyAsync16(unsigned to, const void* from, bool live) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to), "l"(from), "r"(live ? 16 : 0) : "memory");
+}
+
+// `bytes` (16, 8 or 4) as copyAsync16 copies 16.
+__device__ __forceinline__ void copyAsync(unsigned to, const void* from, int bytes, bool live) {
+  const int given = live ? bytes : 0;
+  if (bytes == 16) copyAsync16(to, from, live);
+  else if (bytes == 8) asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(to), "l"(from), "r"(given) : "memory");
+  else asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(to), "l"(from), "r"(given) : "memory");
 }
 
 __device__ __forceinline__ void closeCopies() { asm volatile("cp.async.commit_group;" ::: "memory"); }
