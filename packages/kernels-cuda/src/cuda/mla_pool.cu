@@ -52,12 +52,15 @@ __device__ __forceinline__ void mlaRotate(float (&x)[VEC], const float (&partner
 
 // Query vectors a thread loads before it works on them: four 16-byte loads in flight each.
 constexpr int kMlaQueryBatch = 4;
+// Vectors of a latent row a lane holds between summing its squares and storing it: DeepSeek's 576 values are
+// 72 vectors of 16-bit values (three a lane), 144 of f32 (the f32 rows are read twice).
+constexpr int kMlaRowVecsPerLane = 3;
 
 /**
  * The vector path: a block takes tokensPerBlock tokens. Their cos/sin go to shared memory first (one angle per
- * pair and token, not per head); then a warp per token norms and rotates its latent row (its squares summed
- * over the warp, the row read a second time from L1 to write it), and every thread takes query vectors,
- * kMlaQueryBatch at a time, copying those before the RoPE part and rotating the others.
+ * pair and token, not per head), while each warp's first latent row is loaded into registers and its slot looked
+ * up; then a warp per token sums its row's squares over the warp, and norms, rotates and stores it; and every
+ * thread takes query vectors, kMlaQueryBatch at a time, copying those before the RoPE part and rotating the others.
  */
 template <typename S>
 __device__ __forceinline__ void mlaPoolVectors(const MlaPoolParams& p) {
@@ -69,6 +72,30 @@ __device__ __forceinline__ void mlaPoolVectors(const MlaPoolParams& p) {
   const int R = static_cast<int>(p.ropeDim);
   const int half = R >> 1;
   const bool gptj = p.gptj != 0;
+  const int C = static_cast<int>(p.kvLoraRank);
+  const int rowVecs = (C + R) / VEC;
+  const int normVecs = C / VEC;
+  const int partnerVecs = half / VEC;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const bool weightIsF32 = p.kvNormWeightIsF32 != 0;
+  // A lane holds its vectors v = lane + 32k of the row (kMlaRowVecsPerLane at most, else they are read again),
+  // so the row is read once: its squares summed, then normed or rotated and stored.
+  constexpr int kHeld = kMlaRowVecsPerLane;
+  const bool held = rowVecs <= 32 * kHeld;
+  uint4 bits[kHeld];
+  long long slot = -1;
+  // Token t's row into bits and its slot (its owner looked up while the row is in flight).
+  auto loadRow = [&](int t) {
+    const char* src = static_cast<const char*>(p.kvLatent) + (first + t) * p.latentTokenStride * EB;
+#pragma unroll
+    for (int k = 0; k < kHeld; k++) {
+      const int v = lane + 32 * k;
+      if (held && v < rowVecs) bits[k] = load16(src + v * 16);
+    }
+    slot = mlaSlot(p, first + t);
+  };
+  // The warp's first row is loaded before the angles are made, so its latency hides under them.
+  if (warp < tokens) loadRow(warp);
   for (int i = threadIdx.x; i < tokens * half; i += blockDim.x) {
     const int t = i / half;
     float c, s;
@@ -77,35 +104,41 @@ __device__ __forceinline__ void mlaPoolVectors(const MlaPoolParams& p) {
   }
   __syncthreads();
 
-  const int C = static_cast<int>(p.kvLoraRank);
-  const int rowVecs = (C + R) / VEC;
-  const int normVecs = C / VEC;
-  const int partnerVecs = half / VEC;
-  const int lane = threadIdx.x & 31;
-  const bool weightIsF32 = p.kvNormWeightIsF32 != 0;
-  for (int t = threadIdx.x >> 5; t < tokens; t += blockDim.x >> 5) {
+  for (int t = warp; t < tokens; t += warps) {
     const long long n = first + t;
+    if (t != warp) loadRow(t);
+    if (slot < 0) continue;
     const char* src = static_cast<const char*>(p.kvLatent) + n * p.latentTokenStride * EB;
     float sumSquares = 0.0f;
-    for (int v = lane; v < normVecs; v += 32) {
-      float x[VEC];
-      unpack16<S>(load16(src + v * 16), x);
+    if (held) {
 #pragma unroll
-      for (int k = 0; k < VEC; k++) sumSquares = fmaf(x[k], x[k], sumSquares);
+      for (int k = 0; k < kHeld; k++) {
+        const int v = lane + 32 * k;
+        if (v >= normVecs) continue;
+        float x[VEC];
+        unpack16<S>(bits[k], x);
+#pragma unroll
+        for (int e = 0; e < VEC; e++) sumSquares = fmaf(x[e], x[e], sumSquares);
+      }
+    } else {
+      for (int v = lane; v < normVecs; v += 32) {
+        float x[VEC];
+        unpack16<S>(load16(src + v * 16), x);
+#pragma unroll
+        for (int e = 0; e < VEC; e++) sumSquares = fmaf(x[e], x[e], sumSquares);
+      }
     }
     const float inv = rsqrtf(sumOverLanes(sumSquares, 32) / static_cast<float>(C) + static_cast<float>(p.normEps));
-    const long long slot = mlaSlot(p, n);
-    if (slot < 0) continue;
     const PoolTarget pool = mlaTarget(p);
     const float2* cs = mlaAngles + t * half;
-    for (int v = lane; v < rowVecs; v += 32) {
+    auto write = [&](int v, uint4 raw) {
       float x[VEC];
-      unpack16<S>(load16(src + v * 16), x);
+      unpack16<S>(raw, x);
       if (v < normVecs) {
         float w[VEC];
         loadWeights<S>(p.kvNormWeight, static_cast<long long>(v) * VEC, weightIsF32, w);
 #pragma unroll
-        for (int k = 0; k < VEC; k++) x[k] = x[k] * inv * w[k];
+        for (int e = 0; e < VEC; e++) x[e] = x[e] * inv * w[e];
       } else {
         const int e0 = (v - normVecs) * VEC;
         float partner[VEC];
@@ -113,6 +146,15 @@ __device__ __forceinline__ void mlaPoolVectors(const MlaPoolParams& p) {
         mlaRotate<VEC>(x, partner, e0, half, gptj, cs);
       }
       storePoolVector<S>(pool, slot * (C + R) + static_cast<long long>(v) * VEC, pack16<S>(x));
+    };
+    if (held) {
+#pragma unroll
+      for (int k = 0; k < kHeld; k++) {
+        const int v = lane + 32 * k;
+        if (v < rowVecs) write(v, bits[k]);
+      }
+    } else {
+      for (int v = lane; v < rowVecs; v += 32) write(v, load16(src + v * 16));
     }
   }
 

@@ -28,5 +28,5 @@ export const tuning: { materializerSchedule: MaterializerSchedule; overlapLayers
    */
   overlapNormMultiprocessors: 0,
   /** Tokens a block of mlaPoolFused's vector path takes at most (fewer where the grid would leave multiprocessors short of blocks). */
-  mlaTokensPerBlock: 16,
+  mlaTokensPerBlock: 8,
 };
