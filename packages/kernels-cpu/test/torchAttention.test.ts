@@ -4,9 +4,8 @@
  * transformers (its q_norm, k_norm and RoPE applied first), run by fixtures/torch-attention.py on the GPU host; the
  * literal numbers it printed are in fixtures/torch-attention.json. kvkit reads the K/V rows through shuffled pool
  * slots, so the literals also check the paged read. The GPU backends are held to this reference by conformance.
- * Skipped until the fixture is there.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { createCpuBackend } from '../src/index.js';
 
@@ -26,13 +25,16 @@ interface AttentionCase {
   readonly lseF32Bits?: readonly number[];
 }
 
-const path = new URL('./fixtures/torch-attention.json', import.meta.url);
-const present = existsSync(path);
-if (!present) console.warn('PyTorch attention literals absent: run test/fixtures/torch-attention.py where torch and transformers 5.x are installed, its stdout into test/fixtures/torch-attention.json');
-const fixture = (present ? JSON.parse(readFileSync(path, 'utf8')) : undefined) as { source: string; cases: AttentionCase[] } | undefined;
+// Printed by `python3 fixtures/torch-attention.py > fixtures/torch-attention.json` where torch and transformers 5.x are installed.
+const fixture = JSON.parse(readFileSync(new URL('./fixtures/torch-attention.json', import.meta.url), 'utf8')) as { source: string; cases: AttentionCase[] };
 
 const f32 = (bits: readonly number[]) => new Float32Array(Uint32Array.from(bits).buffer);
-const offsets = (lengths: readonly number[]) => lengths.reduce<number[]>((acc, n) => [...acc, acc.at(-1)! + n], [0]);
+/** Prefix sums of the lengths: `[0, n0, n0 + n1, ...]`. */
+function offsets(lengths: readonly number[]): number[] {
+  const out = [0];
+  for (const n of lengths) out.push(out.at(-1)! + n);
+  return out;
+}
 
 /** ‖got − want‖ / ‖want‖ over the rows of `want` from `from` on. */
 function relativeError(got: Float32Array, want: Float32Array, from = 0): number {
@@ -46,10 +48,8 @@ function relativeError(got: Float32Array, want: Float32Array, from = 0): number 
   return Math.sqrt(diff / norm);
 }
 
-const describeFixture = fixture ? describe : (name: string, _: () => void) => describe.skip(`${name} (skipped: no fixtures/torch-attention.json yet)`, () => it('needs the literals', () => {}));
-
-describeFixture('pagedAttention against PyTorch SDPA and Qwen3 eager attention', () => {
-  const cases = fixture!.cases;
+describe('pagedAttention against PyTorch SDPA and Qwen3 eager attention', () => {
+  const { cases } = fixture;
 
   /** One call over the case's requests, or the last `lastQueries` queries of its only request; K/V rows at slots in reverse order. */
   const run = async (c: AttentionCase, lastQueries?: number) => {
@@ -88,7 +88,7 @@ describeFixture('pagedAttention against PyTorch SDPA and Qwen3 eager attention',
   };
 
   it('names the versions it was printed with', () => {
-    expect(fixture!.source).toMatch(/^PyTorch \d+\.\d+.* transformers 5\./);
+    expect(fixture.source).toMatch(/^PyTorch \d+\.\d+.* transformers 5\./);
   });
 
   it.each(cases.map((c) => [c.name, c] as const))('%s: out within 1e-5 (relative L2), lse within 1e-5', async (_name, c) => {
