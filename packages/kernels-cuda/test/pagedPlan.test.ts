@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { forEverySeed } from '../../../propertySeeds.js';
 import { LAUNCHES } from '../src/generated/kernels.js';
-import { attentionLaunch, attentionSharedBytes, pagedTuning, planPagedAttention } from '../src/ops/pagedAttention.js';
+import { attentionLaunch, attentionSharedBytes, chooseLaunches, DECODE_ROWS, pagedTuning, planPagedAttention } from '../src/ops/pagedAttention.js';
 import type { PagedPlan, PagedShape } from '../src/ops/pagedAttention.js';
 import { H200, SUPPORTED_GPUS } from './supportedGpus.js';
 
@@ -76,6 +76,29 @@ describe('pagedAttention launch plans', () => {
     expect(attentionLaunch('bf16', 576)).toEqual({ launch: 'lanes576', kernel: 'paged_attention_bf16_d576' });
     expect(attentionLaunch('f16', 257)).toEqual({ launch: 'lanes576', kernel: 'paged_attention_f16_d576' });
     expect(attentionLaunch('f32', 576)).toEqual({ launch: 'lanes576', kernel: 'paged_attention_f32_d576' });
+  });
+
+  it('gives decode and short verification the decode launch, beside the tiles where some request may have more rows', () => {
+    const names = (c: ReturnType<typeof chooseLaunches>) => c.launches.map((l) => l.kernel);
+    const llama = { Hq: 32, H: 8, D: 128, S: 1 << 20 };
+    // 64 decode requests, or two queries each (8 rows of a group of 4): decode alone, every request its own.
+    expect(chooseLaunches('bf16', { ...llama, B: 64, N: 64 })).toEqual({ launches: [{ launch: 'decode128', kernel: 'paged_attention_bf16_decode128' }], decodeRows: Number.MAX_SAFE_INTEGER });
+    expect(names(chooseLaunches('f16', { ...llama, B: 64, N: 128 }))).toEqual(['paged_attention_f16_decode128']);
+    // Verification of 8 queries, or a prefill chunk among decode requests: the tiles take the requests past DECODE_ROWS rows.
+    expect(chooseLaunches('bf16', { ...llama, B: 64, N: 512 })).toEqual({ launches: [{ launch: 'tiles128', kernel: 'paged_attention_bf16_d128' }, { launch: 'decode128', kernel: 'paged_attention_bf16_decode128' }], decodeRows: DECODE_ROWS });
+    expect(names(chooseLaunches('bf16', { ...llama, D: 64, B: 8, N: 7 + 512 }))).toEqual(['paged_attention_bf16_d64', 'paged_attention_bf16_decode64']);
+    // One request of many rows, f32, D past 128, a group wider than DECODE_ROWS, pools of 2³¹ rows: no decode launch.
+    for (const [dtype, d] of [
+      ['bf16', { ...llama, B: 1, N: 100 }],
+      ['f32', { ...llama, B: 64, N: 64 }],
+      ['bf16', { ...llama, D: 256, B: 64, N: 64 }],
+      ['bf16', { ...llama, H: 2, B: 64, N: 64 }],
+      ['bf16', { ...llama, S: 2 ** 28, B: 64, N: 64 }],
+    ] as const) {
+      const chosen = chooseLaunches(dtype, d);
+      expect(chosen.decodeRows, JSON.stringify(d)).toBe(0);
+      expect(chosen.launches).toEqual([attentionLaunch(dtype, d.D)]);
+    }
   });
 
   it('splits one long request over every multiprocessor of an H200, and leaves 64 requests of 4096 tokens whole', () => {

@@ -30,12 +30,16 @@ const poolReadFields = {
  * `queryInShared` read from shared memory at each use); where vHeadDim < D they compute V's
  * whole rows and store the first vHeadDim. `lanes*` (f32 q, and every dtype past 256, MLA's latent rows):
  * each warp's lanes hold a row's elements, `rowsPerPass` query rows a pass, `tokensPerStep` K/V rows in
- * flight a warp.
+ * flight a warp. `decode*` (f16 and bf16 q, D <= headDim): requests of at most `rowsPerPass` rows
+ * (qLen · Hq / H: decode, and two queries of a group of four): each warp its own `stages`-deep
+ * cp.async pipeline of 16-token steps and Sᵀ = K·qᵀ on tensor cores, the rows as the mma's 8 columns.
  */
 const attentionLaunches = {
   tiles64: { threads: 128, minBlocksPerSM: 3, constants: { headDim: 64, tileTokens: 64, stages: 3, rowsPerPass: 64, queryInShared: false }, doc: 'f16/bf16, D <= 64' },
   tiles128: { threads: 128, minBlocksPerSM: 2, constants: { headDim: 128, tileTokens: 64, stages: 3, rowsPerPass: 64, queryInShared: false }, doc: 'f16/bf16, 64 < D <= 128' },
   tiles256: { threads: 128, minBlocksPerSM: 2, constants: { headDim: 256, tileTokens: 32, stages: 2, rowsPerPass: 64, queryInShared: true }, doc: 'f16/bf16, 128 < D <= 256 (q staged in shared memory)' },
+  decode64: { threads: 128, minBlocksPerSM: 3, constants: { headDim: 64, stages: 4, rowsPerPass: 8 }, doc: 'f16/bf16 decode, D <= 64' },
+  decode128: { threads: 128, minBlocksPerSM: 2, constants: { headDim: 128, stages: 3, rowsPerPass: 8 }, doc: 'f16/bf16 decode, 64 < D <= 128' },
   lanes64: { threads: 128, minBlocksPerSM: 2, constants: { headDim: 64, rowsPerPass: 8, tokensPerStep: 4 }, doc: 'f32, D <= 64' },
   lanes128: { threads: 128, minBlocksPerSM: 2, constants: { headDim: 128, rowsPerPass: 8, tokensPerStep: 4 }, doc: 'f32, 64 < D <= 128' },
   lanes256: { threads: 128, minBlocksPerSM: 2, constants: { headDim: 256, rowsPerPass: 4, tokensPerStep: 2 }, doc: 'f32, 128 < D <= 256' },
@@ -44,6 +48,7 @@ const attentionLaunches = {
 
 const attentionEntries = [
   ...(['f16', 'bf16'] as const).flatMap((dtype) => ([64, 128, 256] as const).map((d) => ({ name: `paged_attention_${dtype}_d${d}`, launch: `tiles${d}`, dtype }))),
+  ...(['f16', 'bf16'] as const).flatMap((dtype) => ([64, 128] as const).map((d) => ({ name: `paged_attention_${dtype}_decode${d}`, launch: `decode${d}`, dtype }))),
   ...([64, 128, 256] as const).map((d) => ({ name: `paged_attention_f32_d${d}`, launch: `lanes${d}`, dtype: 'f32' as const })),
   ...FLOAT_DTYPES.map((dtype) => ({ name: `paged_attention_${dtype}_d576`, launch: 'lanes576', dtype })),
 ];
@@ -84,6 +89,7 @@ export const pagedAttentionCuda = cudaKernel({
     tokensPerSplit: i64('cached tokens a piece covers at most (at least 1)'),
     splitQueries: i64('a request of more than one piece and at most this many queries is split: its pieces write partial rows; others spread their passes of rows over their pieces'),
     passSlots: i64('blocks per (piece, KV head): block (piece · H + h) · passSlots + s of the 1-D grid takes passes s, s + passSlots, ... of its share'),
+    decodeRows: i64('requests of at most this many rows (qLen · Hq / H) are the decode launch\'s, the others the tiles launch\'s: the decode launch skips requests of more, the tiles launch those of at most (0: no decode launch)'),
   },
   launches: attentionLaunches,
   entries: attentionEntries,

@@ -156,6 +156,38 @@ __device__ __forceinline__ long long outputRow(const PagedAttentionParams& p, co
   return w.split ? (w.piece * p.splitQueries + i) * p.numQoHeads + hq : (w.qStart + i) * p.numQoHeads + hq;
 }
 
+/**
+ * The pass's rows merged over the four warps that shared its tokens, each warp v having left row r's
+ * maximum (log2 units) at tops[v · R + r], its sum at sums[v · R + r] and its values at accs[(v · R + r) ·
+ * stride + d]; then written once: out and lse, or the piece's partial row.
+ */
+template <typename S>
+__device__ __forceinline__ void storeMergedRows(const PagedAttentionParams& p, const Work& w, const Pass& s, int R, int stride, const float* accs, const float* tops, const float* sums, float vScale, long long group, long long h) {
+  const int Dv = static_cast<int>(p.vHeadDim);
+  for (int i = threadIdx.x; i < s.rows * Dv; i += kThreads) {
+    const int r = i / Dv, d = i - r * Dv;
+    float top = -INFINITY;
+    for (int v = 0; v < kWarps; v++) top = fmaxf(top, tops[v * R + r]);
+    float total = 0.0f, value = 0.0f;
+    if (top != -INFINITY) {
+      for (int v = 0; v < kWarps; v++) {
+        const float weight = exp2f(tops[v * R + r] - top);
+        total += weight * sums[v * R + r];
+        value += weight * accs[(v * R + r) * stride + d];
+      }
+    }
+    const float x = total > 0.0f ? value / total * vScale : 0.0f;
+    const long long row = outputRow(p, w, s.rowBase + r, group, h);
+    if (w.split) p.partialOut[row * Dv + d] = x;
+    else static_cast<typename S::Bits*>(p.out)[row * Dv + d] = S::fromFloat(x);
+    if (d == 0) {
+      const float rowLse = total > 0.0f ? top * kLn2 + logf(total) : -INFINITY;
+      if (w.split) p.partialLse[row] = rowLse;
+      else p.lse[row] = rowLse;
+    }
+  }
+}
+
 // Tensor-core and async-copy primitives (sm_80 and later).
 __device__ __forceinline__ unsigned sharedAddress(const void* at) { return static_cast<unsigned>(__cvta_generic_to_shared(at)); }
 
@@ -278,6 +310,8 @@ __device__ __forceinline__ void attendTiles(const PagedAttentionParams& p) {
   {
     Work w;
     if (!findWork(p, at.piece, at.slot, w)) return;
+    // Requests of few rows are the decode launch's where it runs beside this one.
+    if (w.qLen * group <= p.decodeRows) return;
     passes = static_cast<int>((w.qLen * group + RP - 1) / RP);
     passFirst = static_cast<int>(w.passFirst);
     passStep = static_cast<int>(w.passStep);
@@ -634,6 +668,344 @@ __device__ __forceinline__ void attendTiles(const PagedAttentionParams& p) {
   }
 }
 
+// 2^x to about 2 ulp (ex2.approx; results below 2^-126 flush to zero), the softmax's weights in f32.
+__device__ __forceinline__ float fastExp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// d = the transpose of the 8×8 16-bit matrix whose fragment (row lane / 4, columns 2 · (lane % 4) + {0, 1}) is a.
+__device__ __forceinline__ uint32_t transposeFragment(uint32_t a) {
+  uint32_t d;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(d) : "r"(a));
+  return d;
+}
+
+/**
+ * Decode and short verification (at most L::kRowsPerPass = 8 rows a pass, the query heads of one KV head
+ * for one or two queries), f16/bf16, D up to L::kHeadDim. The operands of the tiles launch swap: each warp
+ * computes Sᵀ = K·qᵀ for 16 tokens a step (m16n8k16, K rows as the a operand, the rows as its 8 columns),
+ * turns its accumulators into the b operand of Oᵀ += Vᵀ·Pᵀ with one transpose per 8 tokens, and so holds
+ * D / 16 · 4 accumulators a lane instead of a 16-row tile's D / 2. A warp takes every fourth 16-token step of
+ * the pass's tokens through its own cp.async stages (L::kStages deep), so no barrier of the block falls
+ * inside the loop; fp8 codes (FP8) are decoded into the warp's own tiles. The warps' states merge as
+ * attendLanes's. Rows are numbered in 32 bits (the host takes this launch where S · H < 2³¹).
+ */
+template <typename S, typename L, bool FP8, bool FULL>
+__device__ __forceinline__ void attendDecodeFrom(const PagedAttentionParams& p, const Work& w, long long h, long long group) {
+  constexpr int DP = L::kHeadDim, P = L::kStages, R = L::kRowsPerPass, KC = DP / 16;
+  // Tokens a warp step: the m of the q·kᵀ mma.
+  constexpr int TN = 16;
+  constexpr int kElementBytes = FP8 ? 1 : 2;
+  // Full rows (D = DP) of 16-byte chunks: a lane keeps its chunk and copies every kRowStep-th row of a tile.
+  constexpr int kChunks = DP * kElementBytes / 16, kRowStep = 32 / kChunks;
+  using Bits = typename S::Bits;
+  static_assert(L::kThreads == kThreads && R == 8 && P >= 2 && kChunks >= 2 && kChunks <= 32, "decode launch shape");
+  extern __shared__ __align__(16) unsigned char smem[];
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+  // FULL: rows of DP values for q·k and for out (D = Dv = DP), so every chunk of a row is live.
+  const int D = FULL ? DP : static_cast<int>(p.headDim), Dv = FULL ? DP : static_cast<int>(p.vHeadDim);
+  const int chunks16 = FULL ? KC : (D + 15) >> 4, vChunks16 = FULL ? KC : (Dv + 15) >> 4;
+
+  // Per warp: P stages of (K tile, V tile), 16-bit rows of DP elements swizzled, or fp8 rows of DP codes;
+  // for fp8 then the two tiles they are decoded into. After the last step the block's merge overlaps them.
+  constexpr int kTileBytes = TN * DP * kElementBytes;
+  constexpr int kWarpBytes = P * 2 * kTileBytes + (FP8 ? 2 * TN * DP * 2 : 0);
+  unsigned char* mine = smem + warp * kWarpBytes;
+  const unsigned mineAt = sharedAddress(mine);
+  Bits* conv = reinterpret_cast<Bits*>(mine + P * 2 * kTileBytes);
+  const unsigned convAt = sharedAddress(conv);
+  constexpr int kStride = DP + 4;  // floats between merged rows: the lanes' stores of one row pair are conflict-free
+  float* accs = reinterpret_cast<float*>(smem);
+  float* tops = accs + kWarps * R * kStride;
+  float* sums = tops + kWarps * R;
+  Bits* table = reinterpret_cast<Bits*>(smem + max(kWarps * kWarpBytes, (kWarps * R * kStride + 2 * kWarps * R) * 4));
+
+  if (FP8) {
+    const bool e4m3 = p.poolDType == kPoolE4m3;
+    for (int c = tid; c < 256; c += kThreads) table[c] = S::fromFloat(fp8ToFloat(static_cast<uint32_t>(c), e4m3));
+  }
+  const float vScale = FP8 ? headScale(p.vScale, p.vScalePerHead, h) : 1.0f;
+  const Logit logit = logitOf(p, FP8 ? headScale(p.kScale, p.kScalePerHead, h) : 1.0f);
+
+  // Rows of D = DP from 16-byte aligned pools take the fixed copy; any other row element by element.
+  const unsigned long long bases = reinterpret_cast<unsigned long long>(p.kPool) | reinterpret_cast<unsigned long long>(p.vPool);
+  const bool fullRows = D == DP && bases % 16 == 0;
+  const int myChunk = lane % kChunks, myRow = lane / kChunks;
+  const char* kFrom = static_cast<const char*>(p.kPool) + myChunk * 16;
+  const char* vFrom = static_cast<const char*>(p.vPool) + myChunk * 16;
+  const unsigned pageSize = static_cast<unsigned>(p.poolPageSize), heads = static_cast<unsigned>(p.numKvHeads);
+
+  // Per lane, the ldmatrix row and chunk of K as the a operand (row-major) and of V read transposed as the
+  // a operand of Oᵀ; every such row is 8·i + (lane & 7), so the swizzle is by lane & 7.
+  // Chunk 2·c + x swizzles within bits 4-6 of its byte offset, so chunks c and c + 4 sit 128 bytes apart.
+  const unsigned kSwizzle = ((lane >> 4) ^ (lane & 7)) << 4, vSwizzle = (((lane >> 3) & 1) ^ (lane & 7)) << 4;
+  unsigned kLane[KC < 4 ? KC : 4], vLane[KC < 4 ? KC : 4];
+#pragma unroll
+  for (int c = 0; c < (KC < 4 ? KC : 4); c++) {
+    kLane[c] = static_cast<unsigned>((lane & 15) * DP * 2) + ((32u * c) ^ kSwizzle);
+    vLane[c] = static_cast<unsigned>(((lane & 7) + ((lane >> 4) << 3)) * DP * 2) + ((32u * c) ^ vSwizzle);
+  }
+  const long long passes = (w.qLen * group + R - 1) / R;
+
+  for (long long pass = w.passFirst; pass < passes; pass += w.passStep) {
+    const Pass s = passOf(p, w, pass, R, group);
+    // The table, and the previous pass's merge done with the memory the stages reuse.
+    __syncthreads();
+    // Zeros where no copy writes: columns past D, so padded dot products add nothing.
+    if (D != DP) {
+      for (int i = lane; i < kWarpBytes / 16; i += 32) reinterpret_cast<uint4*>(mine)[i] = make_uint4(0, 0, 0, 0);
+      __syncwarp();
+    }
+    // This lane's two rows (2·t4, 2·t4 + 1) of the Sᵀ columns and Oᵀ accumulators, and q as the b operand
+    // (row g, zeros past the pass's rows and past D).
+    const int rowA = 2 * t4, rowB = rowA + 1;
+    // Token indices from the request's first fit 32 bits (kvSlots is indexed by them).
+    const int positionA = static_cast<int>(w.kvLen - w.qLen + (s.rowBase + rowA) / group), positionB = static_cast<int>(w.kvLen - w.qLen + (s.rowBase + rowB) / group);
+    const int lowestPosition = static_cast<int>(w.kvLen - w.qLen + s.rowBase / group), highestPosition = static_cast<int>(w.kvLen - w.qLen + (s.rowBase + s.rows - 1) / group);
+    const int tokenTo = static_cast<int>(s.tokenTo), window = static_cast<int>(p.slidingWindow);
+    const bool causal = p.causal != 0;
+    const bool liveA = rowA < s.rows, liveB = rowB < s.rows;
+    uint32_t qb[KC][2];
+    {
+      const long long row = s.rowBase + g;
+      const long long i = row / group;
+      const Bits* q = static_cast<const Bits*>(p.q) + (w.qStart + i) * p.qTokenStride + (h * group + (row - i * group)) * p.qHeadStride;
+      const bool live = g < s.rows;
+      auto pair = [&](int d) -> uint32_t {
+        const uint32_t low = live && d < D ? q[d] : 0u;
+        const uint32_t high = live && d + 1 < D ? q[d + 1] : 0u;
+        return low | (high << 16);
+      };
+#pragma unroll
+      for (int kc = 0; kc < KC; kc++) {
+        qb[kc][0] = kc < chunks16 ? pair(kc * 16 + 2 * t4) : 0u;
+        qb[kc][1] = kc < chunks16 ? pair(kc * 16 + 8 + 2 * t4) : 0u;
+      }
+    }
+
+    // The warp's steps: tokens tokenFrom + 16 · (warp + 4 · i).
+    const long long span = s.tokenTo - s.tokenFrom;
+    const int steps = static_cast<int>((span + TN - 1) / TN);
+    const int mySteps = steps > warp ? (steps - warp + kWarps - 1) / kWarps : 0;
+    auto stepFirst = [&](int i) { return s.tokenFrom + static_cast<long long>(warp + kWarps * i) * TN; };
+    // Lane t < 16: the slot of token t of step i (-1: none).
+    auto slotOf = [&](int i) -> long long {
+      const long long j = stepFirst(i) + lane;
+      return lane < TN && i < mySteps && j < s.tokenTo ? loadIndex(p.kvSlots, p.slotsAreI64, w.kvStart + j) : -1;
+    };
+    // Its row number in the pools (-1: none, or a slot outside them, whose call is rejected).
+    auto rowOf = [&](long long slot) -> int {
+      if (slot < 0 || slot >= p.slotBelow) return -1;
+      const unsigned at = static_cast<unsigned>(slot);
+      if (p.poolHeadMajor == 0) return static_cast<int>(at * heads + static_cast<unsigned>(h));
+      const unsigned page = at / pageSize;
+      return static_cast<int>((page * heads + static_cast<unsigned>(h)) * pageSize + (at - page * pageSize));
+    };
+    // A step's K and V rows into `stage` (issued, not waited for), lane t < 16 holding row t's number; rows
+    // without a token are zeros.
+    auto issue = [&](int stage, int rowAt) {
+      const unsigned to = mineAt + static_cast<unsigned>(stage * 2 * kTileBytes);
+      if (fullRows) {
+#pragma unroll
+        for (int k = 0; k < TN / kRowStep; k++) {
+          const int r = myRow + k * kRowStep;
+          const int row = __shfl_sync(kAllLanes, rowAt, r);
+          const unsigned offset = FP8 ? static_cast<unsigned>(r * DP + myChunk * 16) : static_cast<unsigned>(2 * swizzled<DP>(r, myChunk * 8));
+          const unsigned long long bytes = static_cast<unsigned long long>(row >= 0 ? row : 0) * (DP * kElementBytes);
+          copyAsync16(to + offset, kFrom + bytes, row >= 0);
+          copyAsync16(to + kTileBytes + offset, vFrom + bytes, row >= 0);
+        }
+      } else {
+        // Rows shorter than DP (their padding stays zero) or pools off 16 bytes: element by element, zeros
+        // for rows without a token.
+        unsigned char* into = mine + stage * 2 * kTileBytes;
+        for (int r = 0; r < TN; r++) {
+          const int row = __shfl_sync(kAllLanes, rowAt, r);
+          const long long at = static_cast<long long>(row) * D;
+          for (int e = lane; e < D; e += 32) {
+#pragma unroll
+            for (int kv = 0; kv < 2; kv++) {
+              const void* pool = kv ? p.vPool : p.kPool;
+              if (FP8) into[kv * kTileBytes + r * DP + e] = row >= 0 ? static_cast<const uint8_t*>(pool)[at + e] : 0;
+              else reinterpret_cast<Bits*>(into + kv * kTileBytes)[swizzled<DP>(r, e)] = row >= 0 ? static_cast<const Bits*>(pool)[at + e] : Bits(0);
+            }
+          }
+        }
+      }
+    };
+    // fp8: stage `stage`'s codes into the warp's decoded tiles, 16 codes a lane at a time.
+    auto decode = [&](int stage) {
+      constexpr int perRow = DP / 16;
+#pragma unroll
+      for (int kv = 0; kv < 2; kv++) {
+        const unsigned char* raw = mine + (stage * 2 + kv) * kTileBytes;
+        Bits* into = conv + kv * TN * DP;
+#pragma unroll
+        for (int i = lane; i < TN * perRow; i += 32) {
+          const int r = i / perRow, c = i - r * perRow;
+          const uint4 codes = *reinterpret_cast<const uint4*>(raw + r * DP + c * 16);
+          uint32_t out[8];
+#pragma unroll
+          for (int k = 0; k < 4; k++) {
+            const uint32_t x = word(codes, k);
+            out[2 * k] = static_cast<uint32_t>(table[x & 0xffu]) | (static_cast<uint32_t>(table[(x >> 8) & 0xffu]) << 16);
+            out[2 * k + 1] = static_cast<uint32_t>(table[(x >> 16) & 0xffu]) | (static_cast<uint32_t>(table[x >> 24]) << 16);
+          }
+          *reinterpret_cast<uint4*>(into + swizzled<DP>(r, 16 * c)) = make_uint4(out[0], out[1], out[2], out[3]);
+          *reinterpret_cast<uint4*>(into + swizzled<DP>(r, 16 * c + 8)) = make_uint4(out[4], out[5], out[6], out[7]);
+        }
+      }
+    };
+
+#pragma unroll
+    for (int i = 0; i < P - 1; i++) {
+      if (i < mySteps) issue(i, rowOf(slotOf(i)));
+      closeCopies();
+    }
+    long long ahead = slotOf(P - 1);
+
+    float mA = -INFINITY, mB = -INFINITY, lA = 0.0f, lB = 0.0f;
+    float o[KC][4];
+#pragma unroll
+    for (int mt = 0; mt < KC; mt++) o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.0f;
+
+    for (int i = 0, stage = 0, next = P - 1; i < mySteps; i++) {
+      // Step i + P - 1 into the stage step i - 1 used (the warp left it at the end of that step).
+      if (i + P - 1 < mySteps) issue(next, rowOf(ahead));
+      closeCopies();
+      ahead = slotOf(i + P);
+      next = next == P - 1 ? 0 : next + 1;
+      waitCopies<P - 1>();
+      __syncwarp();
+      if (FP8) {
+        decode(stage);
+        __syncwarp();
+      }
+      const unsigned kAt = FP8 ? convAt : mineAt + static_cast<unsigned>(stage * 2 * kTileBytes);
+      const unsigned vAt = FP8 ? convAt + TN * DP * 2 : kAt + static_cast<unsigned>(kTileBytes);
+      stage = stage == P - 1 ? 0 : stage + 1;
+
+      // Sᵀ: c[0] (token g, row A), c[1] (token g, row B), c[2] and c[3] token g + 8.
+      float c[4] = {0.0f, 0.0f, 0.0f, 0.0f}, c2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int kc = 0; kc < KC; kc++) {
+        if (kc < chunks16) {
+          uint32_t a[4];
+          loadMatrices(a, kAt + kLane[kc & 3] + 128u * (kc >> 2));
+          // Two chains of mma, even and odd chunks, so each waits on half as many.
+          mma<S>(kc & 1 ? c2 : c, a, qb[kc][0], qb[kc][1]);
+        }
+      }
+      if (logit.cap == 0.0f) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) c[e] = (c[e] + c2[e]) * logit.scale;
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; e++) c[e] = logit(c[e] + c2[e]);
+      }
+      // Masks where the step reaches past the pass's tokens or into some row's causal or window edge;
+      // the rows past the pass's never count.
+      const int first = static_cast<int>(stepFirst(i));
+      if (first + TN > tokenTo || (causal && first + TN - 1 > lowestPosition) || (window > 0 && first + window <= highestPosition)) {
+        const int j0 = first + g, j1 = j0 + 8;
+        auto seen = [&](int j, int position) { return j < tokenTo && (!causal || j <= position) && (window == 0 || j + window > position); };
+        if (!seen(j0, positionA)) c[0] = -INFINITY;
+        if (!seen(j0, positionB)) c[1] = -INFINITY;
+        if (!seen(j1, positionA)) c[2] = -INFINITY;
+        if (!seen(j1, positionB)) c[3] = -INFINITY;
+      }
+      if (!liveA) c[0] = c[2] = -INFINITY;
+      if (!liveB) c[1] = c[3] = -INFINITY;
+      // Each row's maximum over the step's 16 tokens: over g, the lanes that share t4.
+      float topA = fmaxf(c[0], c[2]), topB = fmaxf(c[1], c[3]);
+#pragma unroll
+      for (int x = 4; x <= 16; x <<= 1) {
+        topA = fmaxf(topA, __shfl_xor_sync(kAllLanes, topA, x));
+        topB = fmaxf(topB, __shfl_xor_sync(kAllLanes, topB, x));
+      }
+      const float nextA = fmaxf(mA, topA), nextB = fmaxf(mB, topB);
+      const float baseA = nextA == -INFINITY ? 0.0f : nextA, baseB = nextB == -INFINITY ? 0.0f : nextB;
+      // An unchanged maximum rescales nothing (rows past the pass's stay at -inf throughout).
+      const float rescaleA = nextA == mA ? 1.0f : fastExp2(mA - baseA), rescaleB = nextB == mB ? 1.0f : fastExp2(mB - baseB);
+      mA = nextA;
+      mB = nextB;
+      c[0] = fastExp2(c[0] - baseA);
+      c[1] = fastExp2(c[1] - baseB);
+      c[2] = fastExp2(c[2] - baseA);
+      c[3] = fastExp2(c[3] - baseB);
+      // The lane's share of each row's sum; the lanes of a row add theirs at the end.
+      lA = lA * rescaleA + (c[0] + c[2]);
+      lB = lB * rescaleB + (c[1] + c[3]);
+      if (__any_sync(kAllLanes, rescaleA != 1.0f || rescaleB != 1.0f)) {
+#pragma unroll
+        for (int mt = 0; mt < KC; mt++) {
+          o[mt][0] *= rescaleA;
+          o[mt][1] *= rescaleB;
+          o[mt][2] *= rescaleA;
+          o[mt][3] *= rescaleB;
+        }
+      }
+      // Pᵀ as the b operand: tokens 2·t4, 2·t4 + 1 (and + 8) of row g, the accumulators transposed.
+      const uint32_t pb0 = transposeFragment(packPair<S>(c[0], c[1])), pb1 = transposeFragment(packPair<S>(c[2], c[3]));
+#pragma unroll
+      for (int mt = 0; mt < KC; mt++) {
+        if (mt < vChunks16) {
+          uint32_t a[4];
+          loadMatricesTransposed(a, vAt + vLane[mt & 3] + 128u * (mt >> 2));
+          mma<S>(o[mt], a, pb0, pb1);
+        }
+      }
+      __syncwarp();
+    }
+    waitAllCopies();
+#pragma unroll
+    for (int x = 4; x <= 16; x <<= 1) {
+      lA += __shfl_xor_sync(kAllLanes, lA, x);
+      lB += __shfl_xor_sync(kAllLanes, lB, x);
+    }
+    __syncthreads();
+    // Oᵀ: o[mt][0] is (d = 16·mt + g, row A), [1] row B, [2] and [3] d + 8.
+#pragma unroll
+    for (int mt = 0; mt < KC; mt++) {
+      if (mt < vChunks16) {
+        const int d = 16 * mt + g;
+        accs[(warp * R + rowA) * kStride + d] = o[mt][0];
+        accs[(warp * R + rowB) * kStride + d] = o[mt][1];
+        accs[(warp * R + rowA) * kStride + d + 8] = o[mt][2];
+        accs[(warp * R + rowB) * kStride + d + 8] = o[mt][3];
+      }
+    }
+    if (g == 0) {
+      tops[warp * R + rowA] = mA;
+      tops[warp * R + rowB] = mB;
+      sums[warp * R + rowA] = lA;
+      sums[warp * R + rowB] = lB;
+    }
+    __syncthreads();
+    storeMergedRows<S>(p, w, s, R, kStride, accs, tops, sums, vScale, group, h);
+  }
+}
+
+template <typename S, typename L>
+__device__ __forceinline__ void attendDecode(const PagedAttentionParams& p) {
+  const BlockOf at = blockOf(p);
+  const long long group = p.numQoHeads / p.numKvHeads;
+  Work w;
+  if (!findWork(p, at.piece, at.slot, w)) return;
+  if (w.qLen * group > p.decodeRows) return;
+  const bool full = p.headDim == L::kHeadDim && p.vHeadDim == L::kHeadDim;
+  if (p.poolDType != kPoolModelDType) {
+    if (full) attendDecodeFrom<S, L, true, true>(p, w, at.head, group);
+    else attendDecodeFrom<S, L, true, false>(p, w, at.head, group);
+  } else {
+    if (full) attendDecodeFrom<S, L, false, true>(p, w, at.head, group);
+    else attendDecodeFrom<S, L, false, false>(p, w, at.head, group);
+  }
+}
+
 /**
  * On CUDA cores (f32 queries, and rows past the tiles' 256, MLA's latent rows), any pool dtype: each warp
  * takes every fourth step of U tokens of the piece, its lanes holding elements lane, lane + 32, ... of a row
@@ -759,28 +1131,7 @@ __device__ __forceinline__ void attendLanes(const PagedAttentionParams& p) {
       }
     }
     __syncthreads();
-    for (int i = tid; i < s.rows * Dv; i += kThreads) {
-      const int r = i / Dv, d = i - r * Dv;
-      float top = -INFINITY;
-      for (int v = 0; v < kWarps; v++) top = fmaxf(top, tops[v * R + r]);
-      float total = 0.0f, value = 0.0f;
-      if (top != -INFINITY) {
-        for (int v = 0; v < kWarps; v++) {
-          const float weight = exp2f(tops[v * R + r] - top);
-          total += weight * sums[v * R + r];
-          value += weight * accs[(v * R + r) * DP + d];
-        }
-      }
-      const float x = total > 0.0f ? value / total * vScale : 0.0f;
-      const long long row = outputRow(p, w, s.rowBase + r, group, h);
-      if (w.split) p.partialOut[row * Dv + d] = x;
-      else static_cast<Bits*>(p.out)[row * Dv + d] = S::fromFloat(x);
-      if (d == 0) {
-        const float rowLse = total > 0.0f ? top * kLn2 + logf(total) : -INFINITY;
-        if (w.split) p.partialLse[row] = rowLse;
-        else p.lse[row] = rowLse;
-      }
-    }
+    storeMergedRows<S>(p, w, s, R, DP, accs, tops, sums, vScale, group, h);
     __syncthreads();
   }
 }
@@ -845,6 +1196,13 @@ using kvkit::PagedAttentionParams;
     if (kvkit::callRejected(p.badValue, p.call)) return;                                                                      \
     kvkit::paged::attendTiles<S, L>(p);                                                                                       \
   }
+#define KVKIT_PAGED_DECODE(name, S, L)                                                                                         \
+  extern "C" __global__ void __launch_bounds__(L::kThreads, L::kMinBlocksPerSM) paged_attention_##name(const PagedAttentionParams p) { \
+    kvkit::waitForPreviousGrid();                                                                                             \
+    kvkit::letNextGridLaunch();                                                                                               \
+    if (kvkit::callRejected(p.badValue, p.call)) return;                                                                      \
+    kvkit::paged::attendDecode<S, L>(p);                                                                                      \
+  }
 #define KVKIT_PAGED_LANES(name, S, L)                                                                                          \
   extern "C" __global__ void __launch_bounds__(L::kThreads, L::kMinBlocksPerSM) paged_attention_##name(const PagedAttentionParams p) { \
     kvkit::waitForPreviousGrid();                                                                                             \
@@ -859,6 +1217,10 @@ KVKIT_PAGED_TILES(f16_d256, kvkit::F16, kvkit::PagedAttentionTiles256Launch)
 KVKIT_PAGED_TILES(bf16_d64, kvkit::Bf16, kvkit::PagedAttentionTiles64Launch)
 KVKIT_PAGED_TILES(bf16_d128, kvkit::Bf16, kvkit::PagedAttentionTiles128Launch)
 KVKIT_PAGED_TILES(bf16_d256, kvkit::Bf16, kvkit::PagedAttentionTiles256Launch)
+KVKIT_PAGED_DECODE(f16_decode64, kvkit::F16, kvkit::PagedAttentionDecode64Launch)
+KVKIT_PAGED_DECODE(f16_decode128, kvkit::F16, kvkit::PagedAttentionDecode128Launch)
+KVKIT_PAGED_DECODE(bf16_decode64, kvkit::Bf16, kvkit::PagedAttentionDecode64Launch)
+KVKIT_PAGED_DECODE(bf16_decode128, kvkit::Bf16, kvkit::PagedAttentionDecode128Launch)
 KVKIT_PAGED_LANES(f32_d64, kvkit::F32, kvkit::PagedAttentionLanes64Launch)
 KVKIT_PAGED_LANES(f32_d128, kvkit::F32, kvkit::PagedAttentionLanes128Launch)
 KVKIT_PAGED_LANES(f32_d256, kvkit::F32, kvkit::PagedAttentionLanes256Launch)

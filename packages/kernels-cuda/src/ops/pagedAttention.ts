@@ -94,10 +94,51 @@ export function attentionLaunch(dtype: FloatDType, D: number): { readonly launch
   return { launch: `${dtype === 'f32' ? 'lanes' : 'tiles'}${width}`, kernel: `paged_attention_${dtype}_d${width}` };
 }
 
-/** Dynamic shared memory of an attention launch, laid out as paged_attention.cu's TilesLayout and attendLanes place it. */
+/** Requests of at most this many rows (qLen · Hq / H) may take a decode launch. */
+export const DECODE_ROWS = LAUNCHES.pagedAttention.decode128.rowsPerPass;
+
+/**
+ * The decode launch of a call, where there is one (f16/bf16 q, D <= 128, a query's rows of the group within
+ * DECODE_ROWS, pools of fewer than 2³¹ rows S · H, which it numbers in 32 bits): the smallest head dim that holds D.
+ */
+export function decodeLaunch(dtype: FloatDType, D: number, group: number, poolRows: number): { readonly launch: AttentionLaunch; readonly kernel: AttentionKernel } | undefined {
+  if (dtype === 'f32' || D > 128 || group > DECODE_ROWS || poolRows >= 2 ** 31) return undefined;
+  const width = D <= 64 ? 64 : 128;
+  return { launch: `decode${width}`, kernel: `paged_attention_${dtype}_decode${width}` };
+}
+
+/** The launches of a call, in order, and the rows (qLen · Hq / H) up to which a request is the decode launch's. */
+export interface CallLaunches {
+  readonly launches: readonly { readonly launch: AttentionLaunch; readonly kernel: AttentionKernel }[];
+  /** The decodeRows parameter: Number.MAX_SAFE_INTEGER where decode takes every request, 0 where it does not run. */
+  readonly decodeRows: number;
+}
+
+/**
+ * Decode takes every request where they average at most DECODE_ROWS rows (a request of more goes by passes
+ * of that many); otherwise, with more than one request, those of at most DECODE_ROWS rows, beside the tiles
+ * or lanes launch that takes the rest. Without a decode launch (f32, D > 128, a wide group, huge pools) the
+ * tiles or lanes launch takes them all.
+ */
+export function chooseLaunches(dtype: FloatDType, d: { readonly N: number; readonly B: number; readonly Hq: number; readonly H: number; readonly D: number; readonly S: number }): CallLaunches {
+  const group = d.Hq / d.H;
+  const decode = decodeLaunch(dtype, d.D, group, d.S * d.H);
+  if (decode && d.N * group <= DECODE_ROWS * d.B) return { launches: [decode], decodeRows: Number.MAX_SAFE_INTEGER };
+  if (decode && d.B > 1) return { launches: [attentionLaunch(dtype, d.D), decode], decodeRows: DECODE_ROWS };
+  return { launches: [attentionLaunch(dtype, d.D)], decodeRows: 0 };
+}
+
+/** Dynamic shared memory of an attention launch, laid out as paged_attention.cu's TilesLayout, attendDecode and attendLanes place it. */
 export function attentionSharedBytes(launch: AttentionLaunch, fp8: boolean): number {
   const WARPS = 4;
   const l = LAUNCHES.pagedAttention[launch];
+  if ('stages' in l && !('tileTokens' in l)) {
+    // Per warp: stages of 16-token K and V tiles (fp8: codes, then the two tiles they decode into).
+    const tile16 = 16 * l.headDim * 2;
+    const warp = l.stages * 2 * (fp8 ? 16 * l.headDim : tile16) + (fp8 ? 2 * tile16 : 0);
+    const merge = (WARPS * l.rowsPerPass * (l.headDim + 4) + 2 * WARPS * l.rowsPerPass) * 4;
+    return Math.max(WARPS * warp, merge) + (fp8 ? 256 * 2 : 0);
+  }
   if (!('tileTokens' in l)) return WARPS * l.rowsPerPass * l.headDim * 4 + 2 * WARPS * l.rowsPerPass * 4 + (fp8 ? 256 * 4 : 0);
   const tile16 = l.tileTokens * l.headDim * 2;
   const stages = l.stages * 2 * (fp8 ? l.tileTokens * l.headDim : tile16);
@@ -177,12 +218,16 @@ export function pagedAttention(kernels: CudaKernels, args: PagedAttentionChecked
   if (N === 0) return { out, lse };
 
   const fp8 = isFp8(kPool.dtype as PoolDType);
-  const { launch, kernel } = attentionLaunch(dtype, D);
-  const shape = LAUNCHES.pagedAttention[launch];
-  const sharedBytes = attentionSharedBytes(launch, fp8);
-  cx.allowSharedBytes(kernel, sharedBytes, op);
-  const resident = cx.residentBlocks(kernel, shape.threads, sharedBytes, op);
-  const plan = planPagedAttention({ B, N, C, H, Hq, D, Dv, rowsPerPass: shape.rowsPerPass, tileTokens: 'tileTokens' in shape ? shape.tileTokens : 64, slots: cx.multiprocessors * resident });
+  const { launches, decodeRows } = chooseLaunches(dtype, { N, B, Hq, H, D, S });
+  const sized = launches.map(({ launch, kernel }) => {
+    const sharedBytes = attentionSharedBytes(launch, fp8);
+    cx.allowSharedBytes(kernel, sharedBytes, op);
+    return { launch, kernel, sharedBytes, shape: LAUNCHES.pagedAttention[launch] };
+  });
+  // The plan is the first launch's: its rows a pass, its tile and the blocks the GPU holds of it.
+  const main = sized[0]!;
+  const resident = cx.residentBlocks(main.kernel, main.shape.threads, main.sharedBytes, op);
+  const plan = planPagedAttention({ B, N, C, H, Hq, D, Dv, rowsPerPass: main.shape.rowsPerPass, tileTokens: 'tileTokens' in main.shape ? main.shape.tileTokens : 64, slots: cx.multiprocessors * resident });
   const partialLseAt = Math.ceil((plan.partialRows * Dv * 4) / 256) * 256;
   const partial = plan.partialRows > 0 ? kernels.pagedPartials.take(partialLseAt + plan.partialRows * 4, op).ptr : 0;
   const p = kernels.params.pagedAttention;
@@ -218,9 +263,10 @@ export function pagedAttention(kernels: CudaKernels, args: PagedAttentionChecked
     tokensPerSplit: plan.tokensPerSplit,
     splitQueries: plan.splitQueries,
     passSlots: plan.passSlots,
+    decodeRows,
   });
   // Block (piece · H + h) · passSlots + slot: a piece's pass slots side by side, so they share its rows in L2.
-  cx.launchOverlapping(kernel, p, plan.pieces * H * plan.passSlots, shape.threads, sharedBytes, op);
+  for (const { kernel, shape, sharedBytes } of sized) cx.launchOverlapping(kernel, p, plan.pieces * H * plan.passSlots, shape.threads, sharedBytes, op);
   if (plan.partialRows === 0) return { out, lse };
   const { threads } = LAUNCHES.pagedAttentionMerge.default;
   const m = kernels.params.pagedAttentionMerge;
