@@ -139,6 +139,13 @@ __device__ __forceinline__ Logit logitOf(const PagedAttentionParams& p, float kS
   return Logit{cap == 0.0f ? scale * kLog2e : scale, cap};
 }
 
+// 2^x to about 2 ulp (ex2.approx; results below 2^-126 flush to zero), the softmax's weights in f32.
+__device__ __forceinline__ float fastExp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 __device__ __forceinline__ float headScale(const float* scale, long long perHead, long long h) {
   return scale == nullptr ? 1.0f : __ldg(scale + (perHead ? h : 0));
 }
@@ -219,6 +226,29 @@ __device__ __forceinline__ uint32_t packPair(float low, float high) {
   return static_cast<uint32_t>(S::fromFloat(low)) | (static_cast<uint32_t>(S::fromFloat(high)) << 16);
 }
 
+/**
+ * Two fp8 codes (the low 16 bits, the first in the low byte) as two values of S, the first in the low half:
+ * exactly, as every e4m3 and e5m2 value is an f16 and a bf16. sm_89 and later convert in hardware (to f16,
+ * and through f32 to bf16); earlier parts look the codes up in the block's table.
+ */
+template <typename S>
+__device__ __forceinline__ uint32_t decodeCodePair(uint32_t codes, bool e4m3, const typename S::Bits* table) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint32_t halves;
+  const unsigned short pair = static_cast<unsigned short>(codes);
+  if (e4m3) asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(halves) : "h"(pair));
+  else asm("cvt.rn.f16x2.e5m2x2 %0, %1;" : "=r"(halves) : "h"(pair));
+  if constexpr (std::is_same<S, F16>::value) {
+    return halves;
+  } else {
+    const float low = F16::toFloat(static_cast<uint16_t>(halves)), high = F16::toFloat(static_cast<uint16_t>(halves >> 16));
+    return packPair<S>(low, high);
+  }
+#else
+  return static_cast<uint32_t>(table[codes & 0xffu]) | (static_cast<uint32_t>(table[(codes >> 8) & 0xffu]) << 16);
+#endif
+}
+
 // 16 bytes from global memory into shared memory, in flight until waited for; zeros where !live.
 __device__ __forceinline__ void copyAsync16(unsigned to, const void* from, bool live) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to), "l"(from), "r"(live ? 16 : 0) : "memory");
@@ -270,6 +300,28 @@ struct TilesLayout {
   }
 };
 
+/**
+ * A tile's TN rows of DP elements of EB bytes (rowsAt: each row's element offset, -1: zeros) from a 16-byte
+ * aligned pool into shared memory, as attendTiles lays them out: each thread keeps one 16-byte chunk and steps
+ * rows by a fixed count, so a copy is a row offset, one address and the copy.
+ */
+template <int DP, int TN, int EB>
+__device__ __forceinline__ void copyFullRows(unsigned to, const char* pool, const long long* rowsAt, int tid) {
+  constexpr int kChunks = DP * EB / 16, kRowStep = kThreads / kChunks;
+  static_assert(kThreads % kChunks == 0 && TN % kRowStep == 0, "rows the block's threads share out evenly");
+  const int chunk = tid % kChunks, first = tid / kChunks;
+#pragma unroll
+  for (int k = 0; k < TN / kRowStep; k++) {
+    const int r = first + k * kRowStep;
+    const long long at = rowsAt[r];
+    const unsigned offset = EB == 1 ? static_cast<unsigned>(r * DP + chunk * 16) : static_cast<unsigned>(2 * swizzled<DP>(r, chunk * 8));
+    // All ones where the row has a token, by its sign: the row's address, or the pool's start copying 0 bytes.
+    const long long live = ~(at >> 63);
+    const char* from = pool + (at & live) * EB + chunk * 16;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to + offset), "l"(from), "r"(static_cast<unsigned>(live) & 16u) : "memory");
+  }
+}
+
 /** The request a block works on, kept in shared memory: read where a pass starts and ends, held in no register between. */
 struct RequestState {
   long long qStart, qLen, kvStart, kvLen, j0, j1, piece;
@@ -286,7 +338,7 @@ struct RequestState {
  * tile is read, and their scales applied to the logits and the output. After the last tile the warps' (m, l,
  * O) are merged in shared memory and each row written once: out/lse, or the piece's partial row.
  */
-template <typename S, typename L>
+template <typename S, typename L, bool FULL>
 __device__ __forceinline__ void attendTiles(const PagedAttentionParams& p) {
   constexpr int DP = L::kHeadDim, TN = L::kTileTokens, P = L::kStages, RP = L::kRowsPerPass;
   constexpr bool QS = L::kQueryInShared;
@@ -299,9 +351,10 @@ __device__ __forceinline__ void attendTiles(const PagedAttentionParams& p) {
   __shared__ long long positions[RP];
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
-  const int D = static_cast<int>(p.headDim), Dv = static_cast<int>(p.vHeadDim);
+  // FULL: rows of DP values for q·k and for out (D = Dv = DP), so every chunk of a row is live.
+  const int D = FULL ? DP : static_cast<int>(p.headDim), Dv = FULL ? DP : static_cast<int>(p.vHeadDim);
   // V rows are staged whole; only their first Dv columns are multiplied and stored.
-  const int chunks16 = (D + 15) >> 4, vChunks16 = (Dv + 15) >> 4;
+  const int chunks16 = FULL ? KC : (D + 15) >> 4, vChunks16 = FULL ? KC : (Dv + 15) >> 4;
   const bool fp8 = p.poolDType != kPoolModelDType;
   const BlockOf at = blockOf(p);
   const int h = at.head;
@@ -342,8 +395,8 @@ __device__ __forceinline__ void attendTiles(const PagedAttentionParams& p) {
   const int chunksPerRow = chunk ? rowBytes / chunk : 0;
   const int rawStride = (D + 15) & ~15;
 
+  const bool e4m3 = p.poolDType == kPoolE4m3;
   if (fp8) {
-    const bool e4m3 = p.poolDType == kPoolE4m3;
     for (int c = tid; c < 256; c += kThreads) table[c] = S::fromFloat(fp8ToFloat(static_cast<uint32_t>(c), e4m3));
   }
   const float vScale = fp8 ? headScale(p.vScale, p.vScalePerHead, h) : 1.0f;
@@ -428,7 +481,10 @@ __device__ __forceinline__ void attendTiles(const PagedAttentionParams& p) {
       for (int kv = 0; kv < 2; kv++) {
         const char* pool = static_cast<const char*>(kv ? p.vPool : p.kPool);
         const unsigned to = smemAt + static_cast<unsigned>((stage * 2 + kv) * layout.stageTileBytes);
-        if (chunk == 16 && chunkStep == 0) {
+        if (FULL && chunk == 16) {
+          if (fp8) copyFullRows<DP, TN, 1>(to, pool, rowsAt, tid);
+          else copyFullRows<DP, TN, 2>(to, pool, rowsAt, tid);
+        } else if (chunk == 16 && chunkStep == 0) {
           // Rows of 16-byte chunks the block's threads share out evenly: a thread keeps its chunk and steps
           // rows, so each copy is a row offset from shared memory, one address and the copy.
           const int chunkBytes = firstChunk * 16;
@@ -479,8 +535,8 @@ __device__ __forceinline__ void attendTiles(const PagedAttentionParams& p) {
 #pragma unroll
           for (int k = 0; k < 4; k++) {
             const uint32_t x = word(codes, k);
-            out[2 * k] = static_cast<uint32_t>(table[x & 0xffu]) | (static_cast<uint32_t>(table[(x >> 8) & 0xffu]) << 16);
-            out[2 * k + 1] = static_cast<uint32_t>(table[(x >> 16) & 0xffu]) | (static_cast<uint32_t>(table[x >> 24]) << 16);
+            out[2 * k] = decodeCodePair<S>(x & 0xffffu, e4m3, table);
+            out[2 * k + 1] = decodeCodePair<S>(x >> 16, e4m3, table);
           }
           *reinterpret_cast<uint4*>(into + swizzled<DP>(r, 16 * c)) = make_uint4(out[0], out[1], out[2], out[3]);
           *reinterpret_cast<uint4*>(into + swizzled<DP>(r, 16 * c + 8)) = make_uint4(out[4], out[5], out[6], out[7]);
@@ -550,13 +606,26 @@ __device__ __forceinline__ void attendTiles(const PagedAttentionParams& p) {
             }
           }
           // acc[nt][e]: row g (e < 2) or g + 8, token tok0 + 8·nt + 2·t4 + (e & 1) of the tile.
+          if (logit.cap == 0.0f) {
 #pragma unroll
-          for (int nt = 0; nt < 2; nt++) {
+            for (int nt = 0; nt < 2; nt++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-              const int j = tok0 + 8 * nt + 2 * t4 + (e & 1);
-              const bool seen = e < 2 ? j >= from0 && j < to0 : j >= from1 && j < to1;
-              acc[nt][e] = seen ? logit(acc[nt][e]) : -INFINITY;
+              for (int e = 0; e < 4; e++) acc[nt][e] *= logit.scale;
+          } else {
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+              for (int e = 0; e < 4; e++) acc[nt][e] = logit(acc[nt][e]);
+          }
+          // Masks only where the step reaches an edge of either row's tokens.
+          if (from0 > tok0 || to0 < tok0 + 16 || from1 > tok0 || to1 < tok0 + 16) {
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++) {
+#pragma unroll
+              for (int e = 0; e < 4; e++) {
+                const int j = tok0 + 8 * nt + 2 * t4 + (e & 1);
+                if (!(e < 2 ? j >= from0 && j < to0 : j >= from1 && j < to1)) acc[nt][e] = -INFINITY;
+              }
             }
           }
           float top0 = fmaxf(fmaxf(acc[0][0], acc[0][1]), fmaxf(acc[1][0], acc[1][1]));
@@ -568,15 +637,15 @@ __device__ __forceinline__ void attendTiles(const PagedAttentionParams& p) {
           const float next0 = fmaxf(m0, top0), next1 = fmaxf(m1, top1);
           // A row that has seen nothing yet keeps -inf: subtract 0 then, so no inf - inf.
           const float base0 = next0 == -INFINITY ? 0.0f : next0, base1 = next1 == -INFINITY ? 0.0f : next1;
-          const float rescale0 = exp2f(m0 - base0), rescale1 = exp2f(m1 - base1);
+          const float rescale0 = next0 == m0 ? 1.0f : fastExp2(m0 - base0), rescale1 = next1 == m1 ? 1.0f : fastExp2(m1 - base1);
           m0 = next0;
           m1 = next1;
 #pragma unroll
           for (int nt = 0; nt < 2; nt++) {
-            acc[nt][0] = exp2f(acc[nt][0] - base0);
-            acc[nt][1] = exp2f(acc[nt][1] - base0);
-            acc[nt][2] = exp2f(acc[nt][2] - base1);
-            acc[nt][3] = exp2f(acc[nt][3] - base1);
+            acc[nt][0] = fastExp2(acc[nt][0] - base0);
+            acc[nt][1] = fastExp2(acc[nt][1] - base0);
+            acc[nt][2] = fastExp2(acc[nt][2] - base1);
+            acc[nt][3] = fastExp2(acc[nt][3] - base1);
           }
           l0 = l0 * rescale0 + ((acc[0][0] + acc[0][1]) + (acc[1][0] + acc[1][1]));
           l1 = l1 * rescale1 + ((acc[0][2] + acc[0][3]) + (acc[1][2] + acc[1][3]));
@@ -668,13 +737,6 @@ __device__ __forceinline__ void attendTiles(const PagedAttentionParams& p) {
   }
 }
 
-// 2^x to about 2 ulp (ex2.approx; results below 2^-126 flush to zero), the softmax's weights in f32.
-__device__ __forceinline__ float fastExp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
 // d = the transpose of the 8×8 16-bit matrix whose fragment (row lane / 4, columns 2 · (lane % 4) + {0, 1}) is a.
 __device__ __forceinline__ uint32_t transposeFragment(uint32_t a) {
   uint32_t d;
@@ -723,8 +785,8 @@ __device__ __forceinline__ void attendDecodeFrom(const PagedAttentionParams& p, 
   float* sums = tops + kWarps * R;
   Bits* table = reinterpret_cast<Bits*>(smem + max(kWarps * kWarpBytes, (kWarps * R * kStride + 2 * kWarps * R) * 4));
 
+  const bool e4m3 = p.poolDType == kPoolE4m3;
   if (FP8) {
-    const bool e4m3 = p.poolDType == kPoolE4m3;
     for (int c = tid; c < 256; c += kThreads) table[c] = S::fromFloat(fp8ToFloat(static_cast<uint32_t>(c), e4m3));
   }
   const float vScale = FP8 ? headScale(p.vScale, p.vScalePerHead, h) : 1.0f;
@@ -851,8 +913,8 @@ __device__ __forceinline__ void attendDecodeFrom(const PagedAttentionParams& p, 
 #pragma unroll
           for (int k = 0; k < 4; k++) {
             const uint32_t x = word(codes, k);
-            out[2 * k] = static_cast<uint32_t>(table[x & 0xffu]) | (static_cast<uint32_t>(table[(x >> 8) & 0xffu]) << 16);
-            out[2 * k + 1] = static_cast<uint32_t>(table[(x >> 16) & 0xffu]) | (static_cast<uint32_t>(table[x >> 24]) << 16);
+            out[2 * k] = decodeCodePair<S>(x & 0xffffu, e4m3, table);
+            out[2 * k + 1] = decodeCodePair<S>(x >> 16, e4m3, table);
           }
           *reinterpret_cast<uint4*>(into + swizzled<DP>(r, 16 * c)) = make_uint4(out[0], out[1], out[2], out[3]);
           *reinterpret_cast<uint4*>(into + swizzled<DP>(r, 16 * c + 8)) = make_uint4(out[4], out[5], out[6], out[7]);
@@ -1194,7 +1256,8 @@ using kvkit::PagedAttentionParams;
     kvkit::waitForPreviousGrid();                                                                                             \
     kvkit::letNextGridLaunch();                                                                                               \
     if (kvkit::callRejected(p.badValue, p.call)) return;                                                                      \
-    kvkit::paged::attendTiles<S, L>(p);                                                                                       \
+    if (p.headDim == L::kHeadDim && p.vHeadDim == L::kHeadDim) kvkit::paged::attendTiles<S, L, true>(p);                       \
+    else kvkit::paged::attendTiles<S, L, false>(p);                                                                           \
   }
 #define KVKIT_PAGED_DECODE(name, S, L)                                                                                         \
   extern "C" __global__ void __launch_bounds__(L::kThreads, L::kMinBlocksPerSM) paged_attention_##name(const PagedAttentionParams p) { \
