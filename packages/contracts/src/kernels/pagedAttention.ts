@@ -35,10 +35,10 @@ const poolReadFields = {
  * cp.async pipeline of 16-token steps and Sᵀ = K·qᵀ on tensor cores, the rows as the mma's 8 columns.
  */
 const attentionLaunches = {
-  tiles64: { threads: 128, minBlocksPerSM: 3, constants: { headDim: 64, tileTokens: 64, stages: 3, rowsPerPass: 64, queryInShared: false }, doc: 'f16/bf16, D <= 64' },
+  tiles64: { threads: 128, minBlocksPerSM: 2, constants: { headDim: 64, tileTokens: 64, stages: 3, rowsPerPass: 64, queryInShared: false }, doc: 'f16/bf16, D <= 64' },
   tiles128: { threads: 128, minBlocksPerSM: 2, constants: { headDim: 128, tileTokens: 64, stages: 3, rowsPerPass: 64, queryInShared: false }, doc: 'f16/bf16, 64 < D <= 128' },
   tiles256: { threads: 128, minBlocksPerSM: 2, constants: { headDim: 256, tileTokens: 32, stages: 2, rowsPerPass: 64, queryInShared: true }, doc: 'f16/bf16, 128 < D <= 256 (q staged in shared memory)' },
-  decode64: { threads: 128, minBlocksPerSM: 3, constants: { headDim: 64, stages: 4, rowsPerPass: 8 }, doc: 'f16/bf16 decode, D <= 64' },
+  decode64: { threads: 128, minBlocksPerSM: 2, constants: { headDim: 64, stages: 4, rowsPerPass: 8 }, doc: 'f16/bf16 decode, D <= 64' },
   decode128: { threads: 128, minBlocksPerSM: 2, constants: { headDim: 128, stages: 3, rowsPerPass: 8 }, doc: 'f16/bf16 decode, 64 < D <= 128' },
   lanes64: { threads: 128, minBlocksPerSM: 2, constants: { headDim: 64, rowsPerPass: 8, tokensPerStep: 4 }, doc: 'f32, D <= 64' },
   lanes128: { threads: 128, minBlocksPerSM: 2, constants: { headDim: 128, rowsPerPass: 8, tokensPerStep: 4 }, doc: 'f32, 64 < D <= 128' },

@@ -249,10 +249,13 @@ __device__ __forceinline__ uint32_t decodeCodePair(uint32_t codes, bool e4m3, co
 #endif
 }
 
-// 16 bytes from global memory into shared memory, in flight until waited for; zeros where !live.
-__device__ __forceinline__ void copyAsync16(unsigned to, const void* from, bool live) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to), "l"(from), "r"(live ? 16 : 0) : "memory");
+// 16 bytes into shared memory, the first `bytes` (16 or 0) from global memory, the rest zeros; in flight until waited for.
+__device__ __forceinline__ void copyAsync16Bytes(unsigned to, const void* from, unsigned bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to), "l"(from), "r"(bytes) : "memory");
 }
+
+// 16 bytes from global memory into shared memory, in flight until waited for; zeros where !live.
+__device__ __forceinline__ void copyAsync16(unsigned to, const void* from, bool live) { copyAsync16Bytes(to, from, live ? 16u : 0u); }
 
 // `bytes` (16, 8 or 4) as copyAsync16 copies 16.
 __device__ __forceinline__ void copyAsync(unsigned to, const void* from, int bytes, bool live) {
@@ -318,7 +321,7 @@ __device__ __forceinline__ void copyFullRows(unsigned to, const char* pool, cons
     // All ones where the row has a token, by its sign: the row's address, or the pool's start copying 0 bytes.
     const long long live = ~(at >> 63);
     const char* from = pool + (at & live) * EB + chunk * 16;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to + offset), "l"(from), "r"(static_cast<unsigned>(live) & 16u) : "memory");
+    copyAsync16Bytes(to + offset, from, static_cast<unsigned>(live) & 16u);
   }
 }
 
