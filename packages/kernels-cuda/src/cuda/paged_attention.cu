@@ -156,6 +156,26 @@ __device__ __forceinline__ long long rowOffset(const PagedAttentionParams& p, lo
   return poolElement(p.poolHeadMajor != 0, slot, h, p.numKvHeads, p.headDim, p.poolPageSize);
 }
 
+/**
+ * Entry i of kvSlots as two 32-bit words (i64: low and high; i32: the entry and 0), one load a word and
+ * nothing computed from them here, so nothing waits for the loads until the words are used a tile or a
+ * step later (slotOfWords). A slot below 2³¹ inside the pools has a zero second word and a first below
+ * slotBelow as unsigned, whatever the dtype.
+ */
+__device__ __forceinline__ uint2 slotWordsAt(const PagedAttentionParams& p, long long i) {
+  const unsigned* at = static_cast<const unsigned*>(p.kvSlots) + (p.slotsAreI64 ? 2 * i : i);
+  uint2 words = make_uint2(at[0], 0u);
+  if (p.slotsAreI64) words.y = at[1];
+  return words;
+}
+
+// The words of no token: slot -1 in either dtype.
+__device__ __forceinline__ uint2 noSlotWords() { return make_uint2(~0u, ~0u); }
+
+__device__ __forceinline__ long long slotOfWords(const PagedAttentionParams& p, uint2 words) {
+  return p.slotsAreI64 ? static_cast<long long>((static_cast<unsigned long long>(words.y) << 32) | words.x) : static_cast<long long>(static_cast<int>(words.x));
+}
+
 // The output row of pass row r: out/lse row (n · Hq + hq), or the partial row of the piece.
 __device__ __forceinline__ long long outputRow(const PagedAttentionParams& p, const Work& w, long long requestRow, long long group, long long h) {
   const long long i = requestRow / group;
@@ -568,9 +588,9 @@ __device__ __forceinline__ void attendTiles(const PagedAttentionParams& p) {
       if (tile + P - 1 < tiles) issue((tile + P - 1) % P);
       closeCopies();
       // The slot of row tid of the tile P ahead, loaded now and made a row offset after this tile's work.
-      const long long ahead = tid < TN && state.tokenFrom + (tile + P) * static_cast<long long>(TN) + tid < state.tokenTo
-                                  ? loadIndex(p.kvSlots, p.slotsAreI64, state.kvStart + state.tokenFrom + (tile + P) * static_cast<long long>(TN) + tid)
-                                  : -1;
+      const uint2 ahead = tid < TN && state.tokenFrom + (tile + P) * static_cast<long long>(TN) + tid < state.tokenTo
+                              ? slotWordsAt(p, state.kvStart + state.tokenFrom + (tile + P) * static_cast<long long>(TN) + tid)
+                              : noSlotWords();
       waitCopies<P - 1>();
       if (fp8) {
         __syncthreads();
@@ -674,7 +694,7 @@ __device__ __forceinline__ void attendTiles(const PagedAttentionParams& p) {
           }
         }
       }
-      if (tid < TN) rowAt[stage * TN + tid] = rowOffset(p, ahead, h);
+      if (tid < TN) rowAt[stage * TN + tid] = rowOffset(p, slotOfWords(p, ahead), h);
       __syncthreads();
     }
     waitAllCopies();
@@ -754,8 +774,11 @@ __device__ __forceinline__ uint32_t transposeFragment(uint32_t a) {
  * turns its accumulators into the b operand of Oᵀ += Vᵀ·Pᵀ with one transpose per 8 tokens, and so holds
  * D / 16 · 4 accumulators a lane instead of a 16-row tile's D / 2. A warp takes every fourth 16-token step of
  * the pass's tokens through its own cp.async stages (L::kStages deep), so no barrier of the block falls
- * inside the loop; fp8 codes (FP8) are decoded into the warp's own tiles. The warps' states merge as
- * attendLanes's. Rows are numbered in 32 bits (the host takes this launch where S · H < 2³¹).
+ * inside the loop. fp8 codes (FP8) go from the stages straight into the mma operands (no decoded tile):
+ * the mmas run in f16, which holds every e4m3 and e5m2 value, q scaled by a power of two into its range and
+ * P in f16; K's columns are permuted within each 32 (q's likewise) and V's as the m of Oᵀ, so that a lane
+ * reads whole words of codes. The warps' states merge as attendLanes's. Rows are numbered in 32 bits (the
+ * host takes this launch where S · H < 2³¹).
  */
 template <typename S, typename L, bool FP8, bool FULL>
 __device__ __forceinline__ void attendDecodeFrom(const PagedAttentionParams& p, const Work& w, long long h, long long group) {
@@ -766,7 +789,12 @@ __device__ __forceinline__ void attendDecodeFrom(const PagedAttentionParams& p, 
   // Full rows (D = DP) of 16-byte chunks: a lane keeps its chunk and copies every kRowStep-th row of a tile.
   constexpr int kChunks = DP * kElementBytes / 16, kRowStep = 32 / kChunks;
   using Bits = typename S::Bits;
+  // The mma's operand type: f16 over fp8 codes.
+  using M = typename std::conditional<FP8, F16, S>::type;
   static_assert(L::kThreads == kThreads && R == 8 && P >= 2 && kChunks >= 2 && kChunks <= 32, "decode launch shape");
+  static_assert(!FP8 || DP == 64 || DP == 128, "fp8 decode geometry");
+  // fp8: each lane's run of V codes a token, W = D / 8 bytes at d = W·g (the m of Oᵀ permuted to it).
+  constexpr int W = 2 * KC;
   extern __shared__ __align__(16) unsigned char smem[];
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
@@ -774,24 +802,30 @@ __device__ __forceinline__ void attendDecodeFrom(const PagedAttentionParams& p, 
   const int D = FULL ? DP : static_cast<int>(p.headDim), Dv = FULL ? DP : static_cast<int>(p.vHeadDim);
   const int chunks16 = FULL ? KC : (D + 15) >> 4, vChunks16 = FULL ? KC : (Dv + 15) >> 4;
 
-  // Per warp: P stages of (K tile, V tile), 16-bit rows of DP elements swizzled, or fp8 rows of DP codes;
-  // for fp8 then the two tiles they are decoded into. After the last step the block's merge overlaps them.
+  // Per warp: P stages of (K tile, V tile), 16-bit rows of DP elements swizzled, or fp8 rows of DP codes
+  // (swizzled as codeAt says). After the last step the block's merge overlaps them.
   constexpr int kTileBytes = TN * DP * kElementBytes;
-  constexpr int kWarpBytes = P * 2 * kTileBytes + (FP8 ? 2 * TN * DP * 2 : 0);
+  constexpr int kWarpBytes = P * 2 * kTileBytes;
   unsigned char* mine = smem + warp * kWarpBytes;
   const unsigned mineAt = sharedAddress(mine);
-  Bits* conv = reinterpret_cast<Bits*>(mine + P * 2 * kTileBytes);
-  const unsigned convAt = sharedAddress(conv);
   constexpr int kStride = DP + 4;  // floats between merged rows: the lanes' stores of one row pair are conflict-free
   float* accs = reinterpret_cast<float*>(smem);
   float* tops = accs + kWarps * R * kStride;
   float* sums = tops + kWarps * R;
-  Bits* table = reinterpret_cast<Bits*>(smem + max(kWarps * kWarpBytes, (kWarps * R * kStride + 2 * kWarps * R) * 4));
+  // fp8 before sm_89: the codes' f16 values.
+  F16::Bits* table = reinterpret_cast<F16::Bits*>(smem + max(kWarps * kWarpBytes, (kWarps * R * kStride + 2 * kWarps * R) * 4));
 
   const bool e4m3 = p.poolDType == kPoolE4m3;
   if (FP8) {
-    for (int c = tid; c < 256; c += kThreads) table[c] = S::fromFloat(fp8ToFloat(static_cast<uint32_t>(c), e4m3));
+    for (int c = tid; c < 256; c += kThreads) table[c] = F16::fromFloat(fp8ToFloat(static_cast<uint32_t>(c), e4m3));
   }
+  // Where byte e of fp8 row r of a K or V tile sits: K's 32-byte pieces and V's 16-byte chunks swizzled by
+  // row, so that the lanes' word reads of K (rows g, 8 bytes at 8·t4) and of V (rows 2·t4 + x, W bytes at
+  // W·g) meet no bank twice (D = 64: V's twice at most).
+  auto codeAt = [](bool v, int r, int e) -> unsigned {
+    if (v) return static_cast<unsigned>(r * DP + ((((e >> 4) ^ (((r >> 1) & (kChunks / 2 - 1)) << 1))) << 4) + (e & 15));
+    return static_cast<unsigned>(r * DP + ((((e >> 5) ^ ((r >> (DP == 64 ? 1 : 0)) & (DP / 32 - 1)))) << 5) + (e & 31));
+  };
   const float vScale = FP8 ? headScale(p.vScale, p.vScalePerHead, h) : 1.0f;
   const Logit logit = logitOf(p, FP8 ? headScale(p.kScale, p.kScalePerHead, h) : 1.0f);
 
@@ -834,20 +868,50 @@ __device__ __forceinline__ void attendDecodeFrom(const PagedAttentionParams& p, 
     const bool causal = p.causal != 0;
     const bool liveA = rowA < s.rows, liveB = rowB < s.rows;
     uint32_t qb[KC][2];
+    Logit passLogit = logit;
     {
       const long long row = s.rowBase + g;
       const long long i = row / group;
       const Bits* q = static_cast<const Bits*>(p.q) + (w.qStart + i) * p.qTokenStride + (h * group + (row - i * group)) * p.qHeadStride;
       const bool live = g < s.rows;
-      auto pair = [&](int d) -> uint32_t {
-        const uint32_t low = live && d < D ? q[d] : 0u;
-        const uint32_t high = live && d + 1 < D ? q[d + 1] : 0u;
-        return low | (high << 16);
-      };
+      if constexpr (FP8) {
+        // Column 2·t4 + x of step kc is element 32·(kc / 2) + 8·t4 + 4·(kc % 2) + x, column 2·t4 + 8 + x
+        // the one 2 past it (the order K's codes are read in); bf16 q scaled by 2^-k below 2^15 for f16.
+        float v[KC][4];
+        float top = 0.0f;
 #pragma unroll
-      for (int kc = 0; kc < KC; kc++) {
-        qb[kc][0] = kc < chunks16 ? pair(kc * 16 + 2 * t4) : 0u;
-        qb[kc][1] = kc < chunks16 ? pair(kc * 16 + 8 + 2 * t4) : 0u;
+        for (int kc = 0; kc < KC; kc++) {
+#pragma unroll
+          for (int x = 0; x < 4; x++) {
+            const int d = 32 * (kc >> 1) + 8 * t4 + 4 * (kc & 1) + x;
+            v[kc][x] = live && d < D ? S::toFloat(q[d]) : 0.0f;
+            top = fmaxf(top, fabsf(v[kc][x]));
+          }
+        }
+        float qScale = 1.0f;
+        if constexpr (!std::is_same<S, F16>::value) {
+#pragma unroll
+          for (int x = 1; x < 32; x <<= 1) top = fmaxf(top, __shfl_xor_sync(kAllLanes, top, x));
+          const int e = static_cast<int>((__float_as_uint(top) >> 23) & 0xffu) - 127;
+          if (e >= 15) qScale = __uint_as_float(static_cast<unsigned>(127 + 14 - e) << 23);
+        }
+        passLogit.scale /= qScale;
+#pragma unroll
+        for (int kc = 0; kc < KC; kc++) {
+          qb[kc][0] = packPair<F16>(v[kc][0] * qScale, v[kc][1] * qScale);
+          qb[kc][1] = packPair<F16>(v[kc][2] * qScale, v[kc][3] * qScale);
+        }
+      } else {
+        auto pair = [&](int d) -> uint32_t {
+          const uint32_t low = live && d < D ? q[d] : 0u;
+          const uint32_t high = live && d + 1 < D ? q[d + 1] : 0u;
+          return low | (high << 16);
+        };
+#pragma unroll
+        for (int kc = 0; kc < KC; kc++) {
+          qb[kc][0] = kc < chunks16 ? pair(kc * 16 + 2 * t4) : 0u;
+          qb[kc][1] = kc < chunks16 ? pair(kc * 16 + 8 + 2 * t4) : 0u;
+        }
       }
     }
 
@@ -856,15 +920,15 @@ __device__ __forceinline__ void attendDecodeFrom(const PagedAttentionParams& p, 
     const int steps = static_cast<int>((span + TN - 1) / TN);
     const int mySteps = steps > warp ? (steps - warp + kWarps - 1) / kWarps : 0;
     auto stepFirst = [&](int i) { return s.tokenFrom + static_cast<long long>(warp + kWarps * i) * TN; };
-    // Lane t < 16: the slot of token t of step i (-1: none).
-    auto slotOf = [&](int i) -> long long {
+    // Lane t < 16: the slot of token t of step i, as its words (slotWordsAt).
+    auto slotOf = [&](int i) -> uint2 {
       const long long j = stepFirst(i) + lane;
-      return lane < TN && i < mySteps && j < s.tokenTo ? loadIndex(p.kvSlots, p.slotsAreI64, w.kvStart + j) : -1;
+      return lane < TN && i < mySteps && j < s.tokenTo ? slotWordsAt(p, w.kvStart + j) : noSlotWords();
     };
-    // Its row number in the pools (-1: none, or a slot outside them, whose call is rejected).
-    auto rowOf = [&](long long slot) -> int {
-      if (slot < 0 || slot >= p.slotBelow) return -1;
-      const unsigned at = static_cast<unsigned>(slot);
+    // Its row number in the pools (-1: none, or a slot outside them, whose call is rejected; slotBelow < 2³¹).
+    auto rowOf = [&](uint2 slot) -> int {
+      if (slot.y != 0u || slot.x >= static_cast<unsigned>(p.slotBelow)) return -1;
+      const unsigned at = slot.x;
       if (p.poolHeadMajor == 0) return static_cast<int>(at * heads + static_cast<unsigned>(h));
       const unsigned page = at / pageSize;
       return static_cast<int>((page * heads + static_cast<unsigned>(h)) * pageSize + (at - page * pageSize));
@@ -878,10 +942,11 @@ __device__ __forceinline__ void attendDecodeFrom(const PagedAttentionParams& p, 
         for (int k = 0; k < TN / kRowStep; k++) {
           const int r = myRow + k * kRowStep;
           const int row = __shfl_sync(kAllLanes, rowAt, r);
-          const unsigned offset = FP8 ? static_cast<unsigned>(r * DP + myChunk * 16) : static_cast<unsigned>(2 * swizzled<DP>(r, myChunk * 8));
+          const unsigned kOffset = FP8 ? codeAt(false, r, myChunk * 16) : static_cast<unsigned>(2 * swizzled<DP>(r, myChunk * 8));
+          const unsigned vOffset = FP8 ? codeAt(true, r, myChunk * 16) : kOffset;
           const unsigned long long bytes = static_cast<unsigned long long>(row >= 0 ? row : 0) * (DP * kElementBytes);
-          copyAsync16(to + offset, kFrom + bytes, row >= 0);
-          copyAsync16(to + kTileBytes + offset, vFrom + bytes, row >= 0);
+          copyAsync16(to + kOffset, kFrom + bytes, row >= 0);
+          copyAsync16(to + kTileBytes + vOffset, vFrom + bytes, row >= 0);
         }
       } else {
         // Rows shorter than DP (their padding stays zero) or pools off 16 bytes: element by element, zeros
@@ -894,43 +959,19 @@ __device__ __forceinline__ void attendDecodeFrom(const PagedAttentionParams& p, 
 #pragma unroll
             for (int kv = 0; kv < 2; kv++) {
               const void* pool = kv ? p.vPool : p.kPool;
-              if (FP8) into[kv * kTileBytes + r * DP + e] = row >= 0 ? static_cast<const uint8_t*>(pool)[at + e] : 0;
+              if (FP8) into[kv * kTileBytes + codeAt(kv == 1, r, e)] = row >= 0 ? static_cast<const uint8_t*>(pool)[at + e] : 0;
               else reinterpret_cast<Bits*>(into + kv * kTileBytes)[swizzled<DP>(r, e)] = row >= 0 ? static_cast<const Bits*>(pool)[at + e] : Bits(0);
             }
           }
         }
       }
     };
-    // fp8: stage `stage`'s codes into the warp's decoded tiles, 16 codes a lane at a time.
-    auto decode = [&](int stage) {
-      constexpr int perRow = DP / 16;
-#pragma unroll
-      for (int kv = 0; kv < 2; kv++) {
-        const unsigned char* raw = mine + (stage * 2 + kv) * kTileBytes;
-        Bits* into = conv + kv * TN * DP;
-#pragma unroll
-        for (int i = lane; i < TN * perRow; i += 32) {
-          const int r = i / perRow, c = i - r * perRow;
-          const uint4 codes = *reinterpret_cast<const uint4*>(raw + r * DP + c * 16);
-          uint32_t out[8];
-#pragma unroll
-          for (int k = 0; k < 4; k++) {
-            const uint32_t x = word(codes, k);
-            out[2 * k] = decodeCodePair<S>(x & 0xffffu, e4m3, table);
-            out[2 * k + 1] = decodeCodePair<S>(x >> 16, e4m3, table);
-          }
-          *reinterpret_cast<uint4*>(into + swizzled<DP>(r, 16 * c)) = make_uint4(out[0], out[1], out[2], out[3]);
-          *reinterpret_cast<uint4*>(into + swizzled<DP>(r, 16 * c + 8)) = make_uint4(out[4], out[5], out[6], out[7]);
-        }
-      }
-    };
-
 #pragma unroll
     for (int i = 0; i < P - 1; i++) {
       if (i < mySteps) issue(i, rowOf(slotOf(i)));
       closeCopies();
     }
-    long long ahead = slotOf(P - 1);
+    uint2 ahead = slotOf(P - 1);
 
     float mA = -INFINITY, mB = -INFINITY, lA = 0.0f, lB = 0.0f;
     float o[KC][4];
@@ -945,31 +986,43 @@ __device__ __forceinline__ void attendDecodeFrom(const PagedAttentionParams& p, 
       next = next == P - 1 ? 0 : next + 1;
       waitCopies<P - 1>();
       __syncwarp();
-      if (FP8) {
-        decode(stage);
-        __syncwarp();
-      }
-      const unsigned kAt = FP8 ? convAt : mineAt + static_cast<unsigned>(stage * 2 * kTileBytes);
-      const unsigned vAt = FP8 ? convAt + TN * DP * 2 : kAt + static_cast<unsigned>(kTileBytes);
+      const unsigned kAt = mineAt + static_cast<unsigned>(stage * 2 * kTileBytes);
+      const unsigned vAt = kAt + static_cast<unsigned>(kTileBytes);
+      const unsigned char* kCodes = mine + stage * 2 * kTileBytes;
+      const unsigned char* vCodes = kCodes + kTileBytes;
       stage = stage == P - 1 ? 0 : stage + 1;
 
       // Sᵀ: c[0] (token g, row A), c[1] (token g, row B), c[2] and c[3] token g + 8.
       float c[4] = {0.0f, 0.0f, 0.0f, 0.0f}, c2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      if constexpr (FP8) {
+        // Per 32 codes of rows g and g + 8, the lane's 8 at 8·t4: the a operands of two steps, whose
+        // columns 2·t4, 2·t4 + 1 are its codes 0, 1 (then 4, 5) and columns 2·t4 + 8, + 9 its codes 2, 3 (6, 7).
 #pragma unroll
-      for (int kc = 0; kc < KC; kc++) {
-        if (kc < chunks16) {
-          uint32_t a[4];
-          loadMatrices(a, kAt + kLane[kc & 3] + 128u * (kc >> 2));
-          // Two chains of mma, even and odd chunks, so each waits on half as many.
-          mma<S>(kc & 1 ? c2 : c, a, qb[kc][0], qb[kc][1]);
+        for (int c32 = 0; c32 < KC / 2; c32++) {
+          const uint2 top = *reinterpret_cast<const uint2*>(kCodes + codeAt(false, g, 32 * c32 + 8 * t4));
+          const uint2 low = *reinterpret_cast<const uint2*>(kCodes + codeAt(false, g + 8, 32 * c32 + 8 * t4));
+          const uint32_t a0[4] = {decodeCodePair<F16>(top.x, e4m3, table), decodeCodePair<F16>(low.x, e4m3, table), decodeCodePair<F16>(top.x >> 16, e4m3, table), decodeCodePair<F16>(low.x >> 16, e4m3, table)};
+          const uint32_t a1[4] = {decodeCodePair<F16>(top.y, e4m3, table), decodeCodePair<F16>(low.y, e4m3, table), decodeCodePair<F16>(top.y >> 16, e4m3, table), decodeCodePair<F16>(low.y >> 16, e4m3, table)};
+          mma<F16>(c, a0, qb[2 * c32][0], qb[2 * c32][1]);
+          mma<F16>(c2, a1, qb[2 * c32 + 1][0], qb[2 * c32 + 1][1]);
         }
-      }
-      if (logit.cap == 0.0f) {
-#pragma unroll
-        for (int e = 0; e < 4; e++) c[e] = (c[e] + c2[e]) * logit.scale;
       } else {
 #pragma unroll
-        for (int e = 0; e < 4; e++) c[e] = logit(c[e] + c2[e]);
+        for (int kc = 0; kc < KC; kc++) {
+          if (kc < chunks16) {
+            uint32_t a[4];
+            loadMatrices(a, kAt + kLane[kc & 3] + 128u * (kc >> 2));
+            // Two chains of mma, even and odd chunks, so each waits on half as many.
+            mma<S>(kc & 1 ? c2 : c, a, qb[kc][0], qb[kc][1]);
+          }
+        }
+      }
+      if (passLogit.cap == 0.0f) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) c[e] = (c[e] + c2[e]) * passLogit.scale;
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; e++) c[e] = passLogit(c[e] + c2[e]);
       }
       // Masks where the step reaches past the pass's tokens or into some row's causal or window edge;
       // the rows past the pass's never count.
@@ -1014,13 +1067,43 @@ __device__ __forceinline__ void attendDecodeFrom(const PagedAttentionParams& p, 
         }
       }
       // Pᵀ as the b operand: tokens 2·t4, 2·t4 + 1 (and + 8) of row g, the accumulators transposed.
-      const uint32_t pb0 = transposeFragment(packPair<S>(c[0], c[1])), pb1 = transposeFragment(packPair<S>(c[2], c[3]));
+      const uint32_t pb0 = transposeFragment(packPair<M>(c[0], c[1])), pb1 = transposeFragment(packPair<M>(c[2], c[3]));
+      if constexpr (FP8) {
+        // Tokens 2·t4 + {0, 1, 8, 9}: each the lane's W codes at d = W·g, words [0, W / 8) the m rows g of
+        // m tiles 4·word + byte, the rest rows g + 8; a byte of two tokens side by side is one f16 pair.
+        uint32_t x[4][W / 4];
 #pragma unroll
-      for (int mt = 0; mt < KC; mt++) {
-        if (mt < vChunks16) {
-          uint32_t a[4];
-          loadMatricesTransposed(a, vAt + vLane[mt & 3] + 128u * (mt >> 2));
-          mma<S>(o[mt], a, pb0, pb1);
+        for (int k = 0; k < 4; k++) {
+          const int r = 2 * t4 + (k & 1) + 8 * (k >> 1);
+          const unsigned char* at = vCodes + codeAt(true, r, W * g);
+          if constexpr (W == 16) {
+            const uint4 u = *reinterpret_cast<const uint4*>(at);
+            x[k][0] = u.x, x[k][1] = u.y, x[k][2] = u.z, x[k][3] = u.w;
+          } else {
+            const uint2 u = *reinterpret_cast<const uint2*>(at);
+            x[k][0] = u.x, x[k][1] = u.y;
+          }
+        }
+#pragma unroll
+        for (int mt = 0; mt < KC; mt += 2) {
+          // Bytes mt % 4 and the next of the words of m rows g and g + 8, tokens 2·t4, + 1 and + 8, + 9.
+          const unsigned sel = (mt & 2) ? 0x7362u : 0x5140u;
+          const int wg = mt >> 2, wg8 = W / 8 + (mt >> 2);
+          const uint32_t g0 = __byte_perm(x[0][wg], x[1][wg], sel), g8 = __byte_perm(x[0][wg8], x[1][wg8], sel);
+          const uint32_t h0 = __byte_perm(x[2][wg], x[3][wg], sel), h8 = __byte_perm(x[2][wg8], x[3][wg8], sel);
+          const uint32_t a0[4] = {decodeCodePair<F16>(g0, e4m3, table), decodeCodePair<F16>(g8, e4m3, table), decodeCodePair<F16>(h0, e4m3, table), decodeCodePair<F16>(h8, e4m3, table)};
+          const uint32_t a1[4] = {decodeCodePair<F16>(g0 >> 16, e4m3, table), decodeCodePair<F16>(g8 >> 16, e4m3, table), decodeCodePair<F16>(h0 >> 16, e4m3, table), decodeCodePair<F16>(h8 >> 16, e4m3, table)};
+          mma<F16>(o[mt], a0, pb0, pb1);
+          mma<F16>(o[mt + 1], a1, pb0, pb1);
+        }
+      } else {
+#pragma unroll
+        for (int mt = 0; mt < KC; mt++) {
+          if (mt < vChunks16) {
+            uint32_t a[4];
+            loadMatricesTransposed(a, vAt + vLane[mt & 3] + 128u * (mt >> 2));
+            mma<S>(o[mt], a, pb0, pb1);
+          }
         }
       }
       __syncwarp();
@@ -1032,15 +1115,15 @@ __device__ __forceinline__ void attendDecodeFrom(const PagedAttentionParams& p, 
       lB += __shfl_xor_sync(kAllLanes, lB, x);
     }
     __syncthreads();
-    // Oᵀ: o[mt][0] is (d = 16·mt + g, row A), [1] row B, [2] and [3] d + 8.
+    // Oᵀ: o[mt][0] is (d = 16·mt + g, row A), [1] row B, [2] and [3] d + 8; fp8: d = W·g + mt, and + KC.
 #pragma unroll
     for (int mt = 0; mt < KC; mt++) {
-      if (mt < vChunks16) {
-        const int d = 16 * mt + g;
+      if (FP8 || mt < vChunks16) {
+        const int d = FP8 ? W * g + mt : 16 * mt + g, d8 = FP8 ? d + KC : d + 8;
         accs[(warp * R + rowA) * kStride + d] = o[mt][0];
         accs[(warp * R + rowB) * kStride + d] = o[mt][1];
-        accs[(warp * R + rowA) * kStride + d + 8] = o[mt][2];
-        accs[(warp * R + rowB) * kStride + d + 8] = o[mt][3];
+        accs[(warp * R + rowA) * kStride + d8] = o[mt][2];
+        accs[(warp * R + rowB) * kStride + d8] = o[mt][3];
       }
     }
     if (g == 0) {

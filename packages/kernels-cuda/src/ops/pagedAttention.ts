@@ -133,9 +133,9 @@ export function attentionSharedBytes(launch: AttentionLaunch, fp8: boolean): num
   const WARPS = 4;
   const l = LAUNCHES.pagedAttention[launch];
   if ('stages' in l && !('tileTokens' in l)) {
-    // Per warp: stages of 16-token K and V tiles (fp8: codes, then the two tiles they decode into).
+    // Per warp: stages of 16-token K and V tiles (fp8: of codes, read straight into the mma operands).
     const tile16 = 16 * l.headDim * 2;
-    const warp = l.stages * 2 * (fp8 ? 16 * l.headDim : tile16) + (fp8 ? 2 * tile16 : 0);
+    const warp = l.stages * 2 * (fp8 ? 16 * l.headDim : tile16);
     const merge = (WARPS * l.rowsPerPass * (l.headDim + 4) + 2 * WARPS * l.rowsPerPass) * 4;
     return Math.max(WARPS * warp, merge) + (fp8 ? 256 * 2 : 0);
   }
