@@ -269,6 +269,22 @@ __device__ __forceinline__ uint32_t decodeCodePair(uint32_t codes, bool e4m3, co
 #endif
 }
 
+/**
+ * Four fp8 codes (a word, the first in the low byte) as two f16 pairs: codes 0, 1 in .x, codes 2, 3 in .y.
+ * The word's halves go to the conversions as they are (no shift to take the high one).
+ */
+__device__ __forceinline__ uint2 decodeCodeQuad(uint32_t codes, bool e4m3, const F16::Bits* table) {
+  uint2 pairs;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  if (e4m3) asm("{ .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %2;\n cvt.rn.f16x2.e4m3x2 %0, lo;\n cvt.rn.f16x2.e4m3x2 %1, hi; }" : "=r"(pairs.x), "=r"(pairs.y) : "r"(codes));
+  else asm("{ .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %2;\n cvt.rn.f16x2.e5m2x2 %0, lo;\n cvt.rn.f16x2.e5m2x2 %1, hi; }" : "=r"(pairs.x), "=r"(pairs.y) : "r"(codes));
+#else
+  pairs.x = decodeCodePair<F16>(codes & 0xffffu, e4m3, table);
+  pairs.y = decodeCodePair<F16>(codes >> 16, e4m3, table);
+#endif
+  return pairs;
+}
+
 // 16 bytes into shared memory, the first `bytes` (16 or 0) from global memory, the rest zeros; in flight until waited for.
 __device__ __forceinline__ void copyAsync16Bytes(unsigned to, const void* from, unsigned bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to), "l"(from), "r"(bytes) : "memory");
@@ -780,9 +796,11 @@ __device__ __forceinline__ uint32_t transposeFragment(uint32_t a) {
  * reads whole words of codes. The warps' states merge as attendLanes's. Rows are numbered in 32 bits (the
  * host takes this launch where S · H < 2³¹).
  */
-template <typename S, typename L, bool FP8, bool FULL>
+template <typename S, typename L, PoolCode POOL, bool FULL>
 __device__ __forceinline__ void attendDecodeFrom(const PagedAttentionParams& p, const Work& w, long long h, long long group) {
   constexpr int DP = L::kHeadDim, P = L::kStages, R = L::kRowsPerPass, KC = DP / 16;
+  // The pool's codes are a template argument, so each conversion is the one instruction of its kind.
+  constexpr bool FP8 = POOL != kPoolModelDType, e4m3 = POOL == kPoolE4m3;
   // Tokens a warp step: the m of the q·kᵀ mma.
   constexpr int TN = 16;
   constexpr int kElementBytes = FP8 ? 1 : 2;
@@ -815,7 +833,6 @@ __device__ __forceinline__ void attendDecodeFrom(const PagedAttentionParams& p, 
   // fp8 before sm_89: the codes' f16 values.
   F16::Bits* table = reinterpret_cast<F16::Bits*>(smem + max(kWarps * kWarpBytes, (kWarps * R * kStride + 2 * kWarps * R) * 4));
 
-  const bool e4m3 = p.poolDType == kPoolE4m3;
   if (FP8) {
     for (int c = tid; c < 256; c += kThreads) table[c] = F16::fromFloat(fp8ToFloat(static_cast<uint32_t>(c), e4m3));
   }
@@ -1001,8 +1018,9 @@ __device__ __forceinline__ void attendDecodeFrom(const PagedAttentionParams& p, 
         for (int c32 = 0; c32 < KC / 2; c32++) {
           const uint2 top = *reinterpret_cast<const uint2*>(kCodes + codeAt(false, g, 32 * c32 + 8 * t4));
           const uint2 low = *reinterpret_cast<const uint2*>(kCodes + codeAt(false, g + 8, 32 * c32 + 8 * t4));
-          const uint32_t a0[4] = {decodeCodePair<F16>(top.x, e4m3, table), decodeCodePair<F16>(low.x, e4m3, table), decodeCodePair<F16>(top.x >> 16, e4m3, table), decodeCodePair<F16>(low.x >> 16, e4m3, table)};
-          const uint32_t a1[4] = {decodeCodePair<F16>(top.y, e4m3, table), decodeCodePair<F16>(low.y, e4m3, table), decodeCodePair<F16>(top.y >> 16, e4m3, table), decodeCodePair<F16>(low.y >> 16, e4m3, table)};
+          const uint2 t0 = decodeCodeQuad(top.x, e4m3, table), l0 = decodeCodeQuad(low.x, e4m3, table);
+          const uint2 t1 = decodeCodeQuad(top.y, e4m3, table), l1 = decodeCodeQuad(low.y, e4m3, table);
+          const uint32_t a0[4] = {t0.x, l0.x, t0.y, l0.y}, a1[4] = {t1.x, l1.x, t1.y, l1.y};
           mma<F16>(c, a0, qb[2 * c32][0], qb[2 * c32][1]);
           mma<F16>(c2, a1, qb[2 * c32 + 1][0], qb[2 * c32 + 1][1]);
         }
@@ -1091,8 +1109,9 @@ __device__ __forceinline__ void attendDecodeFrom(const PagedAttentionParams& p, 
           const int wg = mt >> 2, wg8 = W / 8 + (mt >> 2);
           const uint32_t g0 = __byte_perm(x[0][wg], x[1][wg], sel), g8 = __byte_perm(x[0][wg8], x[1][wg8], sel);
           const uint32_t h0 = __byte_perm(x[2][wg], x[3][wg], sel), h8 = __byte_perm(x[2][wg8], x[3][wg8], sel);
-          const uint32_t a0[4] = {decodeCodePair<F16>(g0, e4m3, table), decodeCodePair<F16>(g8, e4m3, table), decodeCodePair<F16>(h0, e4m3, table), decodeCodePair<F16>(h8, e4m3, table)};
-          const uint32_t a1[4] = {decodeCodePair<F16>(g0 >> 16, e4m3, table), decodeCodePair<F16>(g8 >> 16, e4m3, table), decodeCodePair<F16>(h0 >> 16, e4m3, table), decodeCodePair<F16>(h8 >> 16, e4m3, table)};
+          const uint2 pg0 = decodeCodeQuad(g0, e4m3, table), pg8 = decodeCodeQuad(g8, e4m3, table);
+          const uint2 ph0 = decodeCodeQuad(h0, e4m3, table), ph8 = decodeCodeQuad(h8, e4m3, table);
+          const uint32_t a0[4] = {pg0.x, pg8.x, ph0.x, ph8.x}, a1[4] = {pg0.y, pg8.y, ph0.y, ph8.y};
           mma<F16>(o[mt], a0, pb0, pb1);
           mma<F16>(o[mt + 1], a1, pb0, pb1);
         }
@@ -1145,12 +1164,15 @@ __device__ __forceinline__ void attendDecode(const PagedAttentionParams& p) {
   if (!findWork(p, at.piece, at.slot, w)) return;
   if (w.qLen * group > p.decodeRows) return;
   const bool full = p.headDim == L::kHeadDim && p.vHeadDim == L::kHeadDim;
-  if (p.poolDType != kPoolModelDType) {
-    if (full) attendDecodeFrom<S, L, true, true>(p, w, at.head, group);
-    else attendDecodeFrom<S, L, true, false>(p, w, at.head, group);
+  if (p.poolDType == kPoolE4m3) {
+    if (full) attendDecodeFrom<S, L, kPoolE4m3, true>(p, w, at.head, group);
+    else attendDecodeFrom<S, L, kPoolE4m3, false>(p, w, at.head, group);
+  } else if (p.poolDType == kPoolE5m2) {
+    if (full) attendDecodeFrom<S, L, kPoolE5m2, true>(p, w, at.head, group);
+    else attendDecodeFrom<S, L, kPoolE5m2, false>(p, w, at.head, group);
   } else {
-    if (full) attendDecodeFrom<S, L, false, true>(p, w, at.head, group);
-    else attendDecodeFrom<S, L, false, false>(p, w, at.head, group);
+    if (full) attendDecodeFrom<S, L, kPoolModelDType, true>(p, w, at.head, group);
+    else attendDecodeFrom<S, L, kPoolModelDType, false>(p, w, at.head, group);
   }
 }
 
