@@ -76,6 +76,14 @@ withDevice('pagedAttention on WebGPU: pieces, merges and row units', () => {
     expect(planPagedAttention(caps(0), request('f32', 16), 4)).toMatchObject({ kRead: 'row', tileMax: 'atomic' });
   });
 
+  it('runs the online softmax in each group of lanes for passes of up to 4 rows, over the tile for wider ones and row reads', () => {
+    const caps: DeviceCaps = { subgroups: true, subgroupMinSize: 32, maxWorkgroupStorageBytes: 16384, maxInvocationsPerWorkgroup: 256, maxStorageBuffersPerStage: 8, f16: { decode: 'integer', encode: 'integer' } };
+    const bf16 = { qType: 'bf16' as const, poolType: 'bf16' as const, layout: 'NHD' as const, headDim: 128, qIndptrType: 'i32' as const, kvIndptrType: 'i32' as const, slotType: 'i32' as const };
+    expect(planPagedAttention(caps, bf16, 4)).toMatchObject({ rowsPerPass: 4, softmax: 'group' });
+    expect(planPagedAttention(caps, bf16, 32)).toMatchObject({ rowsPerPass: 8, softmax: 'tile' });
+    expect(planPagedAttention({ ...caps, subgroups: false, subgroupMinSize: 0 }, bf16, 4)).toMatchObject({ kRead: 'row', softmax: 'tile' });
+  });
+
   for (const c of SMALL_PIECES) {
     for (const dtype of ['f32', 'bf16', 'f16'] as FloatDType[]) {
       it(`${c.name} [${dtype}]`, async () => {

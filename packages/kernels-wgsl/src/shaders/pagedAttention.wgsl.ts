@@ -18,6 +18,10 @@
  *     columns of the row and a share of the tile's tokens add p · v into f32
  *     accumulators (the online softmax), and the sums of p beside them.
  *
+ * With `softmax: 'group'` (passes of few rows, 'lanes' reads) the three phases become one walk per
+ * group of a row's lanes over its own tokens, the softmax's state in registers, and the groups' states
+ * meet only at the pass's end.
+ *
  * After the last tile the lanes' shares are added in workgroup memory and
  * the rows are written: to out and lse where the request has one piece (or
  * more queries than `splitQueries`, whose row tiles are then spread over its
@@ -77,6 +81,13 @@ export interface PagedAttentionPlan {
    * `lanes` invocations of a row each their columns (as V is read), the dots added by subgroup shuffles.
    */
   readonly kRead: 'row' | 'lanes';
+  /**
+   * Where the online softmax runs: 'tile', over the workgroup's tile of tokens (its maximum through
+   * workgroup atomics, p through workgroup memory, barriers between the phases); 'group', in each group
+   * of `lanes` lanes over its own tokens, p in registers and no barrier until the pass's end, where
+   * the groups' states are rescaled to the largest maximum and added ('lanes' K reads only).
+   */
+  readonly softmax: 'tile' | 'group';
 }
 
 export interface PagedAttentionMergePlan {
@@ -248,6 +259,108 @@ export function pagedAttentionShader(plan: PagedAttentionPlan): KernelSource<Pag
       workgroupBarrier();
       var logits: array<f32, ${R}>;
       for (var r = 0u; r < ${R}u; r = r + 1u) { logits[r] = tile[r * ${T}u + lane]; }`;
+  const visibleOf = (live: string) =>
+    `${live} && r < rowsHere && (params.causal == 0u || j <= p) && (params.slidingWindow == 0u || j + params.slidingWindow > p)`;
+  const groupLoop = `// Each group of ${L} lanes its tokens (every ${groupsOfLanes}th from tokenFrom + laneShare): the logits, the
+    // running maximum and p in registers, then p · v; the lanes of a group hold the same logits after the shuffles.
+    for (var base = tokenFrom; base < tokenTo; base = base + ${groupsOfLanes}u) {
+      let j = base + laneShare;
+      let live = j < tokenTo;
+      var row = 0u;
+      if (live) { row = poolRow(kvSlotAt(kvStart + j), h, params.kvHeads, params.pageSize); }
+      var dots: array<f32, ${R}>;
+      for (var r = 0u; r < ${R}u; r = r + 1u) { dots[r] = 0.0; }
+      for (var s = 0u; s < ${KUPL}u; s = s + 1u) {
+        let u = column + s * ${L}u;
+        if (live && u < ${units.perRow}u) {
+          let kv = unitValues_k(row, u, kScale);
+          ${logitStep}
+        }
+      }
+      for (var r = 0u; r < ${R}u; r = r + 1u) { ${reduceDots} }
+      var weights: array<f32, ${R}>;
+      for (var r = 0u; r < ${R}u; r = r + 1u) {
+        let p = kvLen - qLen + (rowBase + r) / groupSize;
+        let logit = select(${NEG}, softcapped(dots[r] * params.scale), ${visibleOf('live')});
+        if (logit > top[r]) {
+          let f = exp(top[r] - logit);
+          sums[r] = sums[r] * f;
+          for (var x = 0u; x < ${laneValues}u; x = x + 1u) { acc[r * ${laneValues}u + x] = acc[r * ${laneValues}u + x] * f; }
+          top[r] = logit;
+        }
+        weights[r] = select(exp(logit - top[r]), 0.0, logit <= ${NEG});
+        sums[r] = sums[r] + weights[r];
+      }
+      for (var s = 0u; s < ${UPL}u; s = s + 1u) {
+        let u = column + s * ${L}u;
+        if (live && u < ${valueUnits}u) {
+          let v = unitValues_v(row, u, vScale);
+          for (var r = 0u; r < ${R}u; r = r + 1u) {
+            for (var x = 0u; x < ${E}u; x = x + 1u) { acc[r * ${laneValues}u + s * ${E}u + x] = acc[r * ${laneValues}u + s * ${E}u + x] + weights[r] * v[x]; }
+          }
+        }
+      }
+    }
+    // The groups' maxima of each row (in tile, free now), and each group's state rescaled to the largest.
+    if (column == 0u) {
+      for (var r = 0u; r < ${R}u; r = r + 1u) { tile[laneShare * ${R}u + r] = top[r]; }
+    }
+    workgroupBarrier();
+    for (var r = 0u; r < ${R}u; r = r + 1u) {
+      var largest = ${NEG};
+      for (var g = 0u; g < ${groupsOfLanes}u; g = g + 1u) { largest = max(largest, tile[g * ${R}u + r]); }
+      let f = exp(top[r] - largest);
+      sums[r] = sums[r] * f;
+      for (var x = 0u; x < ${laneValues}u; x = x + 1u) { acc[r * ${laneValues}u + x] = acc[r * ${laneValues}u + x] * f; }
+      if (lane == 0u) { rowMax[r] = largest; }
+    }`;
+  const tileBody = `      ${(plan.kRead === 'lanes' ? logitsByLanes : logitsByRow).replace('LOGIT_STEP', logitStep)}
+      // 2. The tile's maximum of each row.
+      for (var r = 0u; r < ${R}u; r = r + 1u) {
+        ${plan.tileMax === 'subgroup' ? `let top = subgroupMax(logits[r]);
+        if (subgroupLane == 0u) { atomicMax(&tileMaxKeys[r], orderKey(top)); }` : 'atomicMax(&tileMaxKeys[r], orderKey(logits[r]));'}
+      }
+      workgroupBarrier();
+      if (lane < ${R}u) {
+        let before = rowMax[lane];
+        let now = max(before, keyValue(atomicLoad(&tileMaxKeys[lane])));
+        // Only this invocation reads the key: it may clear it for the next tile at once.
+        atomicStore(&tileMaxKeys[lane], 0u);
+        rowRescale[lane] = exp(before - now);
+        rowMax[lane] = now;
+      }
+      workgroupBarrier();
+      // 3. p = exp(logit - max), then p · v into the lanes' columns.
+      for (var r = 0u; r < ${R}u; r = r + 1u) {
+        tile[r * ${T}u + lane] = select(exp(logits[r] - rowMax[r]), 0.0, logits[r] <= ${NEG});
+      }
+      workgroupBarrier();
+      for (var r = 0u; r < ${R}u; r = r + 1u) {
+        let f = rowRescale[r];
+        sums[r] = sums[r] * f;
+        for (var x = 0u; x < ${laneValues}u; x = x + 1u) { acc[r * ${laneValues}u + x] = acc[r * ${laneValues}u + x] * f; }
+      }
+      let count = min(${T}u, tokenTo - t0);
+      for (var step = 0u; step < ${T / groupsOfLanes}u; step = step + 1u) {
+        let t = laneShare + step * ${groupsOfLanes}u;
+        if (t >= count) { break; }
+        let row = tileSlots[t];
+        for (var s = 0u; s < ${UPL}u; s = s + 1u) {
+          let u = column + s * ${L}u;
+          if (u < ${valueUnits}u) {
+            let v = unitValues_v(row, u, vScale);
+            for (var r = 0u; r < ${R}u; r = r + 1u) {
+              let p = tile[r * ${T}u + t];
+              for (var x = 0u; x < ${E}u; x = x + 1u) { acc[r * ${laneValues}u + s * ${E}u + x] = acc[r * ${laneValues}u + s * ${E}u + x] + p * v[x]; }
+            }
+          }
+        }
+        for (var r = 0u; r < ${R}u; r = r + 1u) { sums[r] = sums[r] + tile[r * ${T}u + t]; }
+      }
+      workgroupBarrier();`;
+  const tileLoop = `for (var t0 = tokenFrom; t0 < tokenTo; t0 = t0 + ${T}u) {
+${tileBody}
+    }`;
   const code = `${subgroups ? 'enable subgroups;\n' : ''}${halfFloatWgsl(plan.f16)}
 ${INDEX_RANGE_WGSL}
 ${fp8 ? FP8_WGSL : ''}
@@ -365,54 +478,11 @@ fn main(${ENTRY_BUILTINS}${subgroups ? ', @builtin(subgroup_invocation_id) subgr
     var acc: array<f32, ${R * laneValues}>;
     for (var i = 0u; i < ${R * laneValues}u; i = i + 1u) { acc[i] = 0.0; }
     var sums: array<f32, ${R}>;
-    for (var r = 0u; r < ${R}u; r = r + 1u) { sums[r] = 0.0; }
+    for (var r = 0u; r < ${R}u; r = r + 1u) { sums[r] = 0.0; }${plan.softmax === 'group' ? `
+    var top: array<f32, ${R}>;
+    for (var r = 0u; r < ${R}u; r = r + 1u) { top[r] = ${NEG}; }` : ''}
     workgroupBarrier();
-    for (var t0 = tokenFrom; t0 < tokenTo; t0 = t0 + ${T}u) {
-      ${(plan.kRead === 'lanes' ? logitsByLanes : logitsByRow).replace('LOGIT_STEP', logitStep)}
-      // 2. The tile's maximum of each row.
-      for (var r = 0u; r < ${R}u; r = r + 1u) {
-        ${plan.tileMax === 'subgroup' ? `let top = subgroupMax(logits[r]);
-        if (subgroupLane == 0u) { atomicMax(&tileMaxKeys[r], orderKey(top)); }` : 'atomicMax(&tileMaxKeys[r], orderKey(logits[r]));'}
-      }
-      workgroupBarrier();
-      if (lane < ${R}u) {
-        let before = rowMax[lane];
-        let now = max(before, keyValue(atomicLoad(&tileMaxKeys[lane])));
-        // Only this invocation reads the key: it may clear it for the next tile at once.
-        atomicStore(&tileMaxKeys[lane], 0u);
-        rowRescale[lane] = exp(before - now);
-        rowMax[lane] = now;
-      }
-      workgroupBarrier();
-      // 3. p = exp(logit - max), then p · v into the lanes' columns.
-      for (var r = 0u; r < ${R}u; r = r + 1u) {
-        tile[r * ${T}u + lane] = select(exp(logits[r] - rowMax[r]), 0.0, logits[r] <= ${NEG});
-      }
-      workgroupBarrier();
-      for (var r = 0u; r < ${R}u; r = r + 1u) {
-        let f = rowRescale[r];
-        sums[r] = sums[r] * f;
-        for (var x = 0u; x < ${laneValues}u; x = x + 1u) { acc[r * ${laneValues}u + x] = acc[r * ${laneValues}u + x] * f; }
-      }
-      let count = min(${T}u, tokenTo - t0);
-      for (var step = 0u; step < ${T / groupsOfLanes}u; step = step + 1u) {
-        let t = laneShare + step * ${groupsOfLanes}u;
-        if (t >= count) { break; }
-        let row = tileSlots[t];
-        for (var s = 0u; s < ${UPL}u; s = s + 1u) {
-          let u = column + s * ${L}u;
-          if (u < ${valueUnits}u) {
-            let v = unitValues_v(row, u, vScale);
-            for (var r = 0u; r < ${R}u; r = r + 1u) {
-              let p = tile[r * ${T}u + t];
-              for (var x = 0u; x < ${E}u; x = x + 1u) { acc[r * ${laneValues}u + s * ${E}u + x] = acc[r * ${laneValues}u + s * ${E}u + x] + p * v[x]; }
-            }
-          }
-        }
-        for (var r = 0u; r < ${R}u; r = r + 1u) { sums[r] = sums[r] + tile[r * ${T}u + t]; }
-      }
-      workgroupBarrier();
-    }
+    ${plan.softmax === 'group' ? groupLoop : tileLoop}
     // The shares of the lanes, added share after share into qRows (q is done with) and rowSum.
     for (var g = 0u; g < ${groupsOfLanes}u; g = g + 1u) {
       if (laneShare == g) {
