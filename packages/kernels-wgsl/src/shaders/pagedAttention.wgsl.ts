@@ -261,9 +261,11 @@ export function pagedAttentionShader(plan: PagedAttentionPlan): KernelSource<Pag
       for (var r = 0u; r < ${R}u; r = r + 1u) { logits[r] = tile[r * ${T}u + lane]; }`;
   const visibleOf = (live: string) =>
     `${live} && r < rowsHere && (params.causal == 0u || j <= p) && (params.slidingWindow == 0u || j + params.slidingWindow > p)`;
-  const groupLoop = `// Each group of ${L} lanes its tokens (every ${groupsOfLanes}th from tokenFrom + laneShare): the logits, the
-    // running maximum and p in registers, then p · v; the lanes of a group hold the same logits after the shuffles.
-    for (var base = tokenFrom; base < tokenTo; base = base + ${groupsOfLanes}u) {
+  // Each group of L lanes walks its tokens (every groupsOfLanes-th from tokenFrom + laneShare): the logits,
+  // the running maximum and p in registers, then p · v (a group's lanes hold the same logits after the
+  // shuffles); at the end the groups' maxima meet in `tile` (free then) and each group's state is rescaled
+  // to the largest.
+  const groupLoop = `for (var base = tokenFrom; base < tokenTo; base = base + ${groupsOfLanes}u) {
       let j = base + laneShare;
       let live = j < tokenTo;
       var row = 0u;
@@ -301,7 +303,6 @@ export function pagedAttentionShader(plan: PagedAttentionPlan): KernelSource<Pag
         }
       }
     }
-    // The groups' maxima of each row (in tile, free now), and each group's state rescaled to the largest.
     if (column == 0u) {
       for (var r = 0u; r < ${R}u; r = r + 1u) { tile[laneShare * ${R}u + r] = top[r]; }
     }
