@@ -26,15 +26,20 @@ export const CONTESTED_SHAPES: readonly ContestedShape[] = [
 ];
 
 const TOKENS = 600;
+/**
+ * The calls' token counts for ropePoolFused: many, and a decode step's (a GPU backend may settle a small call's
+ * duplicates inside its one kernel, a large one's in a pass ahead of it).
+ */
+export const CONTESTED_TOKENS: readonly number[] = [TOKENS, 200];
 const POOL_SLOTS = 12;
 const CONTESTED = [2, 7, 11];
 const NAMED_ONCE = [0, 5, 9];
 const SKIPS = [-1, -7, -1, -2, -100, -1];
 
-/** 600 slots in random order: the contested ones about 195 times each, three slots once, six skips. */
-function contestedSlots(rng: Rng): number[] {
+/** `tokens` slots in random order: the contested ones about a third of the tokens each, three slots once, six skips. */
+function contestedSlots(rng: Rng, tokens = TOKENS): number[] {
   const slots = [...NAMED_ONCE, ...SKIPS];
-  while (slots.length < TOKENS) slots.push(CONTESTED[rng.int(CONTESTED.length)]!);
+  while (slots.length < tokens) slots.push(CONTESTED[rng.int(CONTESTED.length)]!);
   for (let i = slots.length - 1; i > 0; i--) {
     const j = rng.int(i + 1);
     [slots[i], slots[j]] = [slots[j]!, slots[i]!];
@@ -54,14 +59,14 @@ function lastOwners(slots: readonly number[]): Map<number, number> {
 const describe = (c: ContestedShape) => `H=${c.H} D=${c.D} slots:${c.slotDType}`;
 
 /** ropePoolFused: each contested slot holds exactly its last token's kRot and v rows; unnamed slots are untouched. */
-export async function checkContestedSlotsRopePool(backend: Backend, dtype: FloatDType, shape: ContestedShape): Promise<void> {
+export async function checkContestedSlotsRopePool(backend: Backend, dtype: FloatDType, shape: ContestedShape, tokens = TOKENS): Promise<void> {
   const { H, D, R, slotDType } = shape;
-  const [N, S, Hq] = [TOKENS, POOL_SLOTS, 2 * shape.H];
+  const [N, S, Hq] = [tokens, POOL_SLOTS, 2 * shape.H];
   const s = new Scope(backend);
   const checks = new Checks(`ropePoolFused, ${N} tokens on ${CONTESTED.length} contested slots (${describe(shape)}) [${dtype}]`);
   try {
-    const rng = new Rng(seedOf(`contested slots rope pool ${describe(shape)}`));
-    const slots = contestedSlots(rng);
+    const rng = new Rng(seedOf(`contested slots rope pool ${describe(shape)}${N === TOKENS ? '' : `, ${N} tokens`}`));
+    const slots = contestedSlots(rng, N);
     const row = H * D;
     const kBefore = randomValues(rng, S * row);
     const vBefore = randomValues(rng, S * row);

@@ -22,7 +22,7 @@ import { checkAsyncWriteLayerKvRefused } from './synchronousCallback.js';
 import { defineMropeMaterializerCases } from './mropeMaterializer.js';
 import { defineMropeQkNormCases } from './mropeQkNorm.js';
 import { defineViewCases } from './views.js';
-import { CONTESTED_SHAPES, checkContestedSlotsMaterializeInto, checkContestedSlotsRopePool } from './contestedSlots.js';
+import { CONTESTED_SHAPES, CONTESTED_TOKENS, checkContestedSlotsMaterializeInto, checkContestedSlotsRopePool } from './contestedSlots.js';
 import { defineRopeVariantChecks } from './ropeVariants.js';
 
 export interface ConformanceOptions {
@@ -103,7 +103,7 @@ export function defineConformanceSuite(name: string, create: () => Backend | Pro
       for (const dtype of dtypes) {
         for (const shape of CONTESTED_SHAPES) {
           const at = `H=${shape.H} D=${shape.D}, slots ${shape.slotDType}`;
-          it(`ropePoolFused, ${at} [${dtype}]`, () => checkContestedSlotsRopePool(both()[0], dtype, shape), CASE_TIMEOUT_MS);
+          for (const tokens of CONTESTED_TOKENS) it(`ropePoolFused, ${at}, ${tokens} tokens [${dtype}]`, () => checkContestedSlotsRopePool(both()[0], dtype, shape, tokens), CASE_TIMEOUT_MS);
           it(`materializeInto, ${at} [${dtype}]`, () => checkContestedSlotsMaterializeInto(both()[0], dtype, shape), CASE_TIMEOUT_MS);
         }
       }

@@ -409,6 +409,21 @@ export const validationCases: readonly ValidationCase[] = [
   {
     code: 'KV038',
     op: 'ropePoolFused',
+    name: 'slots[297] = S in a call of 300 tokens (more than a decode step, checked apart from the writing kernel on a GPU)',
+    arg: 'slots',
+    mentions: [`slots[297] = ${S}`],
+    deferred: true,
+    call: (fx) => {
+      const many = 300;
+      // Every slot of the pool named many times, a seventh of the tokens skipped, one slot past the pool near the end.
+      const slots = Array.from({ length: many }, (_, n) => (n === 297 ? S : n % 7 === 0 ? -1 : n % S));
+      const positions = Array.from({ length: many }, (_, n) => n);
+      return rope(fx, { q: fx.float('f32', [many, Hq, D]), k: fx.float('f32', [many, H, D]), v: fx.float('f32', [many, H, D]), positions: fx.index('i32', [many], positions), slots: fx.index('i32', [many], slots) });
+    },
+  },
+  {
+    code: 'KV038',
+    op: 'ropePoolFused',
     name: 'every slot at 2^31 - 1',
     arg: 'slots',
     mentions: ['slots[0] = 2147483647'],

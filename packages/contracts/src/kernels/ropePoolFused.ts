@@ -162,19 +162,20 @@ export const ropeTableWgsl = wgslKernel({
 
 export const slotOwnersWgsl = wgslKernel({
   kernel: 'slotOwners',
-  doc: 'The ownership pass before a pool scatter: claim marks each slot with its owner, resolve writes the slot list the scatter reads (slotOwners.wgsl.ts).',
+  doc: 'The ownership pass before a pool scatter: claim marks each slot with its owner, resolve writes the slot list the scatter reads; for a call of at most a workgroup of tokens, local does both in one workgroup, without the table (slotOwners.wgsl.ts).',
   uniforms: {
     tokens: u32('N'),
     slotBelow: u32('S: slots at or past it (and negative ones) are copied as they are'),
   },
   variants: {
-    resolve: 'the resolve stage, which writes the owned slot list and clears the marks',
-    skips: "the claim stage of copySlots: a pair whose source slot is negative is skipped, so it claims nothing",
+    table: 'the claim and resolve stages, which mark the slots in the owner table',
+    owned: 'the resolve and local stages, which write the owned slot list (resolve also clears the marks)',
+    skips: "copySlots' claim and local stages: a pair whose source slot is negative is skipped, so it claims nothing",
   },
   bindings: {
     slots: read('u32', '[N] i32 or i64 (two words)'),
-    owners: readWrite('atomic<u32>', '[S] owner marks, all 0 between calls'),
-    owned: readWrite('u32', '[N] the slots with non-owners skipped (-1)', 'resolve'),
+    owners: readWrite('atomic<u32>', '[S] owner marks, all 0 between calls', 'table'),
+    owned: readWrite('u32', '[N] the slots with non-owners skipped (-1)', 'owned'),
     skipIf: read('u32', "[N] i32 or i64 (two words): a token whose entry is negative claims nothing (copySlots' fromSlots)", 'skips'),
   },
 });

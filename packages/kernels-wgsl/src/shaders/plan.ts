@@ -278,7 +278,8 @@ export function planCheckValues(caps: DeviceCaps, valueTypes: CheckValuesPlan['v
 /** One dispatch of the ownership pass before a pool scatter (slotOwners.wgsl.ts). */
 export interface SlotOwnersPlan {
   readonly kernel: 'slotOwners';
-  readonly stage: 'claim' | 'resolve';
+  /** claim, then resolve, over the owner table; local: both in one workgroup of at least the call's tokens, no table. */
+  readonly stage: 'claim' | 'resolve' | 'local';
   readonly rule: DuplicateRule;
   readonly slotType: IndexDType;
   /** The claim of a copy: the dtype of the source slots, a negative one of which skips its pair (it claims nothing). */
@@ -287,7 +288,7 @@ export interface SlotOwnersPlan {
 }
 
 export function planSlotOwners(caps: DeviceCaps, stage: SlotOwnersPlan['stage'], rule: DuplicateRule, slotType: IndexDType, skipType?: IndexDType): SlotOwnersPlan {
-  const skips = stage === 'claim' && skipType !== undefined ? { skipType } : {};
+  const skips = stage !== 'resolve' && skipType !== undefined ? { skipType } : {};
   return { kernel: 'slotOwners', stage, rule, slotType, ...skips, workgroupSize: Math.min(tuning.rowWorkgroup, caps.maxInvocationsPerWorkgroup) };
 }
 
