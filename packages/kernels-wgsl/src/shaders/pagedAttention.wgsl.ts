@@ -230,6 +230,21 @@ export function pagedAttentionShader(plan: PagedAttentionPlan): KernelSource<Pag
           if (visible) { logits[r] = softcapped(dots[r] * params.scale); }
         }
       }`;
+  // Whether column j is one row r sees (causal and window masks), for a token that is `live`.
+  const visibleOf = (live: string) =>
+    `${live} && r < rowsHere && (params.causal == 0u || j <= p) && (params.slidingWindow == 0u || j + params.slidingWindow > p)`;
+  // 'lanes' K reads: the dots of K row `row` (token j, if `live`) with each of the R rows, each lane over its columns,
+  // summed over the row's lanes by the shuffles.
+  const laneDots = `var dots: array<f32, ${R}>;
+        for (var r = 0u; r < ${R}u; r = r + 1u) { dots[r] = 0.0; }
+        for (var s = 0u; s < ${KUPL}u; s = s + 1u) {
+          let u = column + s * ${L}u;
+          if (live && u < ${units.perRow}u) {
+            let kv = unitValues_k(row, u, kScale);
+            ${logitStep}
+          }
+        }
+        for (var r = 0u; r < ${R}u; r = r + 1u) { ${reduceDots} }`;
   const logitsByLanes = `// 1. The tile's rows, then each row's lanes take their columns of K; the dots meet through shuffles.
       if (t0 + lane < tokenTo) { tileSlots[lane] = poolRow(kvSlotAt(kvStart + t0 + lane), h, params.kvHeads, params.pageSize); }
       workgroupBarrier();
@@ -238,29 +253,17 @@ export function pagedAttentionShader(plan: PagedAttentionPlan): KernelSource<Pag
         let j = t0 + t;
         let live = j < tokenTo;
         let row = tileSlots[t];
-        var dots: array<f32, ${R}>;
-        for (var r = 0u; r < ${R}u; r = r + 1u) { dots[r] = 0.0; }
-        for (var s = 0u; s < ${KUPL}u; s = s + 1u) {
-          let u = column + s * ${L}u;
-          if (live && u < ${units.perRow}u) {
-            let kv = unitValues_k(row, u, kScale);
-            LOGIT_STEP
-          }
-        }
-        for (var r = 0u; r < ${R}u; r = r + 1u) { ${reduceDots} }
+        ${laneDots}
         if (column == 0u) {
           for (var r = 0u; r < ${R}u; r = r + 1u) {
             let p = kvLen - qLen + (rowBase + r) / groupSize;
-            let visible = live && r < rowsHere && (params.causal == 0u || j <= p) && (params.slidingWindow == 0u || j + params.slidingWindow > p);
-            tile[r * ${T}u + t] = select(${NEG}, softcapped(dots[r] * params.scale), visible);
+            tile[r * ${T}u + t] = select(${NEG}, softcapped(dots[r] * params.scale), ${visibleOf('live')});
           }
         }
       }
       workgroupBarrier();
       var logits: array<f32, ${R}>;
       for (var r = 0u; r < ${R}u; r = r + 1u) { logits[r] = tile[r * ${T}u + lane]; }`;
-  const visibleOf = (live: string) =>
-    `${live} && r < rowsHere && (params.causal == 0u || j <= p) && (params.slidingWindow == 0u || j + params.slidingWindow > p)`;
   // Each group of L lanes walks its tokens (every groupsOfLanes-th from tokenFrom + laneShare): the logits,
   // the running maximum and p in registers, then p · v (a group's lanes hold the same logits after the
   // shuffles); at the end the groups' maxima meet in `tile` (free then) and each group's state is rescaled
@@ -270,16 +273,7 @@ export function pagedAttentionShader(plan: PagedAttentionPlan): KernelSource<Pag
       let live = j < tokenTo;
       var row = 0u;
       if (live) { row = poolRow(kvSlotAt(kvStart + j), h, params.kvHeads, params.pageSize); }
-      var dots: array<f32, ${R}>;
-      for (var r = 0u; r < ${R}u; r = r + 1u) { dots[r] = 0.0; }
-      for (var s = 0u; s < ${KUPL}u; s = s + 1u) {
-        let u = column + s * ${L}u;
-        if (live && u < ${units.perRow}u) {
-          let kv = unitValues_k(row, u, kScale);
-          ${logitStep}
-        }
-      }
-      for (var r = 0u; r < ${R}u; r = r + 1u) { ${reduceDots} }
+      ${laneDots}
       var weights: array<f32, ${R}>;
       for (var r = 0u; r < ${R}u; r = r + 1u) {
         let p = kvLen - qLen + (rowBase + r) / groupSize;
