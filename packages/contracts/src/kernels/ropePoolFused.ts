@@ -2,7 +2,7 @@
 import { FLOAT_DTYPES } from '../tensor.js';
 import { cudaKernel, entryGrid, f64, i64, input, output, read, readWrite, u32, wgslKernel } from './declare.js';
 import { ownedSlotFields } from './ownedSlots.js';
-import { callFlag } from './valueChecks.js';
+import { callFlag, valueRuleParams } from './valueChecks.js';
 import { poolWriteParams, poolWriteUniforms } from './kvPools.js';
 
 export const ropePoolCuda = cudaKernel({
@@ -41,8 +41,11 @@ export const ropePoolCuda = cudaKernel({
     kPool: output('void', '[S, H, D] or [numPages, H, pageSize, D]: the model dtype or fp8'),
     vPool: output('void', "kPool's layout and dtype"),
     ...poolWriteParams,
-    badValue: input('BadValueRecord', "where the call's value check left its verdict (check_values)"),
+    badValue: output('BadValueRecord', "where the call's value check left its verdict (check_values), or where this kernel records it (its own rules)"),
     call: i64("this call's number (0: no value check): BadValueRecord.rejectedCall equal to it, and the kernel writes nothing"),
+    // A call of few tokens tests its rules in every block and settles its duplicate slots itself: one launch, no check or claims ahead.
+    ...valueRuleParams,
+    inlineOwners: i64('1 (token tiles only): no claim pass; a token writes its slot unless a later token of the call names it'),
     numTokens: i64('N'),
     numQoHeads: i64('Hq'),
     numKvHeads: i64('H'),

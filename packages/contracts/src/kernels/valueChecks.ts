@@ -29,12 +29,19 @@ function ruleParams(r: number): Record<string, CudaParam> {
   };
 }
 
+/**
+ * The rules' fields of CheckValuesParams, carried by the kernels of ops whose small calls test their own rules
+ * (every block over all the values: value_rules.cuh blockFindsBadValue) instead of launching check_values first;
+ * all null where check_values ran.
+ */
+export const valueRuleParams: Readonly<Record<string, CudaParam>> = Object.assign({}, ...RULES.map(ruleParams));
+
 export const checkValuesCuda = cudaKernel({
   kernel: 'checkValues',
   struct: 'CheckValuesParams',
   doc: "One call's value rules, checked before its writing kernels run (check_values.cu).",
   params: {
-    ...Object.assign({}, ...RULES.map(ruleParams)),
+    ...valueRuleParams,
     badValue: output('BadValueRecord', 'where a bad value is recorded, and the call marked rejected'),
     call: i64("this call's number, stored in BadValueRecord.rejectedCall when a rule breaks"),
   },

@@ -10,6 +10,7 @@
 #include "rope.cuh"
 #include "staged_rows.cuh"
 #include "storage.cuh"
+#include "value_rules.cuh"
 
 namespace kvkit {
 
@@ -75,6 +76,11 @@ struct TileAngles {
  */
 template <typename S, int DEPTH, int STAGES, bool FP8_POOLS, bool PAIRED>
 __device__ __forceinline__ void ropePoolTiles(const RopePoolParams& p) {
+  // A one-launch call (its own rules, no check or claims ahead) overlaps the grid ahead, whatever it is: the block
+  // waits for it before it reads anything.
+  if (testsOwnRules(p)) waitForPreviousGrid();
+  // Its rules first, while few registers are live: a call that breaks one writes nothing.
+  if (blockFindsBadValue(p)) return;
   constexpr int NV = PAIRED ? 2 : 1;  // vectors a lane holds of each row
   constexpr int VEC = S::kPer16;
   constexpr long long kElementBytes = sizeof(typename S::Bits);
@@ -152,9 +158,22 @@ __device__ __forceinline__ void ropePoolTiles(const RopePoolParams& p) {
     closeStagedBatch();
   }
 
+  // Without claims, the block looks for later tokens of the call naming each tile token's slot, while its first rows load.
+  if (p.inlineOwners != 0) {
+    // A thread a token of the call (the host keeps such calls to at most a block's threads), each tile token's slot against it.
+    const int n = static_cast<int>(p.numTokens);
+    const int tileFirst = static_cast<int>(firstToken);
+    const long long mine = threadIdx.x < n ? loadIndex(p.slots, p.slotsAreI64, threadIdx.x) : -1;
+    if (threadIdx.x >= tileFirst && threadIdx.x < tileFirst + tokens) tileSlots[threadIdx.x - tileFirst] = mine;
+    __syncthreads();
+#pragma unroll 1
+    for (int t = 0; t < tokens; t++)
+      if (__syncthreads_or(static_cast<int>(threadIdx.x) > tileFirst + t && mine == tileSlots[t]) && threadIdx.x == 0) tileSlots[t] = -1;
+  }
+
   // The tile's slots, as given, read now (a thread a token: tokensPerBlock <= 8) and kept in shared memory until they are
   // settled before the key rows: the block's wait there is then only the claims'.
-  if (threadIdx.x < tokens) tileSlots[threadIdx.x] = loadIndex(p.slots, p.slotsAreI64, firstToken + threadIdx.x);
+  if (p.inlineOwners == 0 && threadIdx.x < tokens) tileSlots[threadIdx.x] = loadIndex(p.slots, p.slotsAreI64, firstToken + threadIdx.x);
 
   // Every (token, pair) cos/sin of the tile, and the norm weights, once, while the first rows load.
   const bool qNormed = p.qNormWeight != nullptr, kNormed = p.kNormWeight != nullptr;
@@ -173,9 +192,10 @@ __device__ __forceinline__ void ropePoolTiles(const RopePoolParams& p) {
     }
     __syncthreads();
   }
-  // Nothing written yet: the grids this one was launched beside end here, and a call they rejected stops.
+  // Nothing written yet: the grids this one was launched beside end here, and a call they rejected stops (a one-launch
+  // call's verdict is the block's own, above).
   waitForPreviousGrid();
-  if (callRejected(p.badValue, p.call)) {
+  if (!testsOwnRules(p) && callRejected(p.badValue, p.call)) {
     waitStagedBatches<0>();
     return;
   }

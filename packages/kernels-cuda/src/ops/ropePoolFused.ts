@@ -1,4 +1,7 @@
 import { ownerParams } from '../runtime/slotOwners.js';
+import { NO_RULES } from '../runtime/badValues.js';
+import { tuning } from './tuning.js';
+import { LAUNCHES } from '../generated/kernels.js';
 import type { FloatDType, PoolDType } from '@kvkit/contracts';
 import { isFp8 } from '@kvkit/contracts';
 import type { RopePoolFusedChecked } from '@kvkit/contracts/backend';
@@ -14,6 +17,9 @@ import { poolScales, poolWrite } from './kvPools.js';
 import { planRows, rowStrides, vectorPathFits } from './rowTiles.js';
 import type { RowStrides } from './rowTiles.js';
 
+/** Values a rule of a one-launch call may have, per token of the most it takes: mRoPE's three position streams (the others fewer). */
+const ONE_LAUNCH_MOST_VALUES = 3;
+
 /**
  * SEMANTICS.md §3 on the device: claim_slots gives each slot named by several
  * tokens to the one the contract's rule names (the last; a pool row is never
@@ -25,6 +31,9 @@ import type { RowStrides } from './rowTiles.js';
  * (with a Q/K-norm, a view that would miss that is copied first: stagedRows).
  * That launch may start while the claims finish (Hopper): its query rows need
  * no slot, and it waits for the claims before it looks a slot's owner up.
+ * A call of at most tuning.oneLaunchMostTokens tokens is that launch alone: each
+ * block tests the call's rules over all their values before it writes, and a
+ * token leaves its slot to a later token naming it.
  */
 export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked): { qRot: CudaTensor; kRot: CudaTensor } {
   const op = 'ropePoolFused';
@@ -74,9 +83,14 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
   // Enqueued first (a first use uploads the table): the check, the claims and the pool kernel follow each other directly.
   const angles = kernels.ropeAngles({ ropeBase: args.ropeBase, rotaryDim: R, ropeScaling: args.ropeScaling, angles: args.angles }, op);
   deviceRules(kernels, args.deviceChecks, args.dims, { slots: slotsAt, kScale: kScaleAt?.ptr, vScale: vScaleAt?.ptr });
-  // The check waits for all work ahead; the claims run beside it, and the pool kernel beside both until it writes.
-  const call = kernels.badValues.checkCall(op);
-  const claims = kernels.slotOwners.claim(slotsAt, slots.dtype === 'i64', N, S, args.duplicates.slots, op, call !== 0);
+  // A call of few tokens is one launch that tests its rules and settles its duplicate slots itself. Otherwise the check
+  // waits for all work ahead; the claims run beside it, and the pool kernel beside both until it writes.
+  // Only the token tiles do (rope_pool_tiles.cuh), a thread's token against the tile's: a call of at most a block's
+  // threads, whose later token takes a slot (the contract's rule; another goes through claim_slots).
+  const oneLaunchMost = Math.min(tuning.oneLaunchMostTokens, LAUNCHES.ropePool.nv1.threads);
+  const oneLaunch = plan.path === 'nv1' && N <= oneLaunchMost && args.duplicates.slots === 'last' ? kernels.badValues.checkInKernel(ONE_LAUNCH_MOST_VALUES * oneLaunchMost) : undefined;
+  const call = oneLaunch ? oneLaunch.call : kernels.badValues.checkCall(op);
+  const claims = oneLaunch ? undefined : kernels.slotOwners.claim(slotsAt, slots.dtype === 'i64', N, S, args.duplicates.slots, op, call !== 0);
   const p = kernels.params.ropePool;
   p.write({
     q: qAt.ptr,
@@ -107,6 +121,8 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
     ...pools,
     badValue: kernels.badValues.record.ptr,
     call,
+    ...(oneLaunch?.rules ?? NO_RULES),
+    inlineOwners: oneLaunch && N > 1 ? 1 : 0,
     numTokens: N,
     numQoHeads: Hq,
     numKvHeads: H,
@@ -124,8 +140,9 @@ export function ropePoolFused(kernels: CudaKernels, args: RopePoolFusedChecked):
   });
   const kernel = ropePoolKernel(dtype, plan.path, isFp8(kPool.dtype as PoolDType), plan.pairedLanes);
   // Beside claim_slots or check_values, the launch just before, which write nothing it reads; it waits for them
-  // before it writes. Plain behind anything else (none of them: no rule on the device, a single token).
-  if (claims.table !== 0 || call !== 0) cx.launchOverlapping(kernel, p, plan.grid, plan.block, plan.sharedBytes, op);
+  // before it writes. A one-launch call overlaps the grid ahead too: every block waits for it before it reads.
+  // Plain behind anything else (no rule on the device, a single token).
+  if (oneLaunch ? oneLaunch.call !== 0 : claims!.table !== 0 || call !== 0) cx.launchOverlapping(kernel, p, plan.grid, plan.block, plan.sharedBytes, op);
   else cx.launch(kernel, p, plan.grid, 1, plan.block, plan.sharedBytes, op);
   return { qRot, kRot };
 }

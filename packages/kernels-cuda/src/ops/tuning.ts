@@ -9,7 +9,14 @@ export const MATERIALIZER_SCHEDULES: readonly MaterializerSchedule[] = ['batched
  * benchmark can time each variant in one run (`@kvkit/kernels-cuda/profiling`
  * re-exports it). Not part of the API: defaults change as measurements say.
  */
-export const tuning: { materializerSchedule: MaterializerSchedule; overlapLayersPerStage: number; overlapMinTokens: number; overlapNormMultiprocessors: number; mlaTokensPerBlock: number } = {
+export const tuning: {
+  materializerSchedule: MaterializerSchedule;
+  overlapLayersPerStage: number;
+  overlapMinTokens: number;
+  overlapNormMultiprocessors: number;
+  mlaTokensPerBlock: number;
+  oneLaunchMostTokens: number;
+} = {
   /**
    * 'batched': all L layers' projection as one strided-batched GEMM, then one norm + RoPE launch over every layer.
    * 'overlapped': the layers in stages (a GEMM each on the main stream), each stage's norm + RoPE on a second
@@ -29,4 +36,13 @@ export const tuning: { materializerSchedule: MaterializerSchedule; overlapLayers
   overlapNormMultiprocessors: 0,
   /** Tokens a block of mlaPoolFused's vector path takes at most (fewer where the grid would leave multiprocessors short of blocks). */
   mlaTokensPerBlock: 8,
+  /**
+   * ropePoolFused calls of at most this many tokens (a serving loop's decode steps) are one launch: every block tests
+   * the call's value rules and finds the later tokens naming its tokens' slots itself, where a larger call launches
+   * check_values and claim_slots ahead of its kernel (H200, bf16 Hq=32 H=8 D=128: N=256 8.11 to 7.27 µs, N=16 the
+   * same). Every block reads the rules' values and the slots, so the cost grows with the tokens: 0 turns it off.
+   * The norm + RoPE of fusedNormRopeStacked keeps its check launch: tested in its blocks, ahead of their rows, the
+   * rules measured slower (T=16 4.78 to 5.96 µs, T=256 8.81 to 10.31 µs), the check beside it hiding behind the row loads.
+   */
+  oneLaunchMostTokens: 256,
 };

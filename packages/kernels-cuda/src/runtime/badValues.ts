@@ -35,6 +35,34 @@ interface CallRule {
   readonly values: number;
 }
 
+/** The rules' fields of a parameter block (CheckValuesParams, and the kernels that test their own: valueRuleParams). */
+export type ValueRuleFields = Readonly<Omit<ParamFields['CheckValuesParams'], 'badValue' | 'call'>>;
+
+function valueCount(r: CallRule): number {
+  return r.rule.tensor.shape.reduce((n, d) => n * d, 1);
+}
+
+/** Up to RULES_PER_CHECK rules as fields; a rule not there has null values. */
+function ruleFields(rules: readonly CallRule[]): ValueRuleFields {
+  const fields: Record<string, number> = {};
+  for (let r = 0; r < RULES_PER_CHECK; r++) {
+    const at = rules[r];
+    fields[`values${r}`] = at ? at.values : 0;
+    fields[`count${r}`] = at ? valueCount(at) : 0;
+    fields[`kind${r}`] = at ? VALUE_KIND[at.rule.tensor.dtype as keyof typeof VALUE_KIND] : 0;
+    fields[`min${r}`] = at?.rule.min ?? -Infinity;
+    fields[`above${r}`] = at?.rule.above ?? -Infinity;
+    fields[`below${r}`] = at?.rule.below ?? Infinity;
+    fields[`negativeSkips${r}`] = at?.rule.negativeSkips ? 1 : 0;
+    fields[`finite${r}`] = at?.rule.finite ? 1 : 0;
+    fields[`check${r}`] = at ? at.check : 0xffffffff;
+  }
+  return fields as unknown as ValueRuleFields;
+}
+
+/** The fields of a kernel whose call check_values tested (or that has no rules): no rule for the kernel to test. */
+export const NO_RULES = ruleFields([]);
+
 /**
  * The value rules the contracts hand to the device (positions inside the
  * cache, slots inside the pool, eps finite and >= 0, fp8 scales finite and > 0). Each enqueued check gets
@@ -113,25 +141,26 @@ export class BadValues {
     return this.#calls;
   }
 
+  /**
+   * For a call whose one kernel tests its own rules (value_rules.cuh blockFindsBadValue: every block over all the
+   * values): the call's number and the rules' fields of that kernel's parameters, and nothing launched. Undefined
+   * (nothing taken: checkCall follows) where the call has offsets rules, more rules than the fields hold, or a
+   * rule of more than `mostValues` values, which each block would test at too high a cost.
+   */
+  checkInKernel(mostValues: number): { readonly call: number; readonly rules: ValueRuleFields } | undefined {
+    const rules = this.#callRules;
+    if (rules.length !== this.#callChecks || rules.length > RULES_PER_CHECK || rules.some((r) => valueCount(r) > mostValues)) return undefined;
+    this.#callRules = [];
+    this.#callChecks = 0;
+    if (rules.length === 0) return { call: 0, rules: NO_RULES };
+    this.#calls = this.#calls >= 0x7fffffff ? 1 : this.#calls + 1;
+    return { call: this.#calls, rules: ruleFields(rules) };
+  }
+
   /** One check_values launch for up to RULES_PER_CHECK rules of the call numbered last. */
   #launchCheck(rules: readonly CallRule[], op: string, stream: bigint | undefined): void {
-    const fields: Record<string, number> = {};
-    let longest = 0;
-    for (let r = 0; r < RULES_PER_CHECK; r++) {
-      const at = rules[r];
-      const count = at ? at.rule.tensor.shape.reduce((n, d) => n * d, 1) : 0;
-      longest = Math.max(longest, count);
-      fields[`values${r}`] = at ? at.values : 0;
-      fields[`count${r}`] = count;
-      fields[`kind${r}`] = at ? VALUE_KIND[at.rule.tensor.dtype as keyof typeof VALUE_KIND] : 0;
-      fields[`min${r}`] = at?.rule.min ?? -Infinity;
-      fields[`above${r}`] = at?.rule.above ?? -Infinity;
-      fields[`below${r}`] = at?.rule.below ?? Infinity;
-      fields[`negativeSkips${r}`] = at?.rule.negativeSkips ? 1 : 0;
-      fields[`finite${r}`] = at?.rule.finite ? 1 : 0;
-      fields[`check${r}`] = at ? at.check : 0xffffffff;
-    }
-    this.#params.write({ ...fields, badValue: this.record.ptr, call: this.#calls } as ParamFields['CheckValuesParams']);
+    const longest = Math.max(0, ...rules.map(valueCount));
+    this.#params.write({ ...ruleFields(rules), badValue: this.record.ptr, call: this.#calls });
     const { threads } = LAUNCHES.checkValues.default;
     const grid = Math.max(1, Math.min(Math.ceil(longest / threads), this.#cx.multiprocessors * 4));
     // It waits for the grid ahead before reading, and lets the call's first kernel launch behind it.
